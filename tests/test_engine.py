@@ -266,7 +266,10 @@ def test_builder_recognises_node_local_phases(layout):
     assert local.build().local is not None
     broadcast = PhaseBuilder(layout).combine("y", nodes, "x", 0, 1.0).build()
     assert broadcast.local is not None and broadcast.local.external
-    reduction = PhaseBuilder(layout).combine("x", 0, "y", nodes, 1.0).build()
-    assert reduction.local is None  # one row from many: not node-local
+    reduction = PhaseBuilder(layout).keep("x", 0).combine("x", 0, "y", nodes, 1.0).build()
+    assert reduction.local is not None  # one row from many: an outer row of the nodes
+    assert {kind for _, kind, _, _ in reduction.local.outer} == {"sum", "row"}
+    inside = PhaseBuilder(layout).keep("y", nodes).combine("y", 1, "x", nodes, 1.0).build()
+    assert inside.local is None  # the summed row is one of the nodes' own rows
     shifted = PhaseBuilder(layout).combine("y", nodes, "x", nodes + 1, 1.0).build()
     assert shifted.local is None

@@ -33,20 +33,30 @@ import numpy as np
 import scipy.sparse as sp
 from jaxtyping import Int
 
-from ..mixing.rowsparse import RowSparse, csr_from_triplets, sorted_unique
+from ..mixing.rowsparse import Broadcast, Reduce, RowSparse, csr_from_triplets, sorted_unique
 from .layout import Layout
 
 
 @dataclass(frozen=True)
 class LocalForm:
-    """A node-local phase: for every target block T,
+    """A node-local phase. For every target block T, on the rows of ``nodes``:
 
         T[nodes] <- sum_terms coef * S[nodes] + sum_external coef * Z[row] + sum_grad coef * G
 
     where ``S[nodes]`` are the same nodes' rows of a source block, ``Z[row]`` a single
-    (read-only) row broadcast to every node, and ``G`` the gradients of ``clients`` (aligned
-    with ``nodes``). Coefficients are numbers or arrays aligned with ``nodes``. Target
-    blocks without a term are zeroed on ``nodes``.
+    row broadcast to every node, and ``G`` the gradients of ``clients`` (aligned with
+    ``nodes``). Target blocks without a term are zeroed on ``nodes``. Besides, each
+    *outer* row R (a single row of the state, not one of the nodes' rows) may be set to
+
+        Z[R] <- sum_reductions sum_i coef_i * S[nodes_i] + sum_singles coef * Z[row]
+
+    (the server aggregating its clients). Coefficients are numbers, or arrays aligned with
+    ``nodes`` where they multiply node rows.
+
+    Attributes:
+        outer: ``(R, kind, ref, coef)`` with kind "sum" (ref a source block, a reduction
+            over the nodes), "row" (ref a row of Z) or "zero" (R is set, to zero unless
+            another entry adds to it); R and ref are rows of Z.
     """
 
     nodes: Int[np.ndarray, " s"]
@@ -55,6 +65,48 @@ class LocalForm:
     external: tuple  # (target, global row, coef)
     gradients: tuple  # (target, coef)
     clients: np.ndarray | None = None
+    outer: tuple = ()  # (global row, kind, ref, coef)
+
+    @cached_property
+    def signature(self) -> tuple:
+        """Everything about the phase but its nodes and coefficient values: phases with
+        equal signatures run the same operations (see :mod:`stochmix.engine.execute`)."""
+        return (
+            self.targets,
+            tuple((t, s, _kind(c)) for t, s, c in self.terms),
+            tuple((t, r, _kind(c)) for t, r, c in self.external),
+            tuple((t, _kind(c)) for t, c in self.gradients),
+            tuple((r, k, ref, _kind(c)) for r, k, ref, c in self.outer),
+        )
+
+    @cached_property
+    def coefficients(self) -> tuple:
+        """The coefficient values, in the order :attr:`signature` lists them."""
+        return (
+            *(c for _, _, c in self.terms),
+            *(c for _, _, c in self.external),
+            *(c for _, c in self.gradients),
+            *(c for _, _, _, c in self.outer),
+        )
+
+    @cached_property
+    def outer_rows(self) -> frozenset:
+        """The outer rows the phase writes."""
+        return frozenset(r for r, _, _, _ in self.outer)
+
+    @cached_property
+    def single_reads(self) -> frozenset:
+        """Rows of Z the phase reads one at a time (broadcasts and outer singles)."""
+        rows = {r for _, r, _ in self.external}
+        rows.update(ref for _, kind, ref, _ in self.outer if kind == "row")
+        return frozenset(rows)
+
+
+def _kind(coef) -> str:
+    """How the engine multiplies by a coefficient: one, minus one, scalar or per node."""
+    if isinstance(coef, float):
+        return "one" if coef == 1.0 else "minus_one" if coef == -1.0 else "scalar"
+    return "array"
 
 
 class Phase:
@@ -146,7 +198,9 @@ class Phase:
 
 @dataclass
 class _LocalDraft:
-    """What the builder has seen so far of a possible :class:`LocalForm`."""
+    """What the builder has seen so far of a possible :class:`LocalForm`. Terms between
+    single rows wait in ``singles`` until :meth:`finish` knows the nodes: they are node
+    terms of a one-node phase, or outer rows."""
 
     ok: bool = True
     nodes: np.ndarray | None = None
@@ -155,19 +209,67 @@ class _LocalDraft:
     external: list = field(default_factory=list)
     gradients: list = field(default_factory=list)
     clients: np.ndarray | None = None
+    outer: list = field(default_factory=list)
+    singles: list = field(default_factory=list)  # (target, t_node, t_row, source, s_row, coef)
+    outer_nodes: list = field(default_factory=list)  # the node of each outer row
 
     def on(self, nodes: np.ndarray, target: str) -> bool:
         """Register target rows at ``nodes``; False (and give up) if the nodes differ."""
         if not self.ok:
             return False
-        if self.nodes is None:
-            self.nodes = nodes
-        elif self.nodes is not nodes and not np.array_equal(self.nodes, nodes):
+        if not self.same(nodes):
             self.ok = False
             return False
         if target not in self.targets:
             self.targets.append(target)
         return True
+
+    def same(self, nodes: np.ndarray) -> bool:
+        """Whether ``nodes`` are the draft's nodes (which they become if there are none)."""
+        if self.nodes is None:
+            self.nodes = nodes
+            return True
+        return self.nodes is nodes or (
+            self.nodes.shape == nodes.shape and np.array_equal(self.nodes, nodes)
+        )
+
+    def finish(self) -> LocalForm | None:
+        """The local form, or None when the phase is not node-local."""
+        for target, t_node, t_row, source, s_row, coef in self.singles:
+            if not self.ok:
+                return None
+            nodes = self.nodes
+            if nodes is not None and nodes.size == 1 and nodes[0] == t_node:
+                if source is None:
+                    self.on(nodes, target)
+                elif s_row[1] == t_node:
+                    if self.on(nodes, target):
+                        self.terms.append((target, source, coef))
+                else:
+                    self.ok = False
+            elif nodes is not None and bool((nodes == t_node).any()):
+                self.ok = False  # a row among the nodes with terms of its own
+            elif source is None:
+                self.outer.append((t_row, "zero", None, 0.0))
+            else:
+                self.outer.append((t_row, "row", s_row[0], coef))
+        if not self.ok or (self.nodes is None and not self.outer):
+            return None
+        if self.nodes is not None and self.outer_nodes:
+            if any(bool((self.nodes == node).any()) for node in set(self.outer_nodes)):
+                return None  # an outer row is one of the nodes' own rows
+        nodes = self.nodes if self.nodes is not None else np.zeros(0, dtype=np.int64)
+        if nodes.size == 0 and not self.outer:
+            return None
+        return LocalForm(
+            nodes,
+            tuple(self.targets),
+            tuple(self.terms),
+            tuple(self.external),
+            tuple(self.gradients),
+            self.clients,
+            tuple(self.outer),
+        )
 
 
 def _index(rows) -> np.ndarray:
@@ -221,6 +323,9 @@ class PhaseBuilder:
         first = self.layout.first_node(block)
         return local_rows if first == 0 else local_rows + first  # same object: cheap checks
 
+    def _row(self, block: str, local_row) -> int:
+        return self.layout.start(block) + int(local_row)
+
     def _note_combine(self, target, t_rows, source, s_rows, coef):
         draft = self._local
         if not draft.ok:
@@ -228,17 +333,40 @@ class PhaseBuilder:
         t_rows, s_rows = _index(t_rows), _index(s_rows)
         if t_rows.size == 0 or s_rows.size == 0:
             return
-        t_nodes = self._nodes(target, t_rows)
-        if s_rows.size == 1 and not (
-            t_rows.size == 1 and self._nodes(source, s_rows)[0] == t_nodes[0]
-        ):
-            if draft.on(t_nodes, target):  # one source row broadcast to every node
-                row = int(self.layout.rows(source, s_rows)[0])
-                draft.external.append((target, row, _coef(coef, t_nodes.size)))
+        if t_rows.size == 1 and s_rows.size == 1:  # resolved when the nodes are known
+            t_node = int(self._nodes(target, t_rows)[0])
+            s_node = int(self._nodes(source, s_rows)[0])
+            draft.singles.append(
+                (
+                    target,
+                    t_node,
+                    self._row(target, t_rows[0]),
+                    source,
+                    (self._row(source, s_rows[0]), s_node),
+                    float(coef) if np.ndim(coef) == 0 else float(np.asarray(coef).ravel()[0]),
+                )
+            )
             return
+        if t_rows.size == 1:  # one row, the weighted sum of many: an outer row
+            s_nodes = self._nodes(source, s_rows)
+            if draft.same(s_nodes):
+                draft.outer.append(
+                    (self._row(target, t_rows[0]), "sum", source, _coef(coef, s_nodes.size))
+                )
+                draft.outer_nodes.append(int(self._nodes(target, t_rows)[0]))
+            else:
+                draft.ok = False
+            return
+        t_nodes = self._nodes(target, t_rows)
+        if s_rows.size == 1:  # one source row broadcast to every node
+            if draft.on(t_nodes, target):
+                draft.external.append(
+                    (target, self._row(source, s_rows[0]), _coef(coef, t_nodes.size))
+                )
+            return
+        s_nodes = self._nodes(source, s_rows)
         same = s_rows.size == t_rows.size and (
-            (source == target and s_rows is t_rows)
-            or np.array_equal(self._nodes(source, s_rows), t_nodes)
+            s_nodes is t_nodes or np.array_equal(s_nodes, t_nodes)
         )
         if not same:
             draft.ok = False
@@ -265,7 +393,12 @@ class PhaseBuilder:
     def clear(self, target: str, rows):
         """Rows become zero unless another term adds to them."""
         rows = np.atleast_1d(np.asarray(rows, dtype=np.int64))
-        self._local.on(self._nodes(target, rows), target)
+        draft = self._local
+        if rows.size == 1:
+            node = int(self._nodes(target, rows)[0])
+            draft.singles.append((target, node, self._row(target, rows[0]), None, None, 0.0))
+        elif rows.size:
+            draft.on(self._nodes(target, rows), target)
         self._deferred.append(("clear", target, rows))
         self._touched = self._touched or bool(rows.size)
         return self
@@ -283,16 +416,38 @@ class PhaseBuilder:
                 f"op has size {op.size} but blocks {target!r} and {source!r} have "
                 f"{self.layout.block(target).rows} and {self.layout.block(source).rows} rows"
             )
-        rows, cols, vals = op.entries()
-        self._note_apply(target, source, op, rows, cols, scale * vals)
-        self._deferred.append(("apply", target, source, op, rows, cols, scale * vals))
+        scale = float(scale)
+        self._note_apply(target, source, op, scale)
+        self._deferred.append(("apply", target, source, op, scale))
         self._touched = self._touched or bool(op.rows.size)
         return self
 
-    def _note_apply(self, target, source, op, rows, cols, vals):
+    def _note_apply(self, target, source, op: RowSparse, scale: float):
         draft = self._local
         if not draft.ok or op.rows.size == 0:
             return
+        pattern = op.pattern
+        if isinstance(pattern, Broadcast):
+            if draft.on(self._nodes(target, pattern.rows), target):
+                draft.external.append(
+                    (target, self._row(source, pattern.source), scale * pattern.coef)
+                )
+            return
+        if isinstance(pattern, Reduce):
+            nodes = self._nodes(source, pattern.cols)
+            if pattern.clears:
+                draft.on(self._nodes(target, pattern.cols), target)
+            if not draft.same(nodes):
+                draft.ok = False
+                return
+            row = self._row(target, pattern.row)
+            draft.outer_nodes.append(int(pattern.row) + self.layout.first_node(target))
+            own = scale * pattern.self_coef
+            draft.outer.append((row, "sum", source, _coef(scale * pattern.coefs, nodes.size)))
+            draft.outer.append((row, "row", self._row(source, pattern.row), own))
+            return
+        rows, cols, vals = op.entries()
+        vals = scale * vals
         one_per_row = rows.size == op.rows.size and np.array_equal(rows, op.rows)
         if (
             one_per_row
@@ -303,24 +458,26 @@ class PhaseBuilder:
                 draft.terms.append((target, source, _coef(vals, rows.size)))
         elif one_per_row and (cols == cols[0]).all() and not (rows == cols[0]).any():
             if draft.on(self._nodes(target, op.rows), target):
-                row = int(self.layout.rows(source, cols[:1])[0])
+                row = self._row(source, cols[0])
                 draft.external.append((target, row, _coef(vals, rows.size)))
         else:
             draft.ok = False
 
     def gradient(self, target: str, target_rows, clients, coef=1.0):
         """Add ``coef * grad F_client(X_client)`` to ``target[target_rows]``, aligned."""
-        t, c, v = self._aligned(target_rows, clients, coef)
+        t, c = _index(target_rows), _index(clients)
         draft = self._local
-        if draft.ok and t.size:
-            if draft.clients is None:
-                draft.clients = c
-            elif not np.array_equal(draft.clients, c):
+        if draft.ok and t.size and c.size:
+            if t.size != c.size:
                 draft.ok = False
-            if draft.on(self._nodes(target, t), target):
-                draft.gradients.append((target, _coef(coef, t.size)))
-        self._deferred.append(("gradient", target, t, c, v))
-        self._touched = self._touched or bool(t.size)
+            elif draft.clients is None or draft.clients is c or np.array_equal(draft.clients, c):
+                draft.clients = c
+                if draft.on(self._nodes(target, t), target):
+                    draft.gradients.append((target, _coef(coef, t.size)))
+            else:
+                draft.ok = False
+        self._deferred.append(("gradient", target, t, c, coef))
+        self._touched = self._touched or bool(t.size and c.size)
         return self
 
     def _materialize(self) -> tuple:
@@ -338,13 +495,15 @@ class PhaseBuilder:
             elif kind == "clear":
                 parts["z"].append(lay.rows(op[1], op[2]))
             elif kind == "apply":
-                _, target, source, sparse, rows, cols, vals = op
+                _, target, source, sparse, scale = op
+                rows, cols, vals = sparse.entries()
                 parts["t"].append(lay.rows(target, rows))
                 parts["s"].append(lay.rows(source, cols))
-                parts["c"].append(vals)
+                parts["c"].append(scale * vals)
                 parts["z"].append(lay.rows(target, sparse.rows))
             else:
-                _, target, t, c, v = op
+                _, target, t_rows, clients, coef = op
+                t, c, v = self._aligned(t_rows, clients, coef)
                 parts["gt"].append(lay.rows(target, t))
                 parts["gc"].append(c)
                 parts["gv"].append(v)
@@ -365,14 +524,5 @@ class PhaseBuilder:
     def build(self) -> Phase:
         """The phase holding every term added so far."""
         empty = not self._touched
-        draft, local = self._local, None
-        if draft.ok and draft.nodes is not None and draft.nodes.size:
-            local = LocalForm(
-                draft.nodes,
-                tuple(draft.targets),
-                tuple(draft.terms),
-                tuple(draft.external),
-                tuple(draft.gradients),
-                draft.clients,
-            )
+        local = None if empty else self._local.finish()
         return Phase(self.layout.size, self._materialize, local, self.label, empty=empty)

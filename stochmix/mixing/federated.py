@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from jaxtyping import Bool, Float, Int
 
 from .._validate import as_float, as_mask, as_nonnegative
-from .rowsparse import RowSparse
+from .rowsparse import Broadcast, Reduce, RowSparse
 
 
 def _nodes(participants) -> np.ndarray:
@@ -34,7 +34,9 @@ def _nodes(participants) -> np.ndarray:
 def assign_rows(participants: Int[np.ndarray, " s"], n_clients: int) -> RowSparse:
     """A_S: every participant's row copies the server's row 0."""
     nodes = _nodes(participants)
-    return RowSparse.from_entries(n_clients + 1, nodes, np.zeros_like(nodes), 1.0)
+    return RowSparse.from_entries(
+        n_clients + 1, nodes, np.zeros_like(nodes), 1.0, pattern=Broadcast(nodes, 0)
+    )
 
 
 def average_rows(
@@ -54,8 +56,11 @@ def average_rows(
     if nodes.size == 0:
         return RowSparse.from_entries(n_clients + 1, [], [], [])
     cols = np.concatenate([[0], nodes])
-    vals = np.concatenate([[1.0 - server_lr * q.sum()], server_lr * q])
-    return RowSparse.from_entries(n_clients + 1, np.zeros_like(cols), cols, vals)
+    own = 1.0 - server_lr * float(q.sum())
+    vals = np.concatenate([[own], server_lr * q])
+    equal = bool((q == q[0]).all())  # uniform weights: one number for every node
+    pattern = Reduce(0, own, nodes, server_lr * float(q[0]) if equal else server_lr * q)
+    return RowSparse.from_entries(n_clients + 1, np.zeros_like(cols), cols, vals, pattern=pattern)
 
 
 def collect_rows(participants: Int[np.ndarray, " s"], n_clients: int) -> RowSparse:
@@ -64,7 +69,14 @@ def collect_rows(participants: Int[np.ndarray, " s"], n_clients: int) -> RowSpar
     if nodes.size == 0:
         return RowSparse.from_entries(n_clients + 1, [], [], [])
     cols = np.concatenate([[0], nodes])
-    return RowSparse.from_entries(n_clients + 1, np.zeros_like(cols), cols, 1.0, set_rows=nodes)
+    return RowSparse.from_entries(
+        n_clients + 1,
+        np.zeros_like(cols),
+        cols,
+        1.0,
+        set_rows=nodes,
+        pattern=Reduce(0, 1.0, nodes, 1.0, clears=True),
+    )
 
 
 def local_diagonal_rows(participants: Int[np.ndarray, " s"], n_clients: int) -> RowSparse:

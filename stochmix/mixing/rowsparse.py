@@ -7,9 +7,35 @@ applying it costs what the participants cost, not what the number of nodes costs
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import scipy.sparse as sp
 from jaxtyping import Int
+
+
+@dataclass(frozen=True)
+class Broadcast:
+    """Structure of a matrix whose set rows are ``M[rows] = coef * e_source`` (every row
+    copies one row, as the assign step A_S does)."""
+
+    rows: np.ndarray
+    source: int
+    coef: float = 1.0
+
+
+@dataclass(frozen=True)
+class Reduce:
+    """Structure of a matrix with one set row that sums many others,
+    ``M[row] = self_coef * e_row + sum_t coefs[t] * e_{cols[t]}``, and, when ``clears``,
+    the rows ``cols`` set to zero (the collect step C_S; without ``clears``, averaging).
+    ``coefs`` is a number or an array aligned with ``cols``; ``row`` is not in ``cols``."""
+
+    row: int
+    self_coef: float
+    cols: np.ndarray
+    coefs: float | np.ndarray
+    clears: bool = False
 
 
 class RowSparse:
@@ -24,6 +50,9 @@ class RowSparse:
         values: CSR array of shape (k, n), the rows themselves (built on first use when the
             matrix was made from entries).
         identity_elsewhere: what the remaining rows are.
+        pattern: a :class:`Broadcast` or :class:`Reduce` that says the same as the entries
+            in structured form, or None. Builders that know their structure set it so that
+            the engine can recognise node-local phases without inspecting the entries.
     """
 
     def __init__(
@@ -34,6 +63,7 @@ class RowSparse:
         identity_elsewhere: bool = True,
         *,
         entries: tuple | None = None,
+        pattern: Broadcast | Reduce | None = None,
     ):
         if (values is None) == (entries is None):
             raise ValueError("give RowSparse either values or entries")
@@ -42,6 +72,7 @@ class RowSparse:
         self.identity_elsewhere = bool(identity_elsewhere)
         self._values = values
         self._entries = entries
+        self.pattern = pattern
         if values is not None and values.shape != (len(rows), self.size):
             raise ValueError(
                 f"values must have shape ({len(rows)}, {self.size}), got {values.shape}"
@@ -49,12 +80,20 @@ class RowSparse:
 
     @classmethod
     def from_entries(
-        cls, size: int, rows, cols, vals, *, identity_elsewhere: bool = True, set_rows=None
+        cls,
+        size: int,
+        rows,
+        cols,
+        vals,
+        *,
+        identity_elsewhere: bool = True,
+        set_rows=None,
+        pattern: Broadcast | Reduce | None = None,
     ) -> RowSparse:
         """Build from COO entries ``M[rows[t], cols[t]] += vals[t]``.
 
         ``set_rows`` lists rows that are set even if they have no entry (zero rows);
-        the rows that carry an entry are always set.
+        the rows that carry an entry are always set. ``pattern``: see the class.
         """
         rows = np.asarray(rows, dtype=np.int64)
         cols = np.asarray(cols, dtype=np.int64)
@@ -63,12 +102,15 @@ class RowSparse:
             vals = np.full(rows.shape, vals)
         touched = rows if set_rows is None else np.concatenate([rows, np.asarray(set_rows)])
         unique = sorted_unique(touched.astype(np.int64, copy=False))
-        order = np.argsort(rows, kind="stable")
+        if rows.size > 1 and (rows[1:] < rows[:-1]).any():
+            order = np.argsort(rows, kind="stable")
+            rows, cols, vals = rows[order], cols[order], vals[order]
         return cls(
             size,
             unique,
             identity_elsewhere=identity_elsewhere,
-            entries=(rows[order], cols[order], vals[order]),
+            entries=(rows, cols, vals),
+            pattern=pattern,
         )
 
     @property
@@ -122,7 +164,7 @@ def sorted_unique(values) -> np.ndarray:
     """``np.unique`` for integer arrays made of a few sorted runs (the usual case here):
     a stable sort merges the runs in about linear time, far faster than hashing."""
     values = np.asarray(values)
-    if values.size == 0:
+    if values.size < 2 or (values[1:] > values[:-1]).all():
         return values
     ordered = np.sort(values, kind="stable")
     keep = np.empty(ordered.size, dtype=bool)

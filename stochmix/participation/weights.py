@@ -18,7 +18,7 @@ def _check_participants(participants, n_clients: int | None = None) -> np.ndarra
     arr = np.asarray(participants)
     if arr.ndim != 1:
         raise ValueError(f"participants must be a 1-d array, got shape {arr.shape}")
-    if arr.size and not np.issubdtype(arr.dtype, np.integer):
+    if arr.size and arr.dtype.kind not in "iu":
         raise TypeError(f"participants must hold integers, got dtype {arr.dtype}")
     arr = arr.astype(np.int64, copy=False)
     if n_clients is not None:
