@@ -231,7 +231,7 @@ class _SparseOnly:
 def test_chunked_node_local_path_equals_the_sparse_path(monkeypatch, buffer_bytes):
     """The fast path (runs of node-local phases, chunk by chunk) is exact: it gives the
     general sparse path's numbers, with tiny chunks as with one chunk."""
-    import stochmix.engine.execute as execute
+    import stochmix.engine.program as program
     from stochmix.algorithms import (
         FOCUS,
         MIFA,
@@ -241,8 +241,8 @@ def test_chunked_node_local_path_equals_the_sparse_path(monkeypatch, buffer_byte
         FedStale,
     )
 
-    monkeypatch.setattr(execute, "BUFFER_BYTES", buffer_bytes)
-    monkeypatch.setattr(execute, "MIN_CHUNK_ROWS", 1)
+    monkeypatch.setattr(program, "BUFFER_BYTES", buffer_bytes)
+    monkeypatch.setattr(program, "MIN_CHUNK_ROWS", 1)
     problem = Quadratic.random(40, 3, seed=5)
     part = Bernoulli(np.linspace(0.1, 0.9, 40))
     methods = [

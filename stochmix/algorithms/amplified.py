@@ -58,6 +58,10 @@ class AmplifiedFedAvg(FedAvg):
         key = super().phase_key(r, participants)
         return None if key is None else (key, (r + 1) % self.period == 0)
 
+    def template_key(self, r: int, participants: np.ndarray):
+        key = super().template_key(r, participants)
+        return None if key is None else (key, (r + 1) % self.period == 0)
+
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         phases = super().round_phases(r, participants, ctx)
         if (r + 1) % self.period == 0:

@@ -59,6 +59,9 @@ class FedAvg(Method):
     def phase_key(self, r: int, participants: np.ndarray):
         return None if self.weights == "fedau" else participants.tobytes()
 
+    def template_key(self, r: int, participants: np.ndarray):
+        return participants.size if self.weights == "uniform" else None
+
     def start(self, ctx: RunContext) -> None:
         if self.weights != "uniform":
             self._inverse.start(ctx, self.name)

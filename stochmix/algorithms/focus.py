@@ -49,6 +49,9 @@ class FOCUS(Method):
     def phase_key(self, r: int, participants: np.ndarray):
         return participants.tobytes()
 
+    def template_key(self, r: int, participants: np.ndarray):
+        return participants.size > 0
+
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         n, nodes = ctx.n_clients, participants + 1
         phases = []

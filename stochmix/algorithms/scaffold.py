@@ -42,6 +42,9 @@ class SCAFFOLD(Method):
     def phase_key(self, r: int, participants: np.ndarray):
         return participants.tobytes()
 
+    def template_key(self, r: int, participants: np.ndarray):
+        return participants.size
+
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         if participants.size == 0:
             return []

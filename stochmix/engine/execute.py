@@ -16,21 +16,23 @@ accumulated chunk by chunk and written when the run ends. Runs are cut where the
 conditions would fail.
 
 A run is compiled once per *structure* (which blocks each phase writes from which, which
-coefficients are +-1, numbers or per-node arrays) into a :class:`LocalProgram`: a list of
-in-place NumPy operations on preallocated buffers. Later rounds with the same structure
+coefficients are +-1, numbers or per-node arrays) into a
+:class:`~stochmix.engine.program.LocalProgram`: straight-line NumPy code on preallocated
+buffers. Later rounds with the same structure
 (every round of a method, whatever its participants) reuse the program and its buffers and
 only bind the round's nodes and coefficients.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from .method import Method, RunContext
-from .phase import LocalForm, Phase, _kind
+from .phase import LocalForm, Phase
+from .program import LocalProgram
 
-MIN_CHUNK_ROWS = 16  # at d = 1000, fewer rows per chunk cost more in call overhead
-BUFFER_BYTES = 1 << 19  # a chunk's working set (buffers + gathered data): about L2
 PROGRAMS = 64  # compiled programs kept (one per distinct structure of a run of phases)
 
 
@@ -48,14 +50,17 @@ class _Run:
     def __init__(self, phase: Phase):
         self.phases = [phase]
         self.nodes = phase.local.nodes
+        self.same_nodes = {id(self.nodes)}  # node arrays known equal to ``nodes``
         self.node_targets = set(phase.local.targets)
         self.outer_written = set(phase.local.outer_rows)
 
     def accepts(self, lf: LocalForm) -> bool:
         nodes = lf.nodes
         if nodes.size and self.nodes.size:
-            if not (nodes is self.nodes or np.array_equal(nodes, self.nodes)):
-                return False
+            if id(nodes) not in self.same_nodes:
+                if not np.array_equal(nodes, self.nodes):
+                    return False
+                self.same_nodes.add(id(nodes))
         elif nodes.size != self.nodes.size and (nodes.size or not lf.outer):
             return False
         if lf.single_reads & self.outer_written or lf.outer_rows & self.outer_written:
@@ -67,6 +72,7 @@ class _Run:
         self.phases.append(phase)
         if not self.nodes.size:
             self.nodes = lf.nodes
+            self.same_nodes = {id(self.nodes)}
         self.node_targets.update(lf.targets)
         self.outer_written.update(lf.outer_rows)
 
@@ -144,249 +150,6 @@ def _rows_ok(run: _Run, ctx: RunContext, memo: dict) -> bool:
     return True
 
 
-# =================================================================== compiled programs
-
-
-class LocalProgram:
-    """The operations of one run structure, compiled once and run chunk by chunk.
-
-    Per chunk of nodes: gather the blocks the run reads before writing them, then for
-    each phase (i) take the gradients at the model rows, (ii) add the outer rows' sums
-    over the chunk into accumulators, (iii) compute every target block's new rows, out of
-    place into a spare buffer or in place when the target keeps its own value, in an
-    order where no target is overwritten before another target has read it; then scatter
-    the written blocks. When every chunk is done, outer rows are set from their sums and
-    from the snapshot of the single rows they read.
-    """
-
-    def __init__(self, forms: list[LocalForm], model_block: str):
-        self.model = model_block
-        blocks: list[str] = []
-        gather: list[str] = []
-        written: set[str] = set()
-        for lf in forms:
-            reads = [s for _, s, _ in lf.terms] + [s for _, k, s, _ in lf.outer if k == "sum"]
-            if lf.gradients:
-                reads.append(model_block)
-            for b in reads:
-                if b not in written and b not in gather:
-                    gather.append(b)
-            for b in [*reads, *lf.targets]:
-                if b not in blocks:
-                    blocks.append(b)
-            written.update(lf.targets)
-        self.blocks = blocks
-        self.gather = gather
-        self.written = [b for b in blocks if b in written]
-        self.singles = sorted(
-            {r for lf in forms for r in lf.single_reads}
-        )  # rows snapshotted at the start
-        self.outer_rows = sorted({r for lf in forms for r in lf.outer_rows})
-        self.steps = []
-        self.vector_slots: set[int] = set()  # per-node coefficients of reductions: (c,)
-        self.outer_singles = []  # (row, ref, slot): row += coef * snapshot[ref] at the end
-        offset = 0
-        for lf in forms:
-            self.steps.append(self._compile(lf, offset))
-            offset += len(lf.coefficients)
-        self.n_coefficients = offset
-        self.needs_gradients = any(lf.gradients for lf in forms)
-        self._buffers: dict = {}
-
-    # ------------------------------------------------------------------ compilation
-    def _compile(self, lf: LocalForm, base: int):
-        """The closure that applies one phase to a chunk's buffers."""
-        index = iter(range(base, base + len(lf.coefficients)))
-        exprs: dict[str, list] = {t: [] for t in lf.targets}
-        for target, source, coef in lf.terms:
-            exprs[target].append(("block", source, _kind(coef), next(index)))
-        for target, row, coef in lf.external:
-            exprs[target].append(("row", row, _kind(coef), next(index)))
-        grad_targets = []
-        for target, coef in lf.gradients:
-            exprs[target].append(("grad", None, _kind(coef), next(index)))
-            grad_targets.append(target)
-        reductions = []
-        for row, kind, ref, coef in lf.outer:
-            slot = next(index)
-            if kind == "sum":
-                reductions.append((row, ref, _kind(coef), slot))
-                self.vector_slots.add(slot)
-            elif kind == "row":
-                self.outer_singles.append((row, ref, slot))
-
-        # In place: a target whose terms include itself (times a number). It must come
-        # after every other in-place target that reads its old value; cycles go out of
-        # place.
-        inplace = {t for t, ex in exprs.items() if _reads(ex, t)}
-        readers = {t: {u for u, ex in exprs.items() if u != t and _reads(ex, t)} for t in exprs}
-        order: list[str] = []
-        pending = set(inplace)
-        while pending:
-            ready = [t for t in pending if not (readers[t] & pending)]
-            if not ready:
-                t = min(pending)
-                pending.discard(t)
-                inplace.discard(t)
-                continue
-            for t in sorted(ready):
-                order.append(t)
-                pending.discard(t)
-        fresh = [t for t in exprs if t not in inplace]
-        plan = [(t, False) for t in fresh] + [(t, True) for t in order]
-        gradients = bool(lf.gradients)
-        model = self.model
-
-        def step(cur, spare, scratch, coefs, rows_vec, grad_fn, acc):
-            grad = None
-            if gradients:
-                x = cur[model]
-                grad = grad_fn(x if x is not None else np.zeros_like(scratch(0)))
-            for row, source, kind, slot in reductions:
-                s = cur[source]
-                if s is None:
-                    continue
-                c = coefs[slot]
-                if kind == "array":
-                    acc[row] += c @ s
-                else:
-                    total = s.sum(axis=0)
-                    acc[row] += total if kind == "one" else c * total
-            new = {}
-            for target, in_place in plan:
-                ex = exprs[target]
-                if in_place and cur[target] is not None:
-                    out = cur[target]
-                    first = False
-                    for k, ref, kind, slot in ex:
-                        if k == "block" and ref == target:
-                            if kind == "minus_one":
-                                np.negative(out, out=out)
-                            elif kind != "one":
-                                out *= coefs[slot]
-                            break
-                    skip_self = True
-                else:
-                    out = spare(target, cur)
-                    first = True
-                    skip_self = False
-                for k, ref, kind, slot in ex:
-                    if k == "block":
-                        if skip_self and ref == target:
-                            skip_self = False
-                            continue
-                        src = cur[ref]
-                        if src is None:
-                            continue
-                    elif k == "row":
-                        src = rows_vec[ref]
-                    else:
-                        src = grad
-                    c = coefs[slot]
-                    if first:
-                        if kind == "one":
-                            np.copyto(out, src)
-                        else:
-                            np.multiply(src, c, out=out)
-                        first = False
-                    elif kind == "one":
-                        np.add(out, src, out=out)
-                    elif kind == "minus_one":
-                        np.subtract(out, src, out=out)
-                    else:
-                        tmp = scratch(out.shape[0])
-                        np.multiply(src, c, out=tmp)
-                        np.add(out, tmp, out=out)
-                new[target] = None if first else out
-            cur.update(new)
-
-        return step
-
-    # ------------------------------------------------------------------ execution
-    def _buffer_set(self, rows: int, d: int, dtype):
-        key = (rows, d, np.dtype(dtype))
-        bufs = self._buffers.get(key)
-        if bufs is None:
-            if len(self._buffers) > 4:
-                self._buffers.clear()
-            bufs = {
-                "blocks": {
-                    b: (np.empty((rows, d), dtype), np.empty((rows, d), dtype)) for b in self.blocks
-                },
-                "scratch": np.empty((rows, d), dtype),
-            }
-            self._buffers[key] = bufs
-        return bufs
-
-    def chunk_rows(self, d: int, itemsize: int, data_per_row: int) -> int:
-        per_row = itemsize * (d * (2 * len(self.blocks) + 2) + data_per_row)
-        return max(MIN_CHUNK_ROWS, BUFFER_BYTES // max(1, per_row))
-
-    @np.errstate(over="ignore", invalid="ignore")
-    def run(self, z, nodes, layout, coefs: list, clients, bind, data_per_row: int) -> bool:
-        d = z.shape[1]
-        snapshot = {r: z[r].copy() for r in self.singles}
-        acc = {r: np.zeros(d, dtype=z.dtype) for r in self.outer_rows}
-        finite = True
-        if nodes.size:
-            chunk = self.chunk_rows(d, z.dtype.itemsize, data_per_row)
-            bufs = self._buffer_set(min(chunk, nodes.size), d, z.dtype)
-            owned, scratch_buf = bufs["blocks"], bufs["scratch"]
-            offsets = {b: layout.start(b) - layout.first_node(b) for b in self.blocks}
-            for lo in range(0, nodes.size, chunk):
-                nd = nodes[lo : lo + chunk]
-                c = nd.size
-                part = slice(lo, lo + c)
-                rows = {b: nd + offsets[b] if offsets[b] else nd for b in self.blocks}
-                cur: dict = {}
-                for b in self.gather:
-                    out = owned[b][0][:c]
-                    np.take(z, rows[b], axis=0, out=out)
-                    cur[b] = out
-                for b in self.blocks:
-                    cur.setdefault(b, None)
-
-                def spare(target, cur, c=c):
-                    a, b = owned[target]
-                    x = cur[target]
-                    if x is not None and x.base is a:
-                        return b[:c]
-                    return a[:c]
-
-                def scratch(n, c=c):
-                    return scratch_buf[:n] if n else scratch_buf[:c]
-
-                chunk_coefs = [
-                    co
-                    if not isinstance(co, np.ndarray)
-                    else co[part]
-                    if i in self.vector_slots
-                    else co[part, None]
-                    for i, co in enumerate(coefs)
-                ]
-                grad_fn = bind(clients[part], z) if self.needs_gradients else None
-                for step in self.steps:
-                    step(cur, spare, scratch, chunk_coefs, snapshot, grad_fn, acc)
-                for b in self.written:
-                    value = cur[b]
-                    if value is None:
-                        z[rows[b]] = 0.0
-                    else:
-                        z[rows[b]] = value
-                        finite = finite and bool(np.isfinite(value.sum()))
-        if self.outer_rows:
-            for r in self.outer_rows:
-                z[r] = acc[r]
-            for row, ref, slot in self.outer_singles:
-                z[row] += coefs[slot] * snapshot[ref]
-            finite = finite and bool(np.isfinite(z[self.outer_rows].sum()))
-        return finite
-
-
-def _reads(exprs, block: str) -> bool:
-    return any(k == "block" and ref == block for k, ref, _, _ in exprs)
-
-
 # =================================================================== the round
 
 
@@ -413,27 +176,65 @@ def _chunk_gradients(problem):
     return lambda clients, like: lambda x: problem.gradients(clients, x)
 
 
-def _run_local(run: _Run, z, problem, method: Method, ctx: RunContext) -> bool:
+@dataclass(frozen=True)
+class LocalStep:
+    """A compiled run of node-local phases, bound to one round: ``program`` applied to
+    ``nodes`` with the coefficient values ``coefs`` and gradient ``clients``.
+    ``outside`` lists nodes that must stay outside ``nodes`` for the program to be right
+    (its outer rows and the single rows it reads of blocks it writes)."""
+
+    program: LocalProgram
+    nodes: np.ndarray
+    coefs: tuple
+    clients: np.ndarray | None
+    outside: tuple
+
+
+def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
     forms = [ph.local for ph in run.phases]
-    program = _program(forms, method.model_block)
-    coefs = [c for lf in forms for c in lf.coefficients]
-    clients = next((lf.clients for lf in forms if lf.gradients), None)
-    data = problem._chunk_cost() if hasattr(problem, "_chunk_cost") else z.shape[1]
-    return program.run(
-        z, run.nodes, ctx.layout, coefs, clients, _chunk_gradients(problem), 2 * data
+    outside = set()
+    for lf in forms:
+        for row in lf.outer_rows:
+            outside.add(_block_of(ctx.layout, row)[1])
+        for row in lf.single_reads:
+            block, node = _block_of(ctx.layout, row)
+            if block in run.node_targets:
+                outside.add(node)
+    return LocalStep(
+        _program(forms, method.model_block),
+        run.nodes,
+        tuple(c for lf in forms for c in lf.coefficients),
+        next((lf.clients for lf in forms if lf.gradients), None),
+        tuple(sorted(outside)),
     )
+
+
+def plan_round(phases: list[Phase], backend, method: Method, ctx: RunContext) -> list:
+    """What :func:`execute` runs for a round: :class:`LocalStep` s and single phases."""
+    local_ok = getattr(backend, "runs_local_phases", False)
+    return [
+        _bind(item, method, ctx) if isinstance(item, _Run) else item
+        for item in _plan(phases, local_ok, method, ctx)
+    ]
+
+
+def execute(plan: list, z, backend, problem, method: Method, ctx: RunContext) -> bool:
+    """Apply a planned round to ``z`` in place; False if a rewritten entry is not finite."""
+    finite = True
+    bind = _chunk_gradients(problem)
+    data = 2 * (problem._chunk_cost() if hasattr(problem, "_chunk_cost") else z.shape[1])
+    for item in plan:
+        if isinstance(item, LocalStep):
+            ok = item.program.run(z, item.nodes, ctx.layout, item.coefs, item.clients, bind, data)
+        else:
+            grads = None
+            if item.clients.size:
+                grads = problem.gradients(item.clients, method.points(z, ctx, item.clients))
+            ok = backend.apply(z, item, grads)
+        finite = ok and finite
+    return finite
 
 
 def apply_round(phases: list[Phase], z, backend, problem, method: Method, ctx: RunContext) -> bool:
     """Apply a round's phases in order; False if a rewritten entry is not finite."""
-    finite = True
-    local_ok = getattr(backend, "runs_local_phases", False)
-    for item in _plan(phases, local_ok, method, ctx):
-        if isinstance(item, _Run):
-            finite = _run_local(item, z, problem, method, ctx) and finite
-            continue
-        grads = None
-        if item.clients.size:
-            grads = problem.gradients(item.clients, method.points(z, ctx, item.clients))
-        finite = backend.apply(z, item, grads) and finite
-    return finite
+    return execute(plan_round(phases, backend, method, ctx), z, backend, problem, method, ctx)

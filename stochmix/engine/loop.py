@@ -19,15 +19,17 @@ import numpy as np
 from .._validate import as_int, choice
 from . import checkpoint as checkpoints
 from .backends import make_backend
-from .execute import apply_round
+from .execute import execute, plan_round
 from .layout import Layout
 from .method import Method, RunContext
 from .progress import Progress
 from .result import METRICS, Result
+from .template import RoundTemplate
 
 CACHE_SIZE = 1024  # rounds' phase lists kept for reuse (see Method.phase_key)
 CACHE_MAX_PARTICIPANTS = 4096  # larger rounds are rebuilt: rarely repeated, costly to keep
 CACHE_SEEN = 1 << 16  # keys remembered (as hashes) to spot the ones that come back
+TEMPLATES = 256  # round templates kept (see Method.template_key)
 
 
 class DivergenceWarning(RuntimeWarning):
@@ -158,27 +160,50 @@ def run(
 
     cache: dict = {}
     seen: set = set()
+    templates: dict = {}
 
-    def phase_plan(r, participants):
-        """The round's phases, reused from an earlier round with the same key. A round's
-        phases are kept only once its key has come twice, so random participation (whose
-        sets rarely repeat) costs a hash per round and no memory."""
+    def build_plan(r, participants):
+        """The round's plan, reused from an earlier round with the same phase key. A
+        round's plan is kept only once its key has come twice, so random participation
+        (whose sets rarely repeat) costs a hash per round and no memory."""
         key = None
         if participants.size <= CACHE_MAX_PARTICIPANTS:
             key = method.phase_key(r, participants)
         if key is None:
-            return method.round_phases(r, participants, ctx)
-        phases = cache.get(key)
-        if phases is None:
-            phases = method.round_phases(r, participants, ctx)
+            return plan_round(method.round_phases(r, participants, ctx), back, method, ctx)
+        plan = cache.get(key)
+        if plan is None:
+            plan = plan_round(method.round_phases(r, participants, ctx), back, method, ctx)
             fingerprint = hash(key)
             if fingerprint not in seen:
                 if len(seen) > CACHE_SEEN:
                     seen.clear()
                 seen.add(fingerprint)
             elif len(cache) < CACHE_SIZE:
-                cache[key] = phases
-        return phases
+                cache[key] = plan
+        return plan
+
+    def round_plan(r, participants):
+        """The round's plan: from its template when the method has one for the round
+        (checked against a full build on the key's second round), else built."""
+        key = method.template_key(r, participants)
+        if key is None:
+            return build_plan(r, participants)
+        template = templates.get(key)
+        if template is not None and template is not False and template.verified:
+            plan = template.instantiate(participants)
+            if plan is not None:
+                return plan
+        plan = build_plan(r, participants)
+        if template is None:
+            if len(templates) >= TEMPLATES:
+                templates.clear()
+            templates[key] = RoundTemplate.from_plan(plan, participants) or False
+        elif template is not False and not template.verified:
+            template.verified = template.matches(plan, participants)
+            if not template.verified:
+                templates[key] = False  # the method's rounds differ: never template it
+        return plan
 
     if hasattr(problem, "reseed"):  # stochastic gradients restart with the run's seed
         problem.reseed(seed if isinstance(seed, (int, np.integer)) else None)
@@ -244,8 +269,7 @@ def run(
     for r in range(done, rounds):
         participants = np.asarray(next(stream), dtype=np.int64)
         count[r + 1] = participants.size
-        phases = phase_plan(r, participants)
-        finite = apply_round(phases, z, back, problem, method, ctx)
+        finite = execute(round_plan(r, participants), z, back, problem, method, ctx)
         done = r + 1
         clock[done] = time.perf_counter() - start
         measure(done)

@@ -74,6 +74,20 @@ class Method(ABC):
         """
         return None
 
+    def template_key(self, r: int, participants: np.ndarray):
+        """A hashable key such that rounds with equal keys build the same phases up to
+        who participates, or None (the default: every round is built in full).
+
+        "The same up to who participates" means: every index array a phase holds is the
+        participants shifted by a constant (``participants + 1`` for client rows), and
+        every coefficient is the same number. FOCUS returns ``participants.size > 0``;
+        FedAvg with uniform weights returns ``participants.size`` (its 1/|S| depends on
+        it). The engine then plans a round once per key and only substitutes the
+        participants afterwards (see :mod:`stochmix.engine.template`); it checks the claim
+        on the second round of each key and stops templating a key that breaks it.
+        """
+        return None
+
     def start(self, ctx: RunContext) -> None:  # noqa: B027  (optional hook)
         """Called once before round 0; may fill ``ctx.memory`` or check ``ctx``."""
 

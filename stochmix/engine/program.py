@@ -1,0 +1,275 @@
+"""Runs of node-local phases compiled to straight-line NumPy code.
+
+A run of node-local phases (see :class:`~stochmix.engine.phase.LocalForm`) is applied to
+the participants chunk by chunk: gather the chunk's rows of the blocks the run reads, apply
+every phase to those dense buffers, scatter the rewritten rows back. Which buffer holds
+which block after each phase, which blocks are zero, and which updates can be done in
+place are the same in every round: they depend on the run's *structure* (its signature),
+not on its nodes or coefficient values. :class:`LocalProgram` works them out once and
+writes the chunk's work as one Python function of plain NumPy calls on preallocated
+buffers, so a round pays for its arithmetic and a handful of calls, not for interpreting
+the phases again.
+
+Per phase, in order: gradients at the current model rows; the sums of outer rows over the
+chunk (from the values before the phase); then the new rows of every target block, out of
+place into the block's spare buffer, or in place when the target keeps its own value and
+no other target still needs the old one. Outer rows are set when every chunk is done, from
+their sums and from a snapshot of the single rows the run reads (taken at its start).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .phase import LocalForm, _kind
+
+MIN_CHUNK_ROWS = 16  # at d = 1000, fewer rows per chunk cost more in call overhead
+BUFFER_BYTES = 1 << 19  # a chunk's working set (buffers + gathered data): about L2
+
+
+class _Writer:
+    """Source lines of the chunk function, and the static state of the buffers."""
+
+    def __init__(self, blocks: list[str]):
+        self.lines: list[str] = []
+        self.slot = {b: i for i, b in enumerate(blocks)}
+        self.cur: dict[str, str | None] = {}  # block -> variable holding it (None: zero)
+        self.columns: set[int] = set()  # coefficient slots used as (c, 1) columns
+        self.vectors: set[int] = set()  # coefficient slots used as (c,) vectors
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " + line)
+
+    def buffer(self, block: str, k: int) -> str:
+        return f"b{self.slot[block]}_{k}"
+
+    def spare(self, block: str) -> str:
+        first = self.buffer(block, 0)
+        return self.buffer(block, 1) if self.cur.get(block) == first else first
+
+    def coef(self, kind: str, slot: int) -> str:
+        if kind == "array":
+            self.columns.add(slot)
+            return f"a{slot}"
+        return f"co[{slot}]"
+
+
+class LocalProgram:
+    """One run structure compiled: call :meth:`run` with the round's nodes and values.
+
+    Args:
+        forms: the run's local forms, in order.
+        model_block: where gradients are taken.
+    """
+
+    def __init__(self, forms: list[LocalForm], model_block: str):
+        self.model = model_block
+        blocks: list[str] = []
+        gather: list[str] = []
+        written: set[str] = set()
+        for lf in forms:
+            reads = [s for _, s, _ in lf.terms] + [s for _, k, s, _ in lf.outer if k == "sum"]
+            if lf.gradients:
+                reads.append(model_block)
+            for b in reads:
+                if b not in written and b not in gather:
+                    gather.append(b)
+            for b in [*reads, *lf.targets]:
+                if b not in blocks:
+                    blocks.append(b)
+            written.update(lf.targets)
+        self.blocks = blocks
+        self.gather = gather
+        self.written = [b for b in blocks if b in written]
+        self.singles = sorted({r for lf in forms for r in lf.single_reads})
+        self.outer_rows = sorted({r for lf in forms for r in lf.outer_rows})
+        self.outer_singles: list[tuple] = []  # (row, ref, slot): row += co * snapshot[ref]
+        self.needs_gradients = any(lf.gradients for lf in forms)
+        self.source = self._generate(forms)
+        namespace = {"np": np}
+        exec(compile(self.source, f"<stochmix program {id(self):x}>", "exec"), namespace)
+        self._chunk = namespace["chunk"]
+        self._buffers: dict = {}
+
+    # ------------------------------------------------------------------ generation
+    def _generate(self, forms: list[LocalForm]) -> str:
+        w = _Writer(self.blocks)
+        for b in self.gather:
+            var = w.buffer(b, 0)
+            w.emit(f"np.take(z, r{w.slot[b]}, axis=0, out={var})")
+            w.cur[b] = var
+        base = 0
+        for lf in forms:
+            self._phase(w, lf, base)
+            base += len(lf.coefficients)
+        w.emit("finite = True")
+        for b in self.written:
+            var = w.cur[b]
+            if var is None:
+                w.emit(f"z[r{w.slot[b]}] = 0.0")
+            else:
+                w.emit(f"z[r{w.slot[b]}] = {var}")
+                w.emit(f"finite = finite and bool(np.isfinite({var}.sum()))")
+        w.emit("return finite")
+        head = ["def chunk(z, nd, lo, hi, c, co, B, tmp_full, grad_fn, snap, acc, offsets):"]
+        for b in self.blocks:
+            i = w.slot[b]
+            head.append(f"    b{i}_0 = B[{2 * i}][:c]")
+            head.append(f"    b{i}_1 = B[{2 * i + 1}][:c]")
+            if b in self.gather or b in self.written:
+                head.append(f"    r{i} = nd + offsets[{i}]")
+        head.append("    tmp = tmp_full[:c]")
+        for slot in sorted(w.columns):
+            head.append(f"    a{slot} = co[{slot}][lo:hi, None]")
+        for slot in sorted(w.vectors):
+            head.append(f"    v{slot} = co[{slot}][lo:hi]")
+        return "\n".join(head + w.lines) + "\n"
+
+    def _phase(self, w: _Writer, lf: LocalForm, base: int) -> None:
+        slots = iter(range(base, base + len(lf.coefficients)))
+        exprs: dict[str, list] = {t: [] for t in lf.targets}
+        for target, source, coef in lf.terms:
+            exprs[target].append(("block", source, _kind(coef), next(slots)))
+        for target, row, coef in lf.external:
+            exprs[target].append(("row", row, _kind(coef), next(slots)))
+        for target, coef in lf.gradients:
+            exprs[target].append(("grad", None, _kind(coef), next(slots)))
+        reductions = []
+        for row, kind, ref, coef in lf.outer:
+            slot = next(slots)
+            if kind == "sum":
+                reductions.append((row, ref, _kind(coef), slot))
+            elif kind == "row":
+                self.outer_singles.append((row, ref, slot))
+
+        if lf.gradients:
+            x = w.cur.get(self.model)
+            w.emit(f"g = grad_fn({x if x is not None else 'np.zeros_like(tmp)'})")
+        for row, source, kind, slot in reductions:
+            src = w.cur.get(source)
+            if src is None:
+                continue
+            if kind == "array":
+                w.vectors.add(slot)
+                w.emit(f"acc[{row}] += v{slot} @ {src}")
+            elif kind == "one":
+                w.emit(f"acc[{row}] += {src}.sum(axis=0)")
+            else:
+                w.emit(f"acc[{row}] += co[{slot}] * {src}.sum(axis=0)")
+
+        # In place: a target with a term from itself. It goes after every other in-place
+        # target that reads its old value; out-of-place targets go first (they read the
+        # old values and write spare buffers). A cycle sends one target out of place.
+        inplace = {t for t, ex in exprs.items() if _reads(ex, t) and w.cur.get(t) is not None}
+        order: list[str] = []
+        pending = set(inplace)
+        while pending:
+            ready = sorted(
+                t for t in pending if not any(_reads(exprs[u], t) for u in pending - {t})
+            )
+            if not ready:
+                t = min(pending)
+                pending.discard(t)
+                inplace.discard(t)
+                continue
+            order += ready
+            pending.difference_update(ready)
+        grad_uses = sum(1 for ex in exprs.values() for k, _, _, _ in ex if k == "grad")
+        new = {}
+        for target in [t for t in exprs if t not in inplace] + order:
+            new[target] = self._target(w, target, exprs[target], target in inplace, grad_uses)
+        w.cur.update(new)
+
+    def _target(self, w: _Writer, target: str, ex: list, in_place: bool, grad_uses: int):
+        """Emit the new rows of one target block; returns the variable holding them."""
+        if in_place:
+            out = w.cur[target]
+            own = next(e for e in ex if e[0] == "block" and e[1] == target)
+            kind, slot = own[2], own[3]
+            if kind == "minus_one":
+                w.emit(f"np.negative({out}, out={out})")
+            elif kind != "one":
+                w.emit(f"{out} *= {w.coef(kind, slot)}")
+            ex = [e for e in ex if e is not own]
+            first = False
+        else:
+            out = w.spare(target)
+            first = True
+        for k, ref, kind, slot in ex:
+            if k == "block":
+                src = w.cur.get(ref)
+                if src is None:
+                    continue
+            elif k == "row":
+                src = f"snap[{ref}]"
+            else:
+                src = "g"
+            c = w.coef(kind, slot)
+            if first:
+                if kind == "one":
+                    w.emit(f"np.copyto({out}, {src})")
+                else:
+                    w.emit(f"np.multiply({src}, {c}, out={out})")
+                first = False
+            elif kind == "one":
+                w.emit(f"np.add({out}, {src}, out={out})")
+            elif kind == "minus_one":
+                w.emit(f"np.subtract({out}, {src}, out={out})")
+            else:
+                scaled = "g" if k == "grad" and grad_uses == 1 else "tmp"
+                w.emit(f"np.multiply({src}, {c}, out={scaled})")
+                w.emit(f"np.add({out}, {scaled}, out={out})")
+        return None if first else out
+
+    # ------------------------------------------------------------------ execution
+    def _buffer_set(self, rows: int, d: int, dtype) -> tuple:
+        key = (rows, d, np.dtype(dtype))
+        bufs = self._buffers.get(key)
+        if bufs is None:
+            if len(self._buffers) > 4:
+                self._buffers.clear()
+            bufs = (
+                [np.empty((rows, d), dtype) for _ in range(2 * len(self.blocks))],
+                np.empty((rows, d), dtype),
+            )
+            self._buffers[key] = bufs
+        return bufs
+
+    def chunk_rows(self, d: int, itemsize: int, data_per_row: int) -> int:
+        """Rows per chunk so that buffers, temporaries and gathered data fit in cache."""
+        per_row = itemsize * (d * (2 * len(self.blocks) + 3) + data_per_row)
+        return max(MIN_CHUNK_ROWS, BUFFER_BYTES // max(1, per_row))
+
+    @np.errstate(over="ignore", invalid="ignore")
+    def run(self, z, nodes, layout, coefs: tuple, clients, bind, data_per_row: int) -> bool:
+        """Apply the run to ``z`` in place for ``nodes`` with the round's coefficient
+        values ``coefs`` (in signature order) and gradient ``clients``; ``bind(clients,
+        like)`` returns the chunk's gradient function. False if a written entry is not
+        finite."""
+        d = z.shape[1]
+        snapshot = {r: z[r].copy() for r in self.singles}
+        acc = {r: np.zeros(d, dtype=z.dtype) for r in self.outer_rows}
+        finite = True
+        if nodes.size:
+            step = self.chunk_rows(d, z.dtype.itemsize, data_per_row)
+            buffers, tmp = self._buffer_set(min(step, nodes.size), d, z.dtype)
+            offsets = [layout.start(b) - layout.first_node(b) for b in self.blocks]
+            for lo in range(0, nodes.size, step):
+                nd = nodes[lo : lo + step]
+                hi = lo + nd.size
+                grad_fn = bind(clients[lo:hi], z) if self.needs_gradients else None
+                ok = self._chunk(
+                    z, nd, lo, hi, nd.size, coefs, buffers, tmp, grad_fn, snapshot, acc, offsets
+                )
+                finite = finite and ok
+        if self.outer_rows:
+            for r in self.outer_rows:
+                z[r] = acc[r]
+            for row, ref, slot in self.outer_singles:
+                z[row] += coefs[slot] * snapshot[ref]
+            finite = finite and bool(np.isfinite(z[self.outer_rows].sum()))
+        return finite
+
+
+def _reads(exprs: list, block: str) -> bool:
+    return any(k == "block" and ref == block for k, ref, _, _ in exprs)
