@@ -36,6 +36,18 @@ class _Writer:
         self.cur: dict[str, str | None] = {}  # block -> variable holding it (None: zero)
         self.columns: set[int] = set()  # coefficient slots used as (c, 1) columns
         self.vectors: set[int] = set()  # coefficient slots used as (c,) vectors
+        self.version: dict[str, int] = {}  # times a buffer variable has been written
+        self.reduced: set[tuple] = set()  # (variable, version) summed into an outer row
+
+    def wrote(self, var: str) -> None:
+        self.version[var] = self.version.get(var, 0) + 1
+
+    def sum_of(self, var: str) -> str:
+        """The column sums of a buffer (a BLAS product with ones: far faster than
+        ``sum(axis=0)`` on a tall, thin array); the buffer now reaches an outer row, whose
+        finiteness check covers it."""
+        self.reduced.add((var, self.version.get(var, 0)))
+        return f"(ones @ {var})"
 
     def emit(self, line: str) -> None:
         self.lines.append("    " + line)
@@ -96,29 +108,45 @@ class LocalProgram:
         w = _Writer(self.blocks)
         for b in self.gather:
             var = w.buffer(b, 0)
-            w.emit(f"np.take(z, r{w.slot[b]}, axis=0, out={var})")
+            w.emit(f"np.take(z, r{w.slot[b]}, axis=0, out={var}, mode='clip')")
+            w.wrote(var)
             w.cur[b] = var
         base = 0
         for lf in forms:
             self._phase(w, lf, base)
             base += len(lf.coefficients)
-        w.emit("finite = True")
+        # Written rows must be finite: one product with ones per block that no outer row
+        # has summed in its final state (NaN and Inf survive a sum).
+        # Rows go back through ``Z``/``V``: views of the state and buffers with one
+        # opaque element per row when the state is contiguous (a row-wise copy NumPy does
+        # about 3x faster than a fancy-indexed 2-d assignment of short rows).
+        check = []
         for b in self.written:
             var = w.cur[b]
             if var is None:
-                w.emit(f"z[r{w.slot[b]}] = 0.0")
+                w.emit(f"Z[r{w.slot[b]}] = zeros")
             else:
-                w.emit(f"z[r{w.slot[b]}] = {var}")
-                w.emit(f"finite = finite and bool(np.isfinite({var}.sum()))")
-        w.emit("return finite")
-        head = ["def chunk(z, nd, lo, hi, c, co, B, tmp_full, grad_fn, snap, acc, offsets):"]
+                i, k = var[1:].split("_")
+                w.emit(f"Z[r{w.slot[b]}] = V[{2 * int(i) + int(k)}][:c]")
+                if (var, w.version.get(var, 0)) not in w.reduced:
+                    check.append(var)
+        if check:
+            w.emit(f"return bool(np.isfinite({' + '.join(f'(ones @ {v})' for v in check)}).all())")
+        else:
+            w.emit("return True")
+        head = [
+            "def chunk(z, Z, rows, lo, hi, c, co, B, V, tmp_full, ones_full, zeros_full, "
+            "grad_fn, snap, acc):"
+        ]
         for b in self.blocks:
             i = w.slot[b]
             head.append(f"    b{i}_0 = B[{2 * i}][:c]")
             head.append(f"    b{i}_1 = B[{2 * i + 1}][:c]")
             if b in self.gather or b in self.written:
-                head.append(f"    r{i} = nd + offsets[{i}]")
+                head.append(f"    r{i} = rows[{i}][lo:hi]")
         head.append("    tmp = tmp_full[:c]")
+        head.append("    ones = ones_full[:c]")
+        head.append("    zeros = zeros_full[:c]")
         for slot in sorted(w.columns):
             head.append(f"    a{slot} = co[{slot}][lo:hi, None]")
         for slot in sorted(w.vectors):
@@ -151,11 +179,12 @@ class LocalProgram:
                 continue
             if kind == "array":
                 w.vectors.add(slot)
+                w.reduced.add((src, w.version.get(src, 0)))
                 w.emit(f"acc[{row}] += v{slot} @ {src}")
             elif kind == "one":
-                w.emit(f"acc[{row}] += {src}.sum(axis=0)")
+                w.emit(f"acc[{row}] += {w.sum_of(src)}")
             else:
-                w.emit(f"acc[{row}] += co[{slot}] * {src}.sum(axis=0)")
+                w.emit(f"acc[{row}] += co[{slot}] * {w.sum_of(src)}")
 
         # In place: a target with a term from itself. It goes after every other in-place
         # target that reads its old value; out-of-place targets go first (they read the
@@ -219,19 +248,29 @@ class LocalProgram:
                 scaled = "g" if k == "grad" and grad_uses == 1 else "tmp"
                 w.emit(f"np.multiply({src}, {c}, out={scaled})")
                 w.emit(f"np.add({out}, {scaled}, out={out})")
-        return None if first else out
+        if first:
+            return None
+        w.wrote(out)
+        return out
 
     # ------------------------------------------------------------------ execution
-    def _buffer_set(self, rows: int, d: int, dtype) -> tuple:
+    def _buffer_set(self, rows: int, d: int, dtype) -> dict:
         key = (rows, d, np.dtype(dtype))
         bufs = self._buffers.get(key)
         if bufs is None:
             if len(self._buffers) > 4:
                 self._buffers.clear()
-            bufs = (
-                [np.empty((rows, d), dtype) for _ in range(2 * len(self.blocks))],
-                np.empty((rows, d), dtype),
-            )
+            blocks = [np.empty((rows, d), dtype) for _ in range(2 * len(self.blocks))]
+            zeros = np.zeros((rows, d), dtype)
+            row = np.dtype((np.void, d * np.dtype(dtype).itemsize))
+            bufs = {
+                "blocks": blocks,
+                "tmp": np.empty((rows, d), dtype),
+                "ones": np.ones(rows, dtype),
+                "rows": ([b.view(row)[:, 0] for b in blocks], zeros.view(row)[:, 0]),
+                "plain": (blocks, zeros),
+                "row": row,
+            }
             self._buffers[key] = bufs
         return bufs
 
@@ -252,14 +291,34 @@ class LocalProgram:
         finite = True
         if nodes.size:
             step = self.chunk_rows(d, z.dtype.itemsize, data_per_row)
-            buffers, tmp = self._buffer_set(min(step, nodes.size), d, z.dtype)
-            offsets = [layout.start(b) - layout.first_node(b) for b in self.blocks]
+            bufs = self._buffer_set(min(step, nodes.size), d, z.dtype)
+            if z.flags.c_contiguous:
+                state, (views, zeros) = z.view(bufs["row"])[:, 0], bufs["rows"]
+            else:
+                state, (views, zeros) = z, bufs["plain"]
+            rows = []
+            for b in self.blocks:
+                offset = layout.start(b) - layout.first_node(b)
+                rows.append(nodes + offset if offset else nodes)
             for lo in range(0, nodes.size, step):
-                nd = nodes[lo : lo + step]
-                hi = lo + nd.size
+                hi = min(lo + step, nodes.size)
                 grad_fn = bind(clients[lo:hi], z) if self.needs_gradients else None
                 ok = self._chunk(
-                    z, nd, lo, hi, nd.size, coefs, buffers, tmp, grad_fn, snapshot, acc, offsets
+                    z,
+                    state,
+                    rows,
+                    lo,
+                    hi,
+                    hi - lo,
+                    coefs,
+                    bufs["blocks"],
+                    views,
+                    bufs["tmp"],
+                    bufs["ones"],
+                    zeros,
+                    grad_fn,
+                    snapshot,
+                    acc,
                 )
                 finite = finite and ok
         if self.outer_rows:
