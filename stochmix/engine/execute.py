@@ -45,36 +45,55 @@ def _block_of(layout, row: int) -> tuple[str, int]:
 
 
 class _Run:
-    """A run of node-local phases being assembled (see :func:`_plan`)."""
+    """A run of node-local phases being assembled (see :func:`_plan`).
+
+    The run may end with a *tail*: phases without nodes (single rows from single rows,
+    such as a server step) that read an outer row the run has written. They are applied
+    after the run's outer rows are set.
+    """
 
     def __init__(self, phase: Phase):
         self.phases = [phase]
+        self.tail = 0
         self.nodes = phase.local.nodes
         self.same_nodes = {id(self.nodes)}  # node arrays known equal to ``nodes``
         self.node_targets = set(phase.local.targets)
         self.outer_written = set(phase.local.outer_rows)
 
     def accepts(self, lf: LocalForm) -> bool:
+        outer_only = not lf.nodes.size and bool(lf.outer)
+        if self.tail:
+            return outer_only
         nodes = lf.nodes
         if nodes.size and self.nodes.size:
             if id(nodes) not in self.same_nodes:
                 if not np.array_equal(nodes, self.nodes):
                     return False
                 self.same_nodes.add(id(nodes))
-        elif nodes.size != self.nodes.size and (nodes.size or not lf.outer):
+        elif nodes.size != self.nodes.size and not outer_only:
             return False
         if lf.single_reads & self.outer_written or lf.outer_rows & self.outer_written:
-            return False
+            return outer_only  # as the first phase of the tail
         return True
 
     def add(self, phase: Phase) -> None:
         lf = phase.local
+        if self.tail or (
+            not lf.nodes.size
+            and (lf.single_reads & self.outer_written or lf.outer_rows & self.outer_written)
+        ):
+            self.tail += 1
         self.phases.append(phase)
         if not self.nodes.size:
             self.nodes = lf.nodes
             self.same_nodes = {id(self.nodes)}
         self.node_targets.update(lf.targets)
         self.outer_written.update(lf.outer_rows)
+
+    @property
+    def body(self) -> list:
+        """The phases applied chunk by chunk (all but the tail)."""
+        return self.phases[: len(self.phases) - self.tail]
 
 
 def _local_ok(lf: LocalForm, method: Method, ctx: RunContext, memo: dict) -> bool:
@@ -139,7 +158,7 @@ def _rows_ok(run: _Run, ctx: RunContext, memo: dict) -> bool:
             memo[key] = block, bool((nodes == node).any())
         return memo[key]
 
-    for ph in run.phases:
+    for ph in run.body:
         for row in ph.local.outer_rows:
             if among_nodes(row)[1]:
                 return False
@@ -156,13 +175,13 @@ def _rows_ok(run: _Run, ctx: RunContext, memo: dict) -> bool:
 _PROGRAMS: dict = {}
 
 
-def _program(forms: list[LocalForm], model_block: str) -> LocalProgram:
-    key = (model_block, tuple(lf.signature for lf in forms))
+def _program(forms: list[LocalForm], model_block: str, tail: int) -> LocalProgram:
+    key = (model_block, tail, tuple(lf.signature for lf in forms))
     program = _PROGRAMS.get(key)
     if program is None:
         if len(_PROGRAMS) >= PROGRAMS:
             _PROGRAMS.clear()
-        program = _PROGRAMS[key] = LocalProgram(forms, model_block)
+        program = _PROGRAMS[key] = LocalProgram(forms, model_block, tail)
     return program
 
 
@@ -193,7 +212,7 @@ class LocalStep:
 def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
     forms = [ph.local for ph in run.phases]
     outside = set()
-    for lf in forms:
+    for lf in forms[: len(forms) - run.tail]:
         for row in lf.outer_rows:
             outside.add(_block_of(ctx.layout, row)[1])
         for row in lf.single_reads:
@@ -201,7 +220,7 @@ def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
             if block in run.node_targets:
                 outside.add(node)
     return LocalStep(
-        _program(forms, method.model_block),
+        _program(forms, method.model_block, run.tail),
         run.nodes,
         tuple(c for lf in forms for c in lf.coefficients),
         next((lf.clients for lf in forms if lf.gradients), None),

@@ -24,7 +24,7 @@ import numpy as np
 from .phase import LocalForm, _kind
 
 MIN_CHUNK_ROWS = 16  # at d = 1000, fewer rows per chunk cost more in call overhead
-BUFFER_BYTES = 1 << 19  # a chunk's working set (buffers + gathered data): about L2
+BUFFER_BYTES = 1 << 20  # a chunk's working set (buffers + gathered data): about L2
 
 
 class _Writer:
@@ -74,8 +74,17 @@ class LocalProgram:
         model_block: where gradients are taken.
     """
 
-    def __init__(self, forms: list[LocalForm], model_block: str):
+    def __init__(self, forms: list[LocalForm], model_block: str, tail: int = 0):
         self.model = model_block
+        self.tail = []  # (phase's outer entries with coefficient slots), applied at the end
+        slot = sum(len(lf.coefficients) for lf in forms[: len(forms) - tail])
+        for lf in forms[len(forms) - tail :]:
+            entries = []
+            for row, kind, ref, _ in lf.outer:
+                entries.append((row, kind, ref, slot))
+                slot += 1
+            self.tail.append(entries)
+        forms = forms[: len(forms) - tail]
         blocks: list[str] = []
         gather: list[str] = []
         written: set[str] = set()
@@ -291,6 +300,7 @@ class LocalProgram:
         finite = True
         if nodes.size:
             step = self.chunk_rows(d, z.dtype.itemsize, data_per_row)
+            step = -(-nodes.size // -(-nodes.size // step))  # equal chunks, none tiny
             bufs = self._buffer_set(min(step, nodes.size), d, z.dtype)
             if z.flags.c_contiguous:
                 state, (views, zeros) = z.view(bufs["row"])[:, 0], bufs["rows"]
@@ -327,6 +337,16 @@ class LocalProgram:
             for row, ref, slot in self.outer_singles:
                 z[row] += coefs[slot] * snapshot[ref]
             finite = finite and bool(np.isfinite(z[self.outer_rows].sum()))
+        for entries in self.tail:  # single rows from single rows, all at once
+            new = {}
+            for row, kind, ref, slot in entries:
+                if row not in new:
+                    new[row] = np.zeros(d, dtype=z.dtype)
+                if kind == "row":
+                    new[row] += coefs[slot] * z[ref]
+            for row, value in new.items():
+                z[row] = value
+                finite = finite and bool(np.isfinite(value).all())
         return finite
 
 
