@@ -242,3 +242,30 @@ def test_a_template_whose_nodes_would_meet_its_outer_row_falls_back():
     fast = states(ServerIsAClient(), problem, Trace(masks), 12)
     slow = states(ServerIsAClient(), problem, Trace(masks), 12, backend=SparseOnly())
     np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-14)
+
+
+@pytest.mark.parametrize("method", [FedAvg(0.1, 3), FOCUS(0.002, 3), Swirl()], ids=lambda m: m.name)
+def test_threads_give_the_serial_result_and_are_deterministic(monkeypatch, method):
+    """Chunks split over two threads: the same numbers as one thread (to rounding: the
+    outer sums add up in another order) and bit-identical from run to run."""
+    import stochmix.engine.execute as execute
+
+    problem = Quadratic.random(300, 3, seed=4)
+    part = Bernoulli(np.linspace(0.2, 0.9, 300))
+    serial = states(method, problem, part, 12)
+    monkeypatch.setattr(execute, "WORKERS", 2)
+    monkeypatch.setattr(program, "PARALLEL_BUFFER_BYTES", 1)
+    monkeypatch.setattr(program, "PARALLEL_MIN_ROWS", 1)
+    monkeypatch.setattr(program, "MIN_CHUNK_ROWS", 7)
+    calls = []
+    original = program.LocalProgram._chunks
+    monkeypatch.setattr(
+        program.LocalProgram,
+        "_chunks",
+        lambda self, *a: calls.append(a[-1]) or original(self, *a),
+    )
+    threaded = states(method, problem, part, 12)
+    again = states(method, problem, part, 12)
+    assert set(calls) == {0, 1}  # both workers ran
+    np.testing.assert_allclose(threaded, serial, rtol=0, atol=1e-12 * np.abs(serial).max())
+    np.testing.assert_array_equal(threaded, again)

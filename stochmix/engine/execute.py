@@ -25,6 +25,7 @@ only bind the round's nodes and coefficients.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,6 +34,7 @@ from .method import Method, RunContext
 from .phase import LocalForm, Phase
 from .program import LocalProgram
 
+WORKERS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 PROGRAMS = 64  # compiled programs kept (one per distinct structure of a run of phases)
 
 
@@ -242,9 +244,13 @@ def execute(plan: list, z, backend, problem, method: Method, ctx: RunContext) ->
     finite = True
     bind = _chunk_gradients(problem)
     data = 2 * (problem._chunk_cost() if hasattr(problem, "_chunk_cost") else z.shape[1])
+    # Threads only where the gradients are a pure formula of the problem's data.
+    workers = WORKERS if bind == getattr(problem, "bind_clients", None) else 1
     for item in plan:
         if isinstance(item, LocalStep):
-            ok = item.program.run(z, item.nodes, ctx.layout, item.coefs, item.clients, bind, data)
+            ok = item.program.run(
+                z, item.nodes, ctx.layout, item.coefs, item.clients, bind, data, workers
+            )
         else:
             grads = None
             if item.clients.size:
