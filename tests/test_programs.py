@@ -269,3 +269,25 @@ def test_threads_give_the_serial_result_and_are_deterministic(monkeypatch, metho
     assert set(calls) == {0, 1}  # both workers ran
     np.testing.assert_allclose(threaded, serial, rtol=0, atol=1e-12 * np.abs(serial).max())
     np.testing.assert_array_equal(threaded, again)
+
+
+def test_a_state_that_is_not_c_contiguous_takes_the_plain_row_copies():
+    """The row-element views need a C-contiguous state; any other array gets the same
+    numbers through ordinary fancy indexing."""
+    from stochmix.engine.execute import execute, plan_round
+    from stochmix.engine.layout import Layout
+    from stochmix.engine.method import RunContext
+
+    method, n = FOCUS(0.01, 2), 20
+    problem = Quadratic.random(n, 3, seed=2)
+    ctx = RunContext(Layout(method.blocks(n)), n, 3)
+    rng = np.random.default_rng(0)
+    z = rng.standard_normal((ctx.layout.size, 3))
+    fortran = np.asfortranarray(z)
+    plan = plan_round(
+        method.round_phases(0, np.array([2, 5, 11]), ctx), NumpyBackend(), method, ctx
+    )
+    assert execute(plan, z, NumpyBackend(), problem, method, ctx)
+    assert execute(plan, fortran, NumpyBackend(), problem, method, ctx)
+    assert not fortran.flags.c_contiguous
+    np.testing.assert_array_equal(fortran, z)
