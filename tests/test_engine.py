@@ -213,53 +213,6 @@ def test_no_warning_on_healthy_run():
         run(FedAvg(0.05, 2), problem, Full(5), 10)
 
 
-class _SparseOnly:
-    """The NumPy backend with the chunked node-local path switched off."""
-
-    def __init__(self):
-        from stochmix.engine import NumpyBackend
-
-        self.inner = NumpyBackend()
-        self.name = "numpy-sparse-only"
-        self.runs_local_phases = False
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-
-@pytest.mark.parametrize("buffer_bytes", [1 << 18, 200])
-def test_chunked_node_local_path_equals_the_sparse_path(monkeypatch, buffer_bytes):
-    """The fast path (runs of node-local phases, chunk by chunk) is exact: it gives the
-    general sparse path's numbers, with tiny chunks as with one chunk."""
-    import stochmix.engine.program as program
-    from stochmix.algorithms import (
-        FOCUS,
-        MIFA,
-        SCAFFOLD,
-        AmplifiedFedAvg,
-        FedAvg,
-        FedStale,
-    )
-
-    monkeypatch.setattr(program, "BUFFER_BYTES", buffer_bytes)
-    monkeypatch.setattr(program, "MIN_CHUNK_ROWS", 1)
-    problem = Quadratic.random(40, 3, seed=5)
-    part = Bernoulli(np.linspace(0.1, 0.9, 40))
-    methods = [
-        FedAvg(0.1, 3, 1.3, "unbiased"),
-        FOCUS(0.002, 3),
-        FedStale(0.1, 2, 0.4),
-        MIFA(0.1, 2),
-        SCAFFOLD(0.1, 3),
-        AmplifiedFedAvg(0.1, 2, 2.0, 3),
-        FedAvg(0.1, 2, weights="fedau"),
-    ]
-    for method in methods:
-        fast = run(method, problem, part, 25, seed=3)
-        slow = run(method, problem, part, 25, seed=3, backend=_SparseOnly())
-        np.testing.assert_allclose(fast.server, slow.server, rtol=0, atol=1e-12)
-
-
 def test_builder_recognises_node_local_phases(layout):
     nodes = np.array([1, 3])
     local = PhaseBuilder(layout).keep("y", nodes).combine("y", nodes, "x", nodes, 2.0)
