@@ -37,6 +37,7 @@ class NumpyBackend:
         new = phase.mix @ z
         if phase.inject is not None:
             new += phase.inject @ gradients
+        new = new.astype(z.dtype, copy=False)  # check what is stored (float32 overflows)
         z[phase.rows] = new
         return bool(np.isfinite(new.sum()))
 

@@ -99,9 +99,17 @@ class _Run:
 
 
 def _local_ok(lf: LocalForm, method: Method, ctx: RunContext, memo: dict) -> bool:
-    """Whether a node-local phase can run on the chunked path at all: gradients taken at
-    the method's default points. (Which rows it may read and write one at a time is
-    checked per run: :func:`_rows_ok`.)"""
+    """Whether a node-local phase can run on the chunked path at all: distinct nodes and
+    gradients taken at the method's default points. (Which rows it may read and write
+    one at a time is checked per run: :func:`_rows_ok`.)"""
+    nodes = lf.nodes
+    if nodes.size > 1:  # a node twice would be written twice, not summed
+        key = ("distinct", id(nodes))
+        if key not in memo:
+            ordered = nodes if (nodes[1:] > nodes[:-1]).all() else np.sort(nodes)
+            memo[key] = bool((ordered[1:] > ordered[:-1]).all())
+        if not memo[key]:
+            return False
     if not lf.gradients:
         return True
     if type(method).points is not Method.points:
@@ -184,6 +192,7 @@ def _program(forms: list[LocalForm], model_block: str, tail: int) -> LocalProgra
         if len(_PROGRAMS) >= PROGRAMS:
             _PROGRAMS.clear()
         program = _PROGRAMS[key] = LocalProgram(forms, model_block, tail)
+        program.key = key
     return program
 
 
@@ -213,14 +222,11 @@ class LocalStep:
 
 def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
     forms = [ph.local for ph in run.phases]
-    outside = set()
-    for lf in forms[: len(forms) - run.tail]:
-        for row in lf.outer_rows:
-            outside.add(_block_of(ctx.layout, row)[1])
-        for row in lf.single_reads:
-            block, node = _block_of(ctx.layout, row)
-            if block in run.node_targets:
-                outside.add(node)
+    # every single row the run reads or writes, tail included: a template may reuse the
+    # run only for participants whose nodes avoid them all
+    outside = {
+        _block_of(ctx.layout, row)[1] for lf in forms for row in (*lf.outer_rows, *lf.single_reads)
+    }
     return LocalStep(
         _program(forms, method.model_block, run.tail),
         run.nodes,
@@ -244,12 +250,21 @@ def execute(plan: list, z, backend, problem, method: Method, ctx: RunContext) ->
     finite = True
     bind = _chunk_gradients(problem)
     data = 2 * (problem._chunk_cost() if hasattr(problem, "_chunk_cost") else z.shape[1])
-    # Threads only where the gradients are a pure formula of the problem's data.
-    workers = WORKERS if bind == getattr(problem, "bind_clients", None) else 1
+    # Chunks and threads only where the gradients are a pure formula of the problem's
+    # data; others (stochastic gradients) see every node at once, as on the general path.
+    pure = bind == getattr(problem, "bind_clients", None)
     for item in plan:
         if isinstance(item, LocalStep):
             ok = item.program.run(
-                z, item.nodes, ctx.layout, item.coefs, item.clients, bind, data, workers
+                z,
+                item.nodes,
+                ctx.layout,
+                item.coefs,
+                item.clients,
+                bind,
+                data,
+                WORKERS if pure else 1,
+                whole=not pure,
             )
         else:
             grads = None

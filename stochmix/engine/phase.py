@@ -104,7 +104,7 @@ class LocalForm:
 
 def _kind(coef) -> str:
     """How the engine multiplies by a coefficient: one, minus one, scalar or per node."""
-    if isinstance(coef, float):
+    if np.ndim(coef) == 0:
         return "one" if coef == 1.0 else "minus_one" if coef == -1.0 else "scalar"
     return "array"
 
@@ -430,7 +430,7 @@ class PhaseBuilder:
         if isinstance(pattern, Broadcast):
             if draft.on(self._nodes(target, pattern.rows), target):
                 draft.external.append(
-                    (target, self._row(source, pattern.source), scale * pattern.coef)
+                    (target, self._row(source, pattern.source), float(scale * pattern.coef))
                 )
             return
         if isinstance(pattern, Reduce):
@@ -442,7 +442,7 @@ class PhaseBuilder:
                 return
             row = self._row(target, pattern.row)
             draft.outer_nodes.append(int(pattern.row) + self.layout.first_node(target))
-            own = scale * pattern.self_coef
+            own = float(scale * pattern.self_coef)
             draft.outer.append((row, "sum", source, _coef(scale * pattern.coefs, nodes.size)))
             draft.outer.append((row, "row", self._row(source, pattern.row), own))
             return

@@ -46,15 +46,22 @@ class _Writer:
         self.vectors: set[int] = set()  # coefficient slots used as (c,) vectors
         self.version: dict[str, int] = {}  # times a buffer variable has been written
         self.reduced: set[tuple] = set()  # (variable, version) summed into an outer row
+        self.unread: set[str] = set()  # variables written and not read since
 
     def wrote(self, var: str) -> None:
         self.version[var] = self.version.get(var, 0) + 1
+        self.unread.add(var)
+
+    def read(self, var: str | None) -> None:
+        """A later value now depends on ``var`` (NaN and Inf carry over into it)."""
+        self.unread.discard(var)
 
     def sum_of(self, var: str) -> str:
         """The column sums of a buffer (a BLAS product with ones: far faster than
         ``sum(axis=0)`` on a tall, thin array); the buffer now reaches an outer row, whose
         finiteness check covers it."""
         self.reduced.add((var, self.version.get(var, 0)))
+        self.read(var)
         return f"(ones @ {var})"
 
     def emit(self, line: str) -> None:
@@ -84,6 +91,7 @@ class LocalProgram:
 
     def __init__(self, forms: list[LocalForm], model_block: str, tail: int = 0):
         self.model = model_block
+        self.key = None  # what the engine caches the program under (its full structure)
         self.tail = []  # (phase's outer entries with coefficient slots), applied at the end
         slot = sum(len(lf.coefficients) for lf in forms[: len(forms) - tail])
         for lf in forms[len(forms) - tail :]:
@@ -127,6 +135,7 @@ class LocalProgram:
             var = w.buffer(b, 0)
             w.emit(f"np.take(z, r{w.slot[b]}, axis=0, out={var}, mode='clip')")
             w.wrote(var)
+            w.read(var)  # the state's own values, checked when they were written
             w.cur[b] = var
         base = 0
         for lf in forms:
@@ -148,9 +157,10 @@ class LocalProgram:
                 if (var, w.version.get(var, 0)) not in w.reduced:
                     check.append(var)
         if check:
-            w.emit(f"return bool(np.isfinite({' + '.join(f'(ones @ {v})' for v in check)}).all())")
+            checks = " + ".join(f"(ones @ {v})" for v in check)
+            w.emit(f"return finite and bool(np.isfinite({checks}).all())")
         else:
-            w.emit("return True")
+            w.emit("return finite")
         head = [
             "def chunk(z, Z, rows, lo, hi, c, co, B, V, tmp_full, ones_full, zeros_full, "
             "grad_fn, snap, acc):"
@@ -163,6 +173,7 @@ class LocalProgram:
                 head.append(f"    r{i} = rows[{i}][lo:hi]")
         head.append("    tmp = tmp_full[:c]")
         head.append("    ones = ones_full[:c]")
+        head.append("    finite = True")
         head.append("    zeros = zeros_full[:c]")
         for slot in sorted(w.columns):
             head.append(f"    a{slot} = co[{slot}][lo:hi, None]")
@@ -190,6 +201,7 @@ class LocalProgram:
         if lf.gradients:
             x = w.cur.get(self.model)
             w.emit(f"g = grad_fn({x if x is not None else 'np.zeros_like(tmp)'})")
+            w.read(x)
         for row, source, kind, slot in reductions:
             src = w.cur.get(source)
             if src is None:
@@ -197,6 +209,7 @@ class LocalProgram:
             if kind == "array":
                 w.vectors.add(slot)
                 w.reduced.add((src, w.version.get(src, 0)))
+                w.read(src)
                 w.emit(f"acc[{row}] += v{slot} @ {src}")
             elif kind == "one":
                 w.emit(f"acc[{row}] += {w.sum_of(src)}")
@@ -206,7 +219,12 @@ class LocalProgram:
         # In place: a target with a term from itself. It goes after every other in-place
         # target that reads its old value; out-of-place targets go first (they read the
         # old values and write spare buffers). A cycle sends one target out of place.
-        inplace = {t for t, ex in exprs.items() if _reads(ex, t) and w.cur.get(t) is not None}
+        inplace = {
+            t
+            for t, ex in exprs.items()
+            if sum(k == "block" and ref == t for k, ref, _, _ in ex) == 1
+            and w.cur.get(t) is not None
+        }
         order: list[str] = []
         pending = set(inplace)
         while pending:
@@ -224,12 +242,20 @@ class LocalProgram:
         new = {}
         for target in [t for t in exprs if t not in inplace] + order:
             new[target] = self._target(w, target, exprs[target], target in inplace, grad_uses)
+        for target, value in new.items():
+            # A value replaced before anything read it would take a NaN or Inf with it:
+            # check it here, as the sparse path checks every phase's output.
+            old = w.cur.get(target)
+            if old is not None and old != value and old in w.unread:
+                w.emit(f"finite = finite and bool(np.isfinite(ones @ {old}).all())")
+                w.read(old)
         w.cur.update(new)
 
     def _target(self, w: _Writer, target: str, ex: list, in_place: bool, grad_uses: int):
         """Emit the new rows of one target block; returns the variable holding them."""
         if in_place:
             out = w.cur[target]
+            w.read(out)
             own = next(e for e in ex if e[0] == "block" and e[1] == target)
             kind, slot = own[2], own[3]
             if kind == "minus_one":
@@ -244,6 +270,7 @@ class LocalProgram:
         for k, ref, kind, slot in ex:
             if k == "block":
                 src = w.cur.get(ref)
+                w.read(src)
                 if src is None:
                     continue
             elif k == "row":
@@ -342,6 +369,7 @@ class LocalProgram:
         bind,
         data_per_row: int,
         workers: int = 1,
+        whole: bool = False,
     ) -> bool:
         """Apply the run to ``z`` in place for ``nodes`` with the round's coefficient
         values ``coefs`` (in signature order) and gradient ``clients``; ``bind(clients,
@@ -352,6 +380,9 @@ class LocalProgram:
         contiguous parts run on threads (NumPy releases the GIL inside its loops); each
         part sums its own outer rows and the parts are added in a fixed order, so results
         do not depend on timing. ``bind`` must then be safe to call from threads.
+        ``whole`` runs every node in one chunk on one thread: for gradients that draw
+        random numbers, so that they are drawn per phase for all nodes at once, in the
+        order the general path draws them.
         """
         d = z.shape[1]
         snapshot = {r: z[r].copy() for r in self.singles}
@@ -359,6 +390,8 @@ class LocalProgram:
         finite = True
         if nodes.size:
             step = self.chunk_rows(d, z.dtype.itemsize, data_per_row)
+            if whole:
+                step, workers = nodes.size, 1
             if workers > 1:
                 wide = self.chunk_rows(d, z.dtype.itemsize, data_per_row, PARALLEL_BUFFER_BYTES)
                 if wide >= PARALLEL_MIN_ROWS and nodes.size >= 2 * workers * wide:

@@ -45,8 +45,8 @@ class RoundTemplate:
     @classmethod
     def from_plan(cls, plan: list, participants: np.ndarray) -> RoundTemplate | None:
         """The template of a planned round, or None when the plan is not one."""
-        if participants.size == 0:
-            return None
+        if participants.size < 2:
+            return None  # with one participant, node rows become single (absolute) rows
         steps = []
         for item in plan:
             if not isinstance(item, LocalStep):
@@ -89,7 +89,7 @@ class RoundTemplate:
         if mine is None or len(mine) != len(plan):
             return False
         for a, b in zip(mine, plan, strict=True):
-            if not isinstance(b, LocalStep) or a.program.source != b.program.source:
+            if not isinstance(b, LocalStep) or a.program.key != b.program.key:
                 return False
             if a.coefs != b.coefs or a.outside != b.outside:
                 return False

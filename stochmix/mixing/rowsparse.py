@@ -21,7 +21,7 @@ class Broadcast:
 
     rows: np.ndarray
     source: int
-    coef: float = 1.0
+    coef: float | np.floating = 1.0
 
 
 @dataclass(frozen=True)
@@ -32,9 +32,9 @@ class Reduce:
     ``coefs`` is a number or an array aligned with ``cols``; ``row`` is not in ``cols``."""
 
     row: int
-    self_coef: float
+    self_coef: float | np.floating
     cols: np.ndarray
-    coefs: float | np.ndarray
+    coefs: float | np.floating | np.ndarray
     clears: bool = False
 
 
