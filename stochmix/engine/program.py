@@ -14,7 +14,13 @@ Per phase, in order: gradients at the current model rows; the sums of outer rows
 chunk (from the values before the phase); then the new rows of every target block, out of
 place into the block's spare buffer, or in place when the target keeps its own value and
 no other target still needs the old one. Outer rows are set when every chunk is done, from
-their sums and from a snapshot of the single rows the run reads (taken at its start).
+their sums and from a snapshot of the single rows the run reads (taken at its start); then
+the run's tail (single rows from single rows, such as a server step) is applied. Written
+rows are checked for NaN and Inf: each block's final rows (unless an outer row summed
+them, which carries a NaN on), and any value a phase drops before anything read it.
+
+Large rounds split their chunks over two threads (NumPy releases the GIL inside its
+loops); each thread sums its own outer rows and the sums are added in a fixed order.
 """
 
 from __future__ import annotations
