@@ -291,3 +291,24 @@ def test_a_state_that_is_not_c_contiguous_takes_the_plain_row_copies():
     assert execute(plan, fortran, NumpyBackend(), problem, method, ctx)
     assert not fortran.flags.c_contiguous
     np.testing.assert_array_equal(fortran, z)
+
+
+def test_threads_work_in_a_forked_child(monkeypatch):
+    """A child forked after the parent used its threads gets a pool of its own (the
+    copied pool has no threads and would wait forever)."""
+    import multiprocessing
+
+    import stochmix.engine.execute as execute
+
+    monkeypatch.setattr(execute, "WORKERS", 2)
+    monkeypatch.setattr(program, "PARALLEL_BUFFER_BYTES", 1)
+    monkeypatch.setattr(program, "PARALLEL_MIN_ROWS", 1)
+    problem = Quadratic.random(200, 3, seed=4)
+    part = Bernoulli(np.full(200, 0.5))
+    parent = states(FOCUS(0.002, 2), problem, part, 3)
+    child = multiprocessing.get_context("fork").Pool(1)
+    try:
+        result = child.apply_async(states, (FOCUS(0.002, 2), problem, part, 3))
+        np.testing.assert_array_equal(result.get(timeout=60), parent)
+    finally:
+        child.terminate()

@@ -25,6 +25,7 @@ loops); each thread sums its own outer rows and the sums are added in a fixed or
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -469,7 +470,10 @@ _POOLS: dict = {}
 
 
 def _pool(workers: int) -> ThreadPoolExecutor:
-    pool = _POOLS.get(workers)
+    """The process's pool of ``workers`` threads (a forked child, whose copy of the
+    parent's pool has no threads, gets its own)."""
+    key = (workers, os.getpid())
+    pool = _POOLS.get(key)
     if pool is None:
-        pool = _POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="stochmix")
+        pool = _POOLS[key] = ThreadPoolExecutor(workers, thread_name_prefix="stochmix")
     return pool
