@@ -312,3 +312,16 @@ def test_threads_work_in_a_forked_child(monkeypatch):
         np.testing.assert_array_equal(result.get(timeout=60), parent)
     finally:
         child.terminate()
+
+
+def test_a_first_round_with_one_participant_does_not_stop_templates(monkeypatch):
+    """FOCUS's key is "anyone there?": a one-participant first round must not decide it."""
+    checks = _spy_on_template_checks(monkeypatch)
+    masks = np.zeros((12, 10), dtype=bool)
+    masks[0, 3] = True  # one participant first
+    masks[1:, :4] = True
+    problem = Quadratic.random(10, 3, seed=0)
+    fast = states(FOCUS(0.002, 2), problem, Trace(masks), 12)
+    slow = states(FOCUS(0.002, 2), problem, Trace(masks), 12, backend=SparseOnly())
+    assert checks == [True]  # a template was made from a later round and verified
+    np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-12 * np.abs(slow).max())

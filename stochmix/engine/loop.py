@@ -195,6 +195,8 @@ def run(
             if plan is not None:
                 return plan
         plan = build_plan(r, participants)
+        if participants.size < 2:
+            return plan  # one participant's rows are single rows: no template from it
         if template is None:
             if len(templates) >= TEMPLATES:
                 templates.clear()

@@ -4,9 +4,10 @@ Most methods build the same phases every round up to *who* participates: the row
 touches are the participants' indices shifted by a constant (``participants + 1`` in a
 federated state) and the coefficients are the same numbers. A method says so by returning
 a key from :meth:`~stochmix.engine.method.Method.template_key`. The engine then plans the
-first round with a given key as usual, keeps the plan as a :class:`RoundTemplate`, and for
-later rounds with the same key only substitutes the new participants: no phases are
-built and nothing is compiled.
+first round with a given key (and at least two participants: with one, a participant's
+rows become single rows of the state, which a template cannot move) as usual, keeps the
+plan as a :class:`RoundTemplate`, and for later rounds with the same key only substitutes
+the new participants: no phases are built and nothing is compiled.
 
 The engine does not take the method's word for it: the second round with a key is also
 built in full and compared with the template's instance (same programs, coefficients and
