@@ -187,7 +187,9 @@ def run(
         """The round's plan: from its template when the method has one for the round
         (checked against a full build on the key's second round), else built."""
         key = method.template_key(r, participants)
-        if key is None:
+        if key is None or participants.size < 2:
+            # one participant's rows are single rows of the state: such rounds are always
+            # built in full, so that a run gives the same numbers with or without templates
             return build_plan(r, participants)
         template = templates.get(key)
         if template is not None and template is not False and template.verified:
@@ -195,8 +197,6 @@ def run(
             if plan is not None:
                 return plan
         plan = build_plan(r, participants)
-        if participants.size < 2:
-            return plan  # one participant's rows are single rows: no template from it
         if template is None:
             if len(templates) >= TEMPLATES:
                 templates.clear()
