@@ -354,3 +354,16 @@ def test_one_participant_rounds_give_the_same_numbers_with_or_without_templates(
         return np.array(out)
 
     np.testing.assert_array_equal(states32(FOCUS(0.05, 3)), states32(NoTemplate(0.05, 3)))
+
+
+def test_runs_on_threads_of_their_own_share_programs_safely():
+    """Two runs at once on user threads use the same compiled program, not its buffers."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    problem = Quadratic.random(400, 5, seed=3)
+    part = Bernoulli(np.full(400, 0.6))
+    alone = states(FOCUS(0.001, 3), problem, part, 10)
+    with ThreadPoolExecutor(2) as pool:
+        runs = [pool.submit(states, FOCUS(0.001, 3), problem, part, 10) for _ in range(4)]
+        for future in runs:
+            np.testing.assert_array_equal(future.result(), alone)

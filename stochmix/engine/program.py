@@ -26,6 +26,7 @@ loops); each thread sums its own outer rows and the sums are added in a fixed or
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -309,7 +310,7 @@ class LocalProgram:
         key = (rows, d, np.dtype(dtype), worker)
         bufs = self._buffers.get(key)
         if bufs is None:
-            if len(self._buffers) > 8:
+            if len(self._buffers) > 16:
                 self._buffers.clear()
             blocks = [np.empty((rows, d), dtype) for _ in range(2 * len(self.blocks))]
             zeros = np.zeros((rows, d), dtype)
@@ -334,8 +335,10 @@ class LocalProgram:
     @np.errstate(over="ignore", invalid="ignore")
     def _chunks(self, z, rows, starts, step, size, coefs, clients, bind, snapshot, acc, worker):
         """Run the chunks that begin at ``starts``; False if a written entry is not
-        finite. ``worker`` picks the buffers (one set per thread)."""
-        bufs = self._buffer_set(min(step, size), z.shape[1], z.dtype, worker)
+        finite. ``worker`` numbers the part (0 on the calling thread)."""
+        # buffers per thread: the pool's workers, and runs that users start on threads of
+        # their own with the same compiled program, never share them
+        bufs = self._buffer_set(min(step, size), z.shape[1], z.dtype, threading.get_ident())
         if z.flags.c_contiguous:
             state, (views, zeros) = z.view(bufs["row"])[:, 0], bufs["rows"]
         else:
