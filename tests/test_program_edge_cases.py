@@ -11,11 +11,7 @@ from stochmix.mixing.federated import assign_rows, average_rows
 from stochmix.mixing.rowsparse import Broadcast, RowSparse
 from stochmix.participation import Full, Trace
 from stochmix.problems import Noisy, Quadratic
-
-
-class SparseOnly(NumpyBackend):
-    name = "numpy-sparse-only"
-    runs_local_phases = False
+from tests._backends import SparseOnly
 
 
 def both(make, problem, participation, rounds, dtype=np.float64, **options):

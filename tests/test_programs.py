@@ -23,13 +23,7 @@ from stochmix.mixing import OnePeerExponential
 from stochmix.mixing.federated import assign_rows, average_rows
 from stochmix.participation import Bernoulli, Full, Trace, UniformSample
 from stochmix.problems import LeastSquares, Quadratic
-
-
-class SparseOnly(NumpyBackend):
-    """The NumPy backend with the chunked node-local path switched off."""
-
-    name = "numpy-sparse-only"
-    runs_local_phases = False
+from tests._backends import SparseOnly
 
 
 def states(method, problem, participation, rounds, backend="numpy", seed=3):

@@ -273,8 +273,3 @@ def execute(plan: list, z, backend, problem, method: Method, ctx: RunContext) ->
             ok = backend.apply(z, item, grads)
         finite = ok and finite
     return finite
-
-
-def apply_round(phases: list[Phase], z, backend, problem, method: Method, ctx: RunContext) -> bool:
-    """Apply a round's phases in order; False if a rewritten entry is not finite."""
-    return execute(plan_round(phases, backend, method, ctx), z, backend, problem, method, ctx)
