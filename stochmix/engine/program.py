@@ -55,6 +55,7 @@ class _Writer:
         self.version: dict[str, int] = {}  # times a buffer variable has been written
         self.reduced: set[tuple] = set()  # (variable, version) summed into an outer row
         self.unread: set[str] = set()  # variables written and not read since
+        self.indent = "    "
 
     def wrote(self, var: str) -> None:
         self.version[var] = self.version.get(var, 0) + 1
@@ -64,16 +65,8 @@ class _Writer:
         """A later value now depends on ``var`` (NaN and Inf carry over into it)."""
         self.unread.discard(var)
 
-    def sum_of(self, var: str) -> str:
-        """The column sums of a buffer (a BLAS product with ones: far faster than
-        ``sum(axis=0)`` on a tall, thin array); the buffer now reaches an outer row, whose
-        finiteness check covers it."""
-        self.reduced.add((var, self.version.get(var, 0)))
-        self.read(var)
-        return f"(ones @ {var})"
-
     def emit(self, line: str) -> None:
-        self.lines.append("    " + line)
+        self.lines.append(self.indent + line)
 
     def buffer(self, block: str, k: int) -> str:
         return f"b{self.slot[block]}_{k}"
@@ -81,12 +74,6 @@ class _Writer:
     def spare(self, block: str) -> str:
         first = self.buffer(block, 0)
         return self.buffer(block, 1) if self.cur.get(block) == first else first
-
-    def coef(self, kind: str, slot: int) -> str:
-        if kind == "array":
-            self.columns.add(slot)
-            return f"a{slot}"
-        return f"co[{slot}]"
 
 
 class LocalProgram:
@@ -141,7 +128,7 @@ class LocalProgram:
         w = _Writer(self.blocks)
         for b in self.gather:
             var = w.buffer(b, 0)
-            w.emit(f"np.take(z, r{w.slot[b]}, axis=0, out={var}, mode='clip')")
+            self._gather(w, var, w.slot[b])
             w.wrote(var)
             w.read(var)  # the state's own values, checked when they were written
             w.cur[b] = var
@@ -149,21 +136,31 @@ class LocalProgram:
         for lf in forms:
             self._phase(w, lf, base)
             base += len(lf.coefficients)
-        # Written rows must be finite: one product with ones per block that no outer row
-        # has summed in its final state (NaN and Inf survive a sum).
-        # Rows go back through ``Z``/``V``: views of the state and buffers with one
-        # opaque element per row when the state is contiguous (a row-wise copy NumPy does
-        # about 3x faster than a fancy-indexed 2-d assignment of short rows).
-        check = []
+        # Written rows must be finite: each block's final rows unless an outer row has
+        # summed them in their final state (NaN and Inf survive a sum).
+        stores, check = [], []
         for b in self.written:
             var = w.cur[b]
+            stores.append((w.slot[b], var))
+            if var is not None and (var, w.version.get(var, 0)) not in w.reduced:
+                check.append(var)
+        return self._finish(w, stores, check)
+
+    # ------------------------------------------------------------------ NumPy statements
+    # The dialect of the generated code: :class:`~stochmix.engine.rowwise.RowwiseProgram`
+    # overrides these to write loops over one row instead.
+    def _finish(self, w: _Writer, stores: list, check: list) -> str:
+        """Scatter the written blocks, check them, and put the function together.
+
+        Rows go back through ``Z``/``V``: views of the state and buffers with one opaque
+        element per row when the state is contiguous (a row-wise copy NumPy does about 3x
+        faster than a fancy-indexed 2-d assignment of short rows)."""
+        for slot, var in stores:
             if var is None:
-                w.emit(f"Z[r{w.slot[b]}] = zeros")
+                w.emit(f"Z[r{slot}] = zeros")
             else:
                 i, k = var[1:].split("_")
-                w.emit(f"Z[r{w.slot[b]}] = V[{2 * int(i) + int(k)}][:c]")
-                if (var, w.version.get(var, 0)) not in w.reduced:
-                    check.append(var)
+                w.emit(f"Z[r{slot}] = V[{2 * int(i) + int(k)}][:c]")
         if check:
             checks = " + ".join(f"(ones @ {v})" for v in check)
             w.emit(f"return finite and bool(np.isfinite({checks}).all())")
@@ -189,6 +186,58 @@ class LocalProgram:
             head.append(f"    v{slot} = co[{slot}][lo:hi]")
         return "\n".join(head + w.lines) + "\n"
 
+    def _gather(self, w: _Writer, var: str, slot: int) -> None:
+        w.emit(f"np.take(z, r{slot}, axis=0, out={var}, mode='clip')")
+
+    def _gradient(self, w: _Writer, x: str | None) -> None:
+        w.emit(f"g = grad_fn({x if x is not None else 'np.zeros_like(tmp)'})")
+
+    def _reduce(self, w: _Writer, row: int, src: str, kind: str, slot: int) -> None:
+        """``acc[row] += coef * (column sums of src)``."""
+        if kind == "array":
+            w.vectors.add(slot)
+            w.emit(f"acc[{row}] += v{slot} @ {src}")
+        elif kind == "one":
+            w.emit(f"acc[{row}] += (ones @ {src})")
+        else:
+            w.emit(f"acc[{row}] += co[{slot}] * (ones @ {src})")
+
+    def _check(self, w: _Writer, var: str) -> None:
+        w.emit(f"finite = finite and bool(np.isfinite(ones @ {var}).all())")
+
+    def _single(self, row: int) -> str:
+        return f"snap[{row}]"
+
+    def _coef(self, w: _Writer, kind: str, slot: int) -> str:
+        if kind == "array":
+            w.columns.add(slot)
+            return f"a{slot}"
+        return f"co[{slot}]"
+
+    def _negate(self, w: _Writer, out: str) -> None:
+        w.emit(f"np.negative({out}, out={out})")
+
+    def _scale(self, w: _Writer, out: str, c: str) -> None:
+        w.emit(f"{out} *= {c}")
+
+    def _copy(self, w: _Writer, out: str, src: str) -> None:
+        w.emit(f"np.copyto({out}, {src})")
+
+    def _multiply(self, w: _Writer, out: str, src: str, c: str) -> None:
+        w.emit(f"np.multiply({src}, {c}, out={out})")
+
+    def _add(self, w: _Writer, out: str, src: str) -> None:
+        w.emit(f"np.add({out}, {src}, out={out})")
+
+    def _subtract(self, w: _Writer, out: str, src: str) -> None:
+        w.emit(f"np.subtract({out}, {src}, out={out})")
+
+    def _add_scaled(self, w: _Writer, out: str, src: str, c: str, scratch: str) -> None:
+        """``out += c * src`` through ``scratch`` (which may be ``src`` itself)."""
+        w.emit(f"np.multiply({src}, {c}, out={scratch})")
+        w.emit(f"np.add({out}, {scratch}, out={out})")
+
+    # ------------------------------------------------------------------ structure
     def _phase(self, w: _Writer, lf: LocalForm, base: int) -> None:
         slots = iter(range(base, base + len(lf.coefficients)))
         exprs: dict[str, list] = {t: [] for t in lf.targets}
@@ -208,21 +257,15 @@ class LocalProgram:
 
         if lf.gradients:
             x = w.cur.get(self.model)
-            w.emit(f"g = grad_fn({x if x is not None else 'np.zeros_like(tmp)'})")
+            self._gradient(w, x)
             w.read(x)
         for row, source, kind, slot in reductions:
             src = w.cur.get(source)
             if src is None:
                 continue
-            if kind == "array":
-                w.vectors.add(slot)
-                w.reduced.add((src, w.version.get(src, 0)))
-                w.read(src)
-                w.emit(f"acc[{row}] += v{slot} @ {src}")
-            elif kind == "one":
-                w.emit(f"acc[{row}] += {w.sum_of(src)}")
-            else:
-                w.emit(f"acc[{row}] += co[{slot}] * {w.sum_of(src)}")
+            w.reduced.add((src, w.version.get(src, 0)))
+            w.read(src)
+            self._reduce(w, row, src, kind, slot)
 
         # In place: a target with a term from itself. It goes after every other in-place
         # target that reads its old value; out-of-place targets go first (they read the
@@ -255,7 +298,7 @@ class LocalProgram:
             # check it here, as the sparse path checks every phase's output.
             old = w.cur.get(target)
             if old is not None and old != value and old in w.unread:
-                w.emit(f"finite = finite and bool(np.isfinite(ones @ {old}).all())")
+                self._check(w, old)
                 w.read(old)
         w.cur.update(new)
 
@@ -267,9 +310,9 @@ class LocalProgram:
             own = next(e for e in ex if e[0] == "block" and e[1] == target)
             kind, slot = own[2], own[3]
             if kind == "minus_one":
-                w.emit(f"np.negative({out}, out={out})")
+                self._negate(w, out)
             elif kind != "one":
-                w.emit(f"{out} *= {w.coef(kind, slot)}")
+                self._scale(w, out, self._coef(w, kind, slot))
             ex = [e for e in ex if e is not own]
             first = False
         else:
@@ -282,24 +325,23 @@ class LocalProgram:
                 if src is None:
                     continue
             elif k == "row":
-                src = f"snap[{ref}]"
+                src = self._single(ref)
             else:
                 src = "g"
-            c = w.coef(kind, slot)
+            c = self._coef(w, kind, slot)
             if first:
                 if kind == "one":
-                    w.emit(f"np.copyto({out}, {src})")
+                    self._copy(w, out, src)
                 else:
-                    w.emit(f"np.multiply({src}, {c}, out={out})")
+                    self._multiply(w, out, src, c)
                 first = False
             elif kind == "one":
-                w.emit(f"np.add({out}, {src}, out={out})")
+                self._add(w, out, src)
             elif kind == "minus_one":
-                w.emit(f"np.subtract({out}, {src}, out={out})")
+                self._subtract(w, out, src)
             else:
-                scaled = "g" if k == "grad" and grad_uses == 1 else "tmp"
-                w.emit(f"np.multiply({src}, {c}, out={scaled})")
-                w.emit(f"np.add({out}, {scaled}, out={out})")
+                scratch = "g" if k == "grad" and grad_uses == 1 else "tmp"
+                self._add_scaled(w, out, src, c, scratch)
         if first:
             return None
         w.wrote(out)
