@@ -18,10 +18,13 @@ class NumpyBackend:
     name = "numpy"
     runs_local_phases = True  # node-local runs of phases go through the chunked path
 
-    def __init__(self, dtype=np.float64):
+    def __init__(self, dtype=np.float64, compiled="auto"):
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype must be float32 or float64, got {self.dtype}")
+        if compiled not in (True, False, "auto"):
+            raise ValueError(f'compiled must be True, False or "auto", got {compiled!r}')
+        self.compiled = compiled  # node-local runs through Numba (see engine.rowwise)
 
     def asarray(self, array: np.ndarray) -> np.ndarray:
         """``array`` as this backend's array type and dtype."""
@@ -135,17 +138,21 @@ BACKENDS = ("numpy", "torch")
 def make_backend(backend, dtype=np.float64, **options):
     """A backend from its name ("numpy", "torch") or an already built backend object.
 
-    ``options`` go to the Torch backend (``device``, ``mixing``)."""
+    ``options`` go to the Torch backend (``device``, ``mixing``), or ``compiled`` to the
+    NumPy backend."""
     if not isinstance(backend, str):
         return backend
     choice(backend, "backend", BACKENDS)
     if backend == "torch":
+        if options.pop("compiled", "auto") is True:
+            raise ValueError('compiled=True needs backend="numpy" (Numba compiles NumPy code)')
         try:
             return TorchBackend(dtype, **options)
         except ImportError:
             raise ValueError(
                 'backend="torch" needs PyTorch: pip install "stochmix[torch]"'
             ) from None
+    compiled = options.pop("compiled", "auto")
     if options:
         raise ValueError(f"options {sorted(options)} apply to the torch backend only")
-    return NumpyBackend(dtype)
+    return NumpyBackend(dtype, compiled)

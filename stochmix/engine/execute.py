@@ -21,6 +21,12 @@ coefficients are +-1, numbers or per-node arrays) into a
 buffers. Later rounds with the same structure
 (every round of a method, whatever its participants) reuse the program and its buffers and
 only bind the round's nodes and coefficients.
+
+With Numba installed and a problem that provides a compiled one-client gradient
+(``Problem._row_gradient``), large runs use a
+:class:`~stochmix.engine.rowwise.RowwiseProgram` of the same structure instead: one
+compiled loop over the nodes that applies every phase to one node's rows at a time
+(``run(..., compiled=...)`` chooses).
 """
 
 from __future__ import annotations
@@ -33,9 +39,13 @@ import numpy as np
 from .method import Method, RunContext
 from .phase import LocalForm, Phase
 from .program import LocalProgram
+from .rowwise import RowwiseProgram, numba_available
 
 WORKERS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 PROGRAMS = 64  # compiled programs kept (one per distinct structure of a run of phases)
+# compiled="auto" takes the row-wise path for runs of at least this many node entries
+# (nodes x d); smaller ones stay on NumPy programs, which cost no compilation.
+ROWWISE_MIN_ENTRIES = 1 << 13
 
 
 def _block_of(layout, row: int) -> tuple[str, int]:
@@ -196,6 +206,43 @@ def _program(forms: list[LocalForm], model_block: str, tail: int) -> LocalProgra
     return program
 
 
+_ROWWISE: dict = {}
+
+
+def _rowwise(program: LocalProgram) -> RowwiseProgram:
+    """The row-wise program of ``program``'s structure (compiled by Numba on first use)."""
+    found = _ROWWISE.get(program.key)
+    if found is None:
+        if len(_ROWWISE) >= PROGRAMS:
+            _ROWWISE.clear()
+        found = _ROWWISE[program.key] = RowwiseProgram(
+            program.forms, program.model, program.tail_length
+        )
+        found.key = program.key
+    return found
+
+
+def row_gradient(problem, backend, dtype):
+    """``(kernel, data)`` when the row-wise path may run this problem on ``backend``, per
+    ``backend.compiled`` (True, False or "auto"); else None. Raises ValueError when
+    ``compiled=True`` cannot be honoured."""
+    mode = getattr(backend, "compiled", False)
+    if mode is False:
+        return None
+    found = None
+    if numba_available() and hasattr(problem, "_row_gradient"):
+        pure = _chunk_gradients(problem) == getattr(problem, "bind_clients", None)
+        found = problem._row_gradient(np.dtype(dtype)) if pure else None
+    if found is None and mode is True:
+        why = (
+            "Numba is not installed (pip install \"stochmix[fast]\")"
+            if not numba_available()
+            else f"{type(problem).__name__} has no compiled gradient"
+        )
+        raise ValueError(f"compiled=True: {why}; use compiled='auto' or False")
+    return found
+
+
 def _chunk_gradients(problem):
     """A function ``(clients, like) -> (x -> gradients of those clients at x)`` for the
     chunks, which ask the same clients once per local step. Problems whose ``gradients`` is
@@ -245,8 +292,11 @@ def plan_round(phases: list[Phase], backend, method: Method, ctx: RunContext) ->
     ]
 
 
-def execute(plan: list, z, backend, problem, method: Method, ctx: RunContext) -> bool:
-    """Apply a planned round to ``z`` in place; False if a rewritten entry is not finite."""
+def execute(
+    plan: list, z, backend, problem, method: Method, ctx: RunContext, rows=None
+) -> bool:
+    """Apply a planned round to ``z`` in place; False if a rewritten entry is not finite.
+    ``rows`` is :func:`row_gradient`'s answer for this run (None: NumPy programs only)."""
     finite = True
     bind = _chunk_gradients(problem)
     data = 2 * (problem._chunk_cost() if hasattr(problem, "_chunk_cost") else z.shape[1])
@@ -255,13 +305,18 @@ def execute(plan: list, z, backend, problem, method: Method, ctx: RunContext) ->
     pure = bind == getattr(problem, "bind_clients", None)
     for item in plan:
         if isinstance(item, LocalStep):
-            ok = item.program.run(
+            program, grads = item.program, bind
+            if rows is not None and (
+                backend.compiled is True or item.nodes.size * z.shape[1] >= ROWWISE_MIN_ENTRIES
+            ):
+                program, grads = _rowwise(program), rows
+            ok = program.run(
                 z,
                 item.nodes,
                 ctx.layout,
                 item.coefs,
                 item.clients,
-                bind,
+                grads,
                 data,
                 WORKERS if pure else 1,
                 whole=not pure,

@@ -19,7 +19,7 @@ import numpy as np
 from .._validate import as_int, choice
 from . import checkpoint as checkpoints
 from .backends import make_backend
-from .execute import execute, plan_round
+from .execute import execute, plan_round, row_gradient
 from .layout import Layout
 from .method import Method, RunContext
 from .progress import Progress
@@ -69,6 +69,7 @@ def run(
     progress="auto",
     checkpoint=None,
     checkpoint_every: int = 100,
+    compiled="auto",
 ) -> Result:
     """Run ``method`` on ``problem`` for ``rounds`` rounds of ``participation``.
 
@@ -88,6 +89,11 @@ def run(
             backend object.
         device: Torch device ("cpu", "cuda", "cuda:1", ...); torch backend only.
         mixing: "dense", "sparse" or "auto" (default): how the torch backend applies phases.
+        compiled: "auto" (default), True or False: whether the NumPy backend runs node-local
+            phases through Numba-compiled loops over one node at a time (needs the ``fast``
+            extra and a problem with a compiled gradient: Quadratic, LeastSquares). "auto"
+            does so for large rounds when it can; True always (an error when it cannot);
+            False never. Results agree with the NumPy path to rounding.
         progress: "auto" shows a progress line on a terminal for runs longer than two
             seconds; True forces it, False hides it.
         checkpoint: a file path. Every ``checkpoint_every`` rounds the run's state is saved
@@ -120,7 +126,10 @@ def run(
         )
     x0 = _check_starting_point(x0, dim)
     options = {k: v for k, v in (("device", device), ("mixing", mixing)) if v is not None}
+    if compiled != "auto":
+        options["compiled"] = compiled
     back = make_backend(backend, dtype, **options)
+    rows = row_gradient(problem, back, getattr(back, "dtype", dtype))
 
     layout = Layout(method.blocks(n))
     ctx = RunContext(layout, n, dim, participation.probabilities)
@@ -271,7 +280,7 @@ def run(
     for r in range(done, rounds):
         participants = np.asarray(next(stream), dtype=np.int64)
         count[r + 1] = participants.size
-        finite = execute(round_plan(r, participants), z, back, problem, method, ctx)
+        finite = execute(round_plan(r, participants), z, back, problem, method, ctx, rows)
         done = r + 1
         clock[done] = time.perf_counter() - start
         measure(done)

@@ -86,6 +86,7 @@ class LocalProgram:
 
     def __init__(self, forms: list[LocalForm], model_block: str, tail: int = 0):
         self.model = model_block
+        self.forms, self.tail_length = forms, tail  # what a program of another dialect needs
         self.key = None  # what the engine caches the program under (its full structure)
         self.tail = []  # (phase's outer entries with coefficient slots), applied at the end
         slot = sum(len(lf.coefficients) for lf in forms[: len(forms) - tail])
@@ -118,14 +119,19 @@ class LocalProgram:
         self.outer_singles: list[tuple] = []  # (row, ref, slot): row += co * snapshot[ref]
         self.needs_gradients = any(lf.gradients for lf in forms)
         self.source = self._generate(forms)
-        namespace = {"np": np}
-        exec(compile(self.source, f"<stochmix program {id(self):x}>", "exec"), namespace)
-        self._chunk = namespace["chunk"]
+        self._rows = self._chunk = self._compile(self.source)
         self._buffers: dict = {}
+
+    def _compile(self, source: str):
+        namespace = {"np": np}
+        exec(compile(source, f"<stochmix program {id(self):x}>", "exec"), namespace)
+        return namespace["chunk"]
 
     # ------------------------------------------------------------------ generation
     def _generate(self, forms: list[LocalForm]) -> str:
-        w = _Writer(self.blocks)
+        return self._generate_with(_Writer(self.blocks), forms)
+
+    def _generate_with(self, w: _Writer, forms: list[LocalForm]) -> str:
         for b in self.gather:
             var = w.buffer(b, 0)
             self._gather(w, var, w.slot[b])
@@ -374,6 +380,19 @@ class LocalProgram:
         per_row = itemsize * (d * (2 * len(self.blocks) + 3) + data_per_row)
         return max(MIN_CHUNK_ROWS, (budget or BUFFER_BYTES) // max(1, per_row))
 
+    def _split(self, size: int, d: int, itemsize: int, data_per_row: int, workers: int, whole):
+        """(rows per chunk, threads) for a round of ``size`` nodes."""
+        step = self.chunk_rows(d, itemsize, data_per_row)
+        if whole:
+            step, workers = size, 1
+        if workers > 1:
+            wide = self.chunk_rows(d, itemsize, data_per_row, PARALLEL_BUFFER_BYTES)
+            if wide >= PARALLEL_MIN_ROWS and size >= 2 * workers * wide:
+                step = wide
+            else:
+                workers = 1
+        return -(-size // -(-size // step)), workers  # equal chunks, none tiny
+
     @np.errstate(over="ignore", invalid="ignore")
     def _chunks(self, z, rows, starts, step, size, coefs, clients, bind, snapshot, acc, worker):
         """Run the chunks that begin at ``starts``; False if a written entry is not
@@ -441,16 +460,9 @@ class LocalProgram:
         acc = {r: np.zeros(d, dtype=z.dtype) for r in self.outer_rows}
         finite = True
         if nodes.size:
-            step = self.chunk_rows(d, z.dtype.itemsize, data_per_row)
-            if whole:
-                step, workers = nodes.size, 1
-            if workers > 1:
-                wide = self.chunk_rows(d, z.dtype.itemsize, data_per_row, PARALLEL_BUFFER_BYTES)
-                if wide >= PARALLEL_MIN_ROWS and nodes.size >= 2 * workers * wide:
-                    step = wide
-                else:
-                    workers = 1
-            step = -(-nodes.size // -(-nodes.size // step))  # equal chunks, none tiny
+            step, workers = self._split(
+                nodes.size, d, z.dtype.itemsize, data_per_row, workers, whole
+            )
             starts = list(range(0, nodes.size, step))
             rows = []
             for b in self.blocks:

@@ -143,6 +143,13 @@ class Problem(abc.ABC):
         own = {key: xp.take(value, index, axis=0) for key, value in data.items()}
         return lambda x: self._gradient_formula(xp, own, None, x)
 
+    def _row_gradient(self, dtype):
+        """``(kernel, data)`` for the engine's compiled row-wise path, or None: a Numba
+        function ``kernel(data, c, x, out)`` that writes grad F_c(x) for one client into
+        ``out``, and its arrays in ``dtype`` (see :mod:`stochmix.problems.kernels`). None
+        (the default) keeps the problem on the vectorized NumPy path."""
+        return None
+
     def _gradient_formula(self, xp, data: dict, idx, x):
         """grad F_idx[t](x[t]) for every t, written with the array namespace ``xp`` on the
         arrays ``data`` (this problem's data in the namespace of ``x``). ``idx`` None means

@@ -232,6 +232,14 @@ class LeastSquares(Problem):
             g = g + self._reg * x
         return g
 
+    def _row_gradient(self, dtype):
+        from . import kernels
+
+        data = self._data.get(dtype)
+        if self._form == "padded":
+            return kernels.least_squares_padded, (data["a"], data["b"], float(self._reg))
+        return kernels.least_squares_gram, (data["gram"], data["atb"], float(self._reg))
+
     def _sampled_gradient_formula(self, xp, idx, x, picks, scale):
         """(n_c / b) sum_{r in picks[t]} a_r (a_r . x_t - b_r) + reg x_t, c = idx[t]: the
         minibatch estimate from the rows ``picks`` (positions within each client)."""

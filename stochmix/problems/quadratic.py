@@ -146,6 +146,13 @@ class Quadratic(Problem):
             return diff
         return xp.einsum("mij,mj->mi", h, diff)
 
+    def _row_gradient(self, dtype):
+        from . import kernels
+
+        data = self._data.get(dtype)
+        kernel = kernels.quadratic_diagonal if self._diagonal else kernels.quadratic_full
+        return kernel, (data["hessians"], data["centers"])
+
     def _chunk_cost(self) -> int:
         return self.dim if self._diagonal else self.dim * self.dim
 

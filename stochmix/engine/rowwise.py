@@ -1,0 +1,183 @@
+"""Runs of node-local phases compiled with Numba, one node at a time.
+
+:class:`RowwiseProgram` plans a run exactly as :class:`~stochmix.engine.program.LocalProgram`
+does (which buffer holds which block after each phase, what is done in place, what must be
+checked for NaN and Inf) but writes each statement as a loop over one row of length d, and
+the whole run as one loop over the nodes: gather a node's rows, apply every phase to them,
+add its share into the outer rows, write its rows back. A node's rows stay in the L1 cache
+through all K local steps, there are no temporaries and no per-call overhead, and the
+function releases the GIL, so a large round is split over two threads.
+
+Gradients come from the problem as a compiled one-client function
+``kernel(data, client, x, out)`` (``Problem._row_gradient``); problems without one, and
+stochastic gradients, use the NumPy programs. Entry by entry the arithmetic is the NumPy
+program's (same operations, same order, no fused multiply-add); sums over nodes (outer
+rows) and over a gradient's terms are added in another order, so the two paths agree to
+rounding, not bit for bit. Each path is deterministic on its own.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+
+from .phase import LocalForm
+from .program import LocalProgram, _pool, _Writer
+
+# Rounds of fewer node entries (nodes x d) than this stay on one thread.
+PARALLEL_MIN_ENTRIES = 1 << 17
+
+
+@cache
+def numba_available() -> bool:
+    """Whether Numba can be imported (the ``fast`` extra)."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class RowwiseProgram(LocalProgram):
+    """One run structure compiled by Numba; see the module docstring.
+
+    Args:
+        forms: the run's local forms, in order.
+        model_block: where gradients are taken.
+        tail: how many of the last forms only set single rows from single rows.
+    """
+
+    def __init__(self, forms: list[LocalForm], model_block: str, tail: int = 0):
+        self.array_slots: list[int] = []
+        super().__init__(forms, model_block, tail)
+
+    def _compile(self, source: str):
+        import numba
+
+        namespace = {"np": np}
+        exec(compile(source, f"<stochmix rowwise program {id(self):x}>", "exec"), namespace)
+        return numba.njit(nogil=True, boundscheck=False)(namespace["rows"])
+
+    # ------------------------------------------------------------------ loops over a row
+    def _loop(self, w: _Writer, statement: str) -> None:
+        w.emit("for j in range(d):")
+        w.emit(f"    {statement}")
+
+    def _finish(self, w: _Writer, stores: list, check: list) -> str:
+        for slot, var in stores:
+            self._loop(w, f"z[n{slot}, j] = " + ("0.0" if var is None else f"{var}[j]"))
+        for var in check:
+            self._check(w, var)
+        w.emit("")
+        self.array_slots = sorted(w.columns | w.vectors)
+        used = {s for s, _ in stores} | {w.slot[b] for b in self.gather}
+        head = ["def rows(z, rows, lo, hi, cs, ca, clients, S, A, grad, gd):", "    d = z.shape[1]"]
+        for b in self.blocks:
+            i = w.slot[b]
+            head.append(f"    b{i}_0 = np.empty(d, z.dtype)")
+            head.append(f"    b{i}_1 = np.empty(d, z.dtype)")
+            if i in used:
+                head.append(f"    r{i} = rows[{i}]")
+        head.append("    g = np.empty(d, z.dtype)")
+        head.append("    tmp = np.empty(d, z.dtype)")
+        head.append("    origin = np.zeros(d, z.dtype)")
+        for k, slot in enumerate(self.array_slots):
+            head.append(f"    a{slot} = ca[{k}]")
+        for k in range(len(self.singles)):
+            head.append(f"    S{k} = S[{k}]")
+        head.append("    bad = False")
+        head.append("    for t in range(lo, hi):")
+        for i in sorted(used):
+            head.append(f"        n{i} = r{i}[t]")
+        if self.needs_gradients:
+            head.append("        client = clients[t]")
+        return "\n".join(head + w.lines + ["    return not bad"]) + "\n"
+
+    def _generate(self, forms: list[LocalForm]) -> str:
+        w = _Writer(self.blocks)
+        w.indent = "        "
+        return self._generate_with(w, forms)
+
+    def _gather(self, w: _Writer, var: str, slot: int) -> None:
+        self._loop(w, f"{var}[j] = z[n{slot}, j]")
+
+    def _gradient(self, w: _Writer, x: str | None) -> None:
+        w.emit(f"grad(gd, client, {x if x is not None else 'origin'}, g)")
+
+    def _reduce(self, w: _Writer, row: int, src: str, kind: str, slot: int) -> None:
+        k = self.outer_rows.index(row)
+        if kind == "array":
+            w.vectors.add(slot)
+            self._loop(w, f"A[{k}, j] += a{slot}[t] * {src}[j]")
+        elif kind == "one":
+            self._loop(w, f"A[{k}, j] += {src}[j]")
+        else:
+            self._loop(w, f"A[{k}, j] += cs[{slot}] * {src}[j]")
+
+    def _check(self, w: _Writer, var: str) -> None:
+        # x - x is 0 for finite x and NaN otherwise: an OR over the row that vectorizes
+        self._loop(w, f"bad |= {var}[j] - {var}[j] != 0.0")
+
+    def _single(self, row: int) -> str:
+        return f"S{self.singles.index(row)}"
+
+    def _coef(self, w: _Writer, kind: str, slot: int) -> str:
+        if kind == "array":
+            w.columns.add(slot)
+            return f"a{slot}[t]"
+        return f"cs[{slot}]"
+
+    def _negate(self, w: _Writer, out: str) -> None:
+        self._loop(w, f"{out}[j] = -{out}[j]")
+
+    def _scale(self, w: _Writer, out: str, c: str) -> None:
+        self._loop(w, f"{out}[j] *= {c}")
+
+    def _copy(self, w: _Writer, out: str, src: str) -> None:
+        self._loop(w, f"{out}[j] = {src}[j]")
+
+    def _multiply(self, w: _Writer, out: str, src: str, c: str) -> None:
+        self._loop(w, f"{out}[j] = {src}[j] * {c}")
+
+    def _add(self, w: _Writer, out: str, src: str) -> None:
+        self._loop(w, f"{out}[j] = {out}[j] + {src}[j]")
+
+    def _subtract(self, w: _Writer, out: str, src: str) -> None:
+        self._loop(w, f"{out}[j] = {out}[j] - {src}[j]")
+
+    def _add_scaled(self, w: _Writer, out: str, src: str, c: str, scratch: str) -> None:
+        # rounded as NumPy rounds it: the product first, then the sum (no fused multiply-add)
+        self._loop(w, f"{out}[j] = {out}[j] + {src}[j] * {c}")
+
+    # ------------------------------------------------------------------ execution
+    def _split(self, size: int, d: int, itemsize: int, data_per_row: int, workers: int, whole):
+        """One call per thread: the nodes in ``workers`` contiguous parts when the round
+        is large, else in one."""
+        if workers > 1 and size * d >= PARALLEL_MIN_ENTRIES:
+            return -(-size // workers), workers
+        return max(size, 1), 1
+
+    def _chunks(self, z, rows, starts, step, size, coefs, clients, bind, snapshot, acc, worker):
+        kernel, data = bind
+        lo, hi = int(starts[0]), min(int(starts[-1]) + step, size)
+        d = z.shape[1]
+        scalars = np.array([c if np.ndim(c) == 0 else 0.0 for c in coefs], dtype=np.float64)
+        if self.array_slots:
+            arrays = np.stack([np.asarray(coefs[s], dtype=np.float64) for s in self.array_slots])
+        else:
+            arrays = np.empty((0, 0))
+        singles = np.stack([snapshot[r] for r in self.singles]) if self.singles else None
+        sums = np.zeros((len(self.outer_rows), d), dtype=z.dtype)
+        cl = clients if clients is not None else rows[0]
+        ok = self._rows(
+            z, tuple(rows), lo, hi, scalars, arrays, cl,
+            singles if singles is not None else np.empty((0, d), z.dtype),
+            sums, kernel, data,
+        )  # fmt: skip
+        for k, r in enumerate(self.outer_rows):
+            acc[r] += sums[k]
+        return bool(ok)
+
+
+__all__ = ["RowwiseProgram", "numba_available", "_pool"]

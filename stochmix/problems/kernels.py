@@ -1,0 +1,71 @@
+"""One client's gradient at one point, compiled with Numba (the ``fast`` extra).
+
+The engine's row-wise programs (:mod:`stochmix.engine.rowwise`) call these as
+``kernel(data, c, x, out)``: write grad F_c(x) into ``out`` (shape (d,)), reading client
+``c``'s rows of the problem's arrays in ``data`` (a tuple). Each is the one-row case of its
+problem's vectorized ``_gradient_formula``; elementwise formulas round as that one does,
+sums over rows and columns may be added in another order. Importing this module imports
+Numba; problems reach it through ``Problem._row_gradient``.
+"""
+
+from __future__ import annotations
+
+import numba
+
+_compiled = numba.njit(nogil=True, boundscheck=False, cache=True)
+
+
+@_compiled
+def quadratic_diagonal(data, c, x, out):
+    """H_c (x - z_c) with H_c diagonal: ``data = (h (N, d), z (N, d))``."""
+    h, z = data
+    for j in range(x.shape[0]):
+        out[j] = (x[j] - z[c, j]) * h[c, j]
+
+
+@_compiled
+def quadratic_full(data, c, x, out):
+    """H_c (x - z_c): ``data = (H (N, d, d), z (N, d))``."""
+    hess, z = data
+    d = x.shape[0]
+    diff = x - z[c]
+    for i in range(d):
+        s = 0.0
+        for j in range(d):
+            s += hess[c, i, j] * diff[j]
+        out[i] = s
+
+
+@_compiled
+def least_squares_padded(data, c, x, out):
+    """A_c^T (A_c x - b_c) + reg x from zero-padded rows: ``data = (a (N, n, d), b (N, n),
+    reg)``."""
+    a, b, reg = data
+    d = x.shape[0]
+    for j in range(d):
+        out[j] = 0.0
+    for k in range(a.shape[1]):
+        r = 0.0
+        for j in range(d):
+            r += a[c, k, j] * x[j]
+        r -= b[c, k]
+        for j in range(d):
+            out[j] += a[c, k, j] * r
+    if reg != 0.0:
+        for j in range(d):
+            out[j] = out[j] + reg * x[j]
+
+
+@_compiled
+def least_squares_gram(data, c, x, out):
+    """A_c^T A_c x - A_c^T b_c + reg x: ``data = (gram (N, d, d), atb (N, d), reg)``."""
+    gram, atb, reg = data
+    d = x.shape[0]
+    for i in range(d):
+        s = 0.0
+        for j in range(d):
+            s += gram[c, i, j] * x[j]
+        out[i] = s - atb[c, i]
+    if reg != 0.0:
+        for i in range(d):
+            out[i] = out[i] + reg * x[i]
