@@ -1,6 +1,8 @@
 """Custom methods at the edges of the fast path (found by a review; each failed before its
-fix). Every case compares the whole state with the general sparse path."""
+fix). Every case compares the whole state with the general sparse path, once through the
+NumPy programs and once through the row-wise (Numba) programs."""
 
+import importlib.util
 import warnings
 
 import numpy as np
@@ -14,10 +16,32 @@ from stochmix.problems import Noisy, Quadratic
 from tests._backends import SparseOnly
 
 
+@pytest.fixture(
+    autouse=True,
+    params=[
+        False,
+        pytest.param(
+            True,
+            marks=pytest.mark.skipif(
+                importlib.util.find_spec("numba") is None, reason="needs numba"
+            ),
+        ),
+    ],
+    ids=["numpy", "rowwise"],
+)
+def compiled(request, monkeypatch):
+    """Run every case through the NumPy programs and through the row-wise programs."""
+    monkeypatch.setitem(PATH, "compiled", request.param)
+
+
+PATH = {"compiled": False}
+
+
 def both(make, problem, participation, rounds, dtype=np.float64, **options):
     """(fast states, sparse states, fast result, sparse result) of the same run."""
     out = []
-    for backend in (NumpyBackend(dtype), SparseOnly(dtype)):
+    compiled = PATH["compiled"] and problem._row_gradient(np.dtype(dtype)) is not None
+    for backend in (NumpyBackend(dtype, compiled), SparseOnly(dtype)):
         states = []
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

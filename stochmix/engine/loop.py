@@ -92,8 +92,9 @@ def run(
         compiled: "auto" (default), True or False: whether the NumPy backend runs node-local
             phases through Numba-compiled loops over one node at a time (needs the ``fast``
             extra and a problem with a compiled gradient: Quadratic, LeastSquares). "auto"
-            does so for large rounds when it can; True always (an error when it cannot);
-            False never. Results agree with the NumPy path to rounding.
+            does so when it can and the run is long enough to repay compiling (about
+            rounds x expected participants x dim >= 3e8); True always (an error when it
+            cannot); False never. Results agree with the NumPy path to rounding.
         progress: "auto" shows a progress line on a terminal for runs longer than two
             seconds; True forces it, False hides it.
         checkpoint: a file path. Every ``checkpoint_every`` rounds the run's state is saved
@@ -129,7 +130,9 @@ def run(
     if compiled != "auto":
         options["compiled"] = compiled
     back = make_backend(backend, dtype, **options)
-    rows = row_gradient(problem, back, getattr(back, "dtype", dtype))
+    expected = participation.probabilities
+    expected = n if expected is None else float(np.sum(expected))
+    rows = row_gradient(problem, back, getattr(back, "dtype", dtype), rounds * expected * dim)
 
     layout = Layout(method.blocks(n))
     ctx = RunContext(layout, n, dim, participation.probabilities)

@@ -27,6 +27,9 @@ from .program import LocalProgram, _pool, _Writer
 
 # Rounds of fewer node entries (nodes x d) than this stay on one thread.
 PARALLEL_MIN_ENTRIES = 1 << 17
+# How many nodes ahead a node's rows (state and problem data) are prefetched. At N = 10^6,
+# d = 10, 10^5 scattered participants, FedAvg: 14 ms a round with none, 9 ms with 8-32.
+AHEAD = 16
 
 
 @cache
@@ -55,7 +58,9 @@ class RowwiseProgram(LocalProgram):
     def _compile(self, source: str):
         import numba
 
-        namespace = {"np": np}
+        from .._compiled import prefetch_read, prefetch_write
+
+        namespace = {"np": np, "prefetch_read": prefetch_read, "prefetch_write": prefetch_write}
         exec(compile(source, f"<stochmix rowwise program {id(self):x}>", "exec"), namespace)
         return numba.njit(nogil=True, boundscheck=False)(namespace["rows"])
 
@@ -72,7 +77,10 @@ class RowwiseProgram(LocalProgram):
         w.emit("")
         self.array_slots = sorted(w.columns | w.vectors)
         used = {s for s, _ in stores} | {w.slot[b] for b in self.gather}
-        head = ["def rows(z, rows, lo, hi, cs, ca, clients, S, A, grad, gd):", "    d = z.shape[1]"]
+        head = [
+            "def rows(z, rows, lo, hi, cs, ca, clients, S, A, grad, fetch, gd):",
+            "    d = z.shape[1]",
+        ]
         for b in self.blocks:
             i = w.slot[b]
             head.append(f"    b{i}_0 = np.empty(d, z.dtype)")
@@ -88,6 +96,15 @@ class RowwiseProgram(LocalProgram):
             head.append(f"    S{k} = S[{k}]")
         head.append("    bad = False")
         head.append("    for t in range(lo, hi):")
+        ahead = []
+        for i in sorted(used):
+            kind = "read" if i in {w.slot[b] for b in self.gather} else "write"
+            ahead.append(f"            prefetch_{kind}(z, r{i}[t + {AHEAD}])")
+        if self.needs_gradients:
+            ahead.append(f"            fetch(gd, clients[t + {AHEAD}])")
+        if ahead:
+            head += [f"        if t + {AHEAD} < hi:", *ahead]
+        head.append("        pass")
         for i in sorted(used):
             head.append(f"        n{i} = r{i}[t]")
         if self.needs_gradients:
@@ -159,7 +176,7 @@ class RowwiseProgram(LocalProgram):
         return max(size, 1), 1
 
     def _chunks(self, z, rows, starts, step, size, coefs, clients, bind, snapshot, acc, worker):
-        kernel, data = bind
+        kernel, fetch, data = bind
         lo, hi = int(starts[0]), min(int(starts[-1]) + step, size)
         d = z.shape[1]
         scalars = np.array([c if np.ndim(c) == 0 else 0.0 for c in coefs], dtype=np.float64)
@@ -173,7 +190,7 @@ class RowwiseProgram(LocalProgram):
         ok = self._rows(
             z, tuple(rows), lo, hi, scalars, arrays, cl,
             singles if singles is not None else np.empty((0, d), z.dtype),
-            sums, kernel, data,
+            sums, kernel, fetch, data,
         )  # fmt: skip
         for k, r in enumerate(self.outer_rows):
             acc[r] += sums[k]

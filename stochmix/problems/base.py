@@ -144,10 +144,11 @@ class Problem(abc.ABC):
         return lambda x: self._gradient_formula(xp, own, None, x)
 
     def _row_gradient(self, dtype):
-        """``(kernel, data)`` for the engine's compiled row-wise path, or None: a Numba
-        function ``kernel(data, c, x, out)`` that writes grad F_c(x) for one client into
-        ``out``, and its arrays in ``dtype`` (see :mod:`stochmix.problems.kernels`). None
-        (the default) keeps the problem on the vectorized NumPy path."""
+        """``(kernel, fetch, data)`` for the engine's compiled row-wise path, or None: a
+        Numba function ``kernel(data, c, x, out)`` that writes grad F_c(x) for one client
+        into ``out``, one ``fetch(data, c)`` that prefetches client c's rows, and the
+        arrays in ``dtype`` (see :mod:`stochmix.problems.kernels`). None (the default)
+        keeps the problem on the vectorized NumPy path."""
         return None
 
     def _gradient_formula(self, xp, data: dict, idx, x):

@@ -2,7 +2,9 @@
 
 The engine's row-wise programs (:mod:`stochmix.engine.rowwise`) call these as
 ``kernel(data, c, x, out)``: write grad F_c(x) into ``out`` (shape (d,)), reading client
-``c``'s rows of the problem's arrays in ``data`` (a tuple). Each is the one-row case of its
+``c``'s rows of the problem's arrays in ``data`` (a tuple). Each kernel has a companion
+``fetch(data, c)`` that starts loading client ``c``'s rows into the cache; the programs
+call it a few nodes ahead, so that the memory latency of scattered clients overlaps. Each is the one-row case of its
 problem's vectorized ``_gradient_formula``; elementwise formulas round as that one does,
 sums over rows and columns may be added in another order. Importing this module imports
 Numba; problems reach it through ``Problem._row_gradient``.
@@ -10,12 +12,22 @@ Numba; problems reach it through ``Problem._row_gradient``.
 
 from __future__ import annotations
 
-import numba
+from typing import no_type_check
 
-_compiled = numba.njit(nogil=True, boundscheck=False, cache=True)
+from .._compiled import njit as _compiled
+from .._compiled import prefetch_read
 
 
 @_compiled
+@no_type_check  # plain Python for Numba: no runtime type checks wrapped around it
+def fetch_two(data, c):
+    """Prefetch row ``c`` of the first two arrays of ``data``."""
+    prefetch_read(data[0], c)
+    prefetch_read(data[1], c)
+
+
+@_compiled
+@no_type_check
 def quadratic_diagonal(data, c, x, out):
     """H_c (x - z_c) with H_c diagonal: ``data = (h (N, d), z (N, d))``."""
     h, z = data
@@ -24,6 +36,7 @@ def quadratic_diagonal(data, c, x, out):
 
 
 @_compiled
+@no_type_check
 def quadratic_full(data, c, x, out):
     """H_c (x - z_c): ``data = (H (N, d, d), z (N, d))``."""
     hess, z = data
@@ -37,6 +50,7 @@ def quadratic_full(data, c, x, out):
 
 
 @_compiled
+@no_type_check
 def least_squares_padded(data, c, x, out):
     """A_c^T (A_c x - b_c) + reg x from zero-padded rows: ``data = (a (N, n, d), b (N, n),
     reg)``."""
@@ -57,6 +71,7 @@ def least_squares_padded(data, c, x, out):
 
 
 @_compiled
+@no_type_check
 def least_squares_gram(data, c, x, out):
     """A_c^T A_c x - A_c^T b_c + reg x: ``data = (gram (N, d, d), atb (N, d), reg)``."""
     gram, atb, reg = data

@@ -237,8 +237,10 @@ class LeastSquares(Problem):
 
         data = self._data.get(dtype)
         if self._form == "padded":
-            return kernels.least_squares_padded, (data["a"], data["b"], float(self._reg))
-        return kernels.least_squares_gram, (data["gram"], data["atb"], float(self._reg))
+            data = (data["a"], data["b"], float(self._reg))
+            return kernels.least_squares_padded, kernels.fetch_two, data
+        data = (data["gram"], data["atb"], float(self._reg))
+        return kernels.least_squares_gram, kernels.fetch_two, data
 
     def _sampled_gradient_formula(self, xp, idx, x, picks, scale):
         """(n_c / b) sum_{r in picks[t]} a_r (a_r . x_t - b_r) + reg x_t, c = idx[t]: the

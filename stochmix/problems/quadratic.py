@@ -151,7 +151,7 @@ class Quadratic(Problem):
 
         data = self._data.get(dtype)
         kernel = kernels.quadratic_diagonal if self._diagonal else kernels.quadratic_full
-        return kernel, (data["hessians"], data["centers"])
+        return kernel, kernels.fetch_two, (data["hessians"], data["centers"])
 
     def _chunk_cost(self) -> int:
         return self.dim if self._diagonal else self.dim * self.dim

@@ -1,0 +1,53 @@
+"""Numba helpers shared by the compiled gradients and the engine's row-wise programs.
+
+Importing this module imports Numba (the ``fast`` extra).
+"""
+
+from __future__ import annotations
+
+from typing import no_type_check
+
+import llvmlite.ir as ir
+import numba
+from numba.core import cgutils, types
+from numba.extending import intrinsic
+
+njit = numba.njit(nogil=True, boundscheck=False, cache=True)
+
+
+def _prefetcher(write: int):
+    @intrinsic
+    @no_type_check  # compiled by Numba: no runtime type checks wrapped around it
+    def prefetch(typingctx, array, row):
+        """Ask the CPU to start loading ``array[row]`` into the cache (LLVM's prefetch;
+        never faults, so a row past the end is harmless)."""
+        if not isinstance(array, types.Array) or not isinstance(row, types.Integer):
+            return None
+
+        @no_type_check
+        def codegen(context, builder, signature, args):
+            kind = signature.args[0]
+            values = context.make_array(kind)(context, builder, args[0])
+            index = [args[1]] + [context.get_constant(types.intp, 0)] * (kind.ndim - 1)
+            pointer = cgutils.get_item_pointer(
+                context, builder, kind, values, index, wraparound=False
+            )
+            byte = ir.IntType(8).as_pointer()
+            i32 = ir.IntType(32)
+            function = cgutils.get_or_insert_function(
+                builder.module,
+                ir.FunctionType(ir.VoidType(), [byte, i32, i32, i32]),
+                "llvm.prefetch.p0i8",
+            )
+            # (address, read 0 / write 1, locality 3 = keep in all levels, data cache)
+            arguments = [builder.bitcast(pointer, byte), ir.Constant(i32, write)]
+            builder.call(function, [*arguments, ir.Constant(i32, 3), ir.Constant(i32, 1)])
+            return context.get_dummy_value()
+
+        return types.void(array, row), codegen
+
+    return prefetch
+
+
+prefetch_read = _prefetcher(0)
+prefetch_write = _prefetcher(1)

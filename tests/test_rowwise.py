@@ -1,0 +1,187 @@
+"""The row-wise path: runs of node-local phases compiled by Numba, one node at a time.
+
+Checked on the whole state against the general sparse path (every phase through its sparse
+rows) and against the NumPy programs, for every method and every problem with a compiled
+gradient.
+"""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+import stochmix.engine.execute as execute  # noqa: E402
+import stochmix.engine.rowwise as rowwise  # noqa: E402
+from stochmix.algorithms import FOCUS, FedAvg  # noqa: E402
+from stochmix.engine import run  # noqa: E402
+from stochmix.participation import Bernoulli, Full, Trace, UniformSample  # noqa: E402
+from stochmix.problems import LeastSquares, Logistic, Quadratic  # noqa: E402
+from tests._backends import SparseOnly  # noqa: E402
+from tests.test_programs import Swirl, _methods  # noqa: E402
+
+
+def states(method, problem, participation, rounds, seed=3, **options):
+    out = []
+    result = run(
+        method,
+        problem,
+        participation,
+        rounds,
+        seed=seed,
+        metrics=(),
+        callback=lambda r, z, ctx: out.append(np.array(z)),
+        **options,
+    )
+    return np.array(out), result
+
+
+def _masks(n, rounds=20):
+    rng = np.random.default_rng(1)
+    masks = rng.random((rounds, n)) < np.linspace(0.05, 0.9, n)
+    masks[3] = False  # a round nobody joins
+    masks[4] = True  # everyone
+    masks[5] = False
+    masks[5, 7] = True  # one client
+    return masks
+
+
+def _spy(monkeypatch) -> list:
+    """Record the programs that run (to see which path a round took)."""
+    ran = []
+    original = rowwise.RowwiseProgram.run
+
+    def spy(self, *args, **kwargs):
+        ran.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(rowwise.RowwiseProgram, "run", spy)
+    return ran
+
+
+@pytest.mark.parametrize("method", _methods(), ids=lambda m: m.name)
+def test_row_wise_path_equals_the_sparse_path_on_the_whole_state(monkeypatch, method):
+    ran = _spy(monkeypatch)
+    problem = Quadratic.random(30, 3, seed=5)
+    decentralized = method.name in ("GradientTracking", "PushPull")
+    part = Full(30) if decentralized else Trace(_masks(30))
+    fast, _ = states(method, problem, part, 20, compiled=True)
+    slow, _ = states(method, problem, part, 20, backend=SparseOnly())
+    assert ran  # the row-wise programs ran
+    np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-12 * (1 + np.abs(slow).max()))
+
+
+@pytest.mark.parametrize(
+    "problem",
+    [
+        Quadratic.random(30, 4, seed=1, diagonal=False),
+        LeastSquares.random(30, 4, 5, seed=2),  # padded rows
+        LeastSquares.random(30, 4, 5, seed=2, reg=0.3),
+        LeastSquares.random(30, 4, (1, 9), seed=3, reg=0.5),
+    ],
+    ids=["full quadratic", "least squares", "ridge", "ragged ridge"],
+)
+@pytest.mark.parametrize(
+    "method", [FedAvg(0.05, 3), FOCUS(0.002, 3), Swirl(0.01)], ids=lambda m: m.name
+)
+def test_compiled_gradients_of_every_problem(method, problem):
+    fast, _ = states(method, problem, Trace(_masks(30)), 20, compiled=True)
+    slow, _ = states(method, problem, Trace(_masks(30)), 20, backend=SparseOnly())
+    np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-11 * (1 + np.abs(slow).max()))
+
+
+def test_least_squares_in_gram_form():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((20, 200, 3))  # many rows per client: stored as A^T A, A^T b
+    problem = LeastSquares(a, rng.standard_normal((20, 200)))
+    assert problem._form == "gram"
+    fast, _ = states(FOCUS(1e-4, 3), problem, Trace(_masks(20)), 20, compiled=True)
+    slow, _ = states(FOCUS(1e-4, 3), problem, Trace(_masks(20)), 20, backend=SparseOnly())
+    np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-11 * (1 + np.abs(slow).max()))
+
+
+@pytest.mark.parametrize("method", [FedAvg(0.1, 3), FOCUS(0.002, 3), Swirl()], ids=lambda m: m.name)
+def test_float32_agrees_with_the_numpy_programs(method):
+    problem = Quadratic.random(30, 5, seed=3)
+    fast, _ = states(method, problem, Trace(_masks(30)), 20, compiled=True, dtype=np.float32)
+    slow, _ = states(method, problem, Trace(_masks(30)), 20, compiled=False, dtype=np.float32)
+    assert fast.dtype == np.float32
+    np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-5 * (1 + np.abs(slow).max()))
+
+
+@pytest.mark.parametrize("method", [FedAvg(0.1, 3), FOCUS(0.002, 3), Swirl()], ids=lambda m: m.name)
+def test_threads_give_the_serial_result_and_are_deterministic(monkeypatch, method):
+    problem = Quadratic.random(300, 3, seed=4)
+    part = Bernoulli(np.linspace(0.2, 0.9, 300))
+    serial, _ = states(method, problem, part, 12, compiled=True)
+    monkeypatch.setattr(execute, "WORKERS", 2)
+    monkeypatch.setattr(rowwise, "PARALLEL_MIN_ENTRIES", 1)
+    parts = []
+    original = rowwise.RowwiseProgram._chunks
+    monkeypatch.setattr(
+        rowwise.RowwiseProgram,
+        "_chunks",
+        lambda self, *a: parts.append(a[-1]) or original(self, *a),
+    )
+    threaded, _ = states(method, problem, part, 12, compiled=True)
+    again, _ = states(method, problem, part, 12, compiled=True)
+    assert set(parts) == {0, 1}  # both workers ran
+    np.testing.assert_allclose(threaded, serial, rtol=0, atol=1e-12 * np.abs(serial).max())
+    np.testing.assert_array_equal(threaded, again)
+
+
+@pytest.mark.parametrize("method", [FedAvg(50.0, 3), FOCUS(50.0, 3)], ids=lambda m: m.name)
+def test_divergence_is_caught_in_the_same_round(method):
+    """NaN and Inf in rows the compiled loop writes stop the run where NumPy's would."""
+    problem = Quadratic.random(30, 3, seed=5)
+    with pytest.warns(RuntimeWarning):
+        _, fast = states(method, problem, UniformSample(30, 10), 200, compiled=True)
+    with pytest.warns(RuntimeWarning):
+        _, slow = states(method, problem, UniformSample(30, 10), 200, compiled=False)
+    assert fast.diverged and slow.diverged
+    assert len(fast.server) == len(slow.server) < 200
+
+
+def test_auto_compiles_long_runs_only(monkeypatch):
+    ran = _spy(monkeypatch)
+    problem = Quadratic.random(100, 10, seed=0)
+    states(FedAvg(0.1, 2), problem, UniformSample(100, 50), 5)  # 2,500 entries in all
+    assert not ran
+    monkeypatch.setattr(execute, "ROWWISE_MIN_WORK", 2_000)
+    states(FedAvg(0.1, 2), problem, UniformSample(100, 50), 5)
+    assert not ran  # 500 entries a round: under ROWWISE_MIN_ENTRIES
+    monkeypatch.setattr(execute, "ROWWISE_MIN_ENTRIES", 400)
+    states(FedAvg(0.1, 2), problem, UniformSample(100, 50), 5)
+    assert ran
+
+
+def test_compiled_true_says_why_it_cannot_run():
+    problem = Logistic.random(20, 3, 5, seed=0)
+    with pytest.raises(ValueError, match="compiled=True: Logistic has no compiled gradient"):
+        run(FedAvg(0.1, 2), problem, Full(20), 2, compiled=True)
+    quadratic = Quadratic.random(20, 3, seed=0)
+    with pytest.raises(ValueError, match="compiled=True: Minibatch has no compiled gradient"):
+        run(FedAvg(0.1, 2), LeastSquares.random(20, 3, 4).minibatch(2), Full(20), 2, compiled=True)
+    with pytest.raises(ValueError, match='compiled must be True, False or "auto", got \'yes\''):
+        run(FedAvg(0.1, 2), quadratic, Full(20), 2, compiled="yes")
+    pytest.importorskip("torch")
+    with pytest.raises(ValueError, match='compiled=True needs backend="numpy"'):
+        run(FedAvg(0.1, 2), quadratic, Full(20), 2, compiled=True, backend="torch")
+
+
+def test_without_numba_auto_falls_back_and_true_says_how_to_install():
+    code = (
+        "import sys; sys.modules['numba'] = None\n"
+        "import numpy as np, stochmix as sm\n"
+        "from stochmix.algorithms import FedAvg\n"
+        "p = sm.problems.Quadratic.random(20, 3, seed=0)\n"
+        "r = sm.run(FedAvg(0.1, 2), p, sm.participation.Full(20), 3)\n"
+        "try:\n"
+        "    sm.run(FedAvg(0.1, 2), p, sm.participation.Full(20), 3, compiled=True)\n"
+        "except ValueError as e:\n"
+        "    print(e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert 'Numba is not installed (pip install "stochmix[fast]")' in out.stdout
