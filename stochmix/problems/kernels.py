@@ -2,12 +2,14 @@
 
 The engine's row-wise programs (:mod:`stochmix.engine.rowwise`) call these as
 ``kernel(data, c, x, out)``: write grad F_c(x) into ``out`` (shape (d,)), reading client
-``c``'s rows of the problem's arrays in ``data`` (a tuple). Each kernel has a companion
-``fetch(data, c)`` that starts loading client ``c``'s rows into the cache; the programs
-call it a few nodes ahead, so that the memory latency of scattered clients overlaps. Each is the one-row case of its
-problem's vectorized ``_gradient_formula``; elementwise formulas round as that one does,
-sums over rows and columns may be added in another order. Importing this module imports
-Numba; problems reach it through ``Problem._row_gradient``.
+``c``'s rows of the problem's arrays in ``data`` (a tuple). A companion ``fetch(data, c)``
+starts loading client c's rows into the cache; the programs call it a few nodes ahead, so
+that the memory latencies of scattered clients overlap.
+
+Each kernel is the one-row case of its problem's vectorized ``_gradient_formula``:
+elementwise formulas round as that one does; sums over rows and columns may be added in
+another order. Importing this module imports Numba; problems reach it through
+``Problem._row_gradient``.
 """
 
 from __future__ import annotations
