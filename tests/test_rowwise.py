@@ -164,7 +164,7 @@ def test_compiled_true_says_why_it_cannot_run():
     quadratic = Quadratic.random(20, 3, seed=0)
     with pytest.raises(ValueError, match="compiled=True: Minibatch has no compiled gradient"):
         run(FedAvg(0.1, 2), LeastSquares.random(20, 3, 4).minibatch(2), Full(20), 2, compiled=True)
-    with pytest.raises(ValueError, match='compiled must be True, False or "auto", got \'yes\''):
+    with pytest.raises(ValueError, match="compiled must be True, False or \"auto\", got 'yes'"):
         run(FedAvg(0.1, 2), quadratic, Full(20), 2, compiled="yes")
     pytest.importorskip("torch")
     with pytest.raises(ValueError, match='compiled=True needs backend="numpy"'):

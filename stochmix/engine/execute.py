@@ -239,7 +239,7 @@ def row_gradient(problem, backend, dtype, work: float = float("inf")):
         found = problem._row_gradient(np.dtype(dtype)) if pure else None
     if found is None and mode is True:
         why = (
-            "Numba is not installed (pip install \"stochmix[fast]\")"
+            'Numba is not installed (pip install "stochmix[fast]")'
             if not numba_available()
             else f"{type(problem).__name__} has no compiled gradient"
         )
@@ -296,9 +296,7 @@ def plan_round(phases: list[Phase], backend, method: Method, ctx: RunContext) ->
     ]
 
 
-def execute(
-    plan: list, z, backend, problem, method: Method, ctx: RunContext, rows=None
-) -> bool:
+def execute(plan: list, z, backend, problem, method: Method, ctx: RunContext, rows=None) -> bool:
     """Apply a planned round to ``z`` in place; False if a rewritten entry is not finite.
     ``rows`` is :func:`row_gradient`'s answer for this run (None: NumPy programs only)."""
     finite = True
