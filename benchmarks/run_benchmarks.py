@@ -72,6 +72,22 @@ FLWR_VENV = Path("/tmp/flwr-venv")
 
 RESULTS: dict = {}
 CACHE: dict = {}
+# How stochmix.run runs node-local phases in the engine's timings (``compiled=``): True
+# (Numba row-wise programs) when Numba is installed, else False (NumPy programs);
+# ``--engine numpy`` forces False.
+ENGINE = {"compiled": False}
+
+
+def engine_label() -> str:
+    return "numba" if ENGINE["compiled"] else "numpy"
+
+
+def have_numba() -> bool:
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 # =============================================================================== utilities
@@ -196,6 +212,12 @@ def machine_info():
         info["torch_threads"] = torch.get_num_threads()
     except ImportError:
         info["torch"] = None
+    try:
+        import numba
+
+        info["numba"] = numba.__version__
+    except ImportError:
+        info["numba"] = None
     return info
 
 
@@ -231,12 +253,17 @@ def time_engine(
     max_rounds=10_000,
     lr=None,
     local_steps=K,
+    compiled=None,
 ):
     """(seconds per round, rounds, repeats, peak bytes) of ``stochmix.run``.
 
-    Every run does one untimed warm-up round first (fresh state pages being touched);
-    the time is the rest of ``Result.wall_time``."""
+    Every run does one untimed warm-up round first (fresh state pages being touched, and
+    the first use of a structure compiled); the time is the rest of ``Result.wall_time``.
+    ``compiled`` defaults to ``ENGINE["compiled"]`` (NumPy backend only)."""
     lr = lr_for(name, problem) if lr is None else lr
+    options = {}
+    if backend == "numpy":
+        options["compiled"] = ENGINE["compiled"] if compiled is None else compiled
 
     def go(rounds):
         res = sm.run(
@@ -249,6 +276,7 @@ def time_engine(
             progress=False,
             backend=backend,
             on_divergence="raise",
+            **options,
         )
         return res.wall_time[-1] - res.wall_time[1]
 
@@ -292,11 +320,14 @@ def section_scaling(cfg):
         "SCALING: rounds/second and peak memory; FedAvg and FOCUS, 10% uniform participation "
         f"(UniformSample(N, N/10)), K = {K}"
     )
-    log("  columns: engine numpy / engine torch (CPU) / per-client loop / batched kernel;")
     log(
-        "  ratios: loop time / engine time (speed-up of the engine over the loop), torch / "
-        "numpy, engine / kernel (price of generality); peak MB = peak RSS above the start "
-        "of the run"
+        "  columns: engine with NumPy programs (compiled=False) / with Numba row-wise programs "
+        "(compiled=True) / engine torch (CPU) / per-client loop / batched kernel;"
+    )
+    log(
+        "  ratios: loop time / engine time (speed-up of the engine over the loop; the engine "
+        "= numba where installed), torch / numpy, engine / kernel (price of generality); "
+        "peak MB = peak RSS above the start of the run"
     )
     log("=" * 100)
     rows_out = []
@@ -307,12 +338,15 @@ def section_scaling(cfg):
         have_torch = True
     except ImportError:
         have_torch = False
+    numba_ok = have_numba()
     prev = {}  # (impl, method, d, kind) -> seconds per round at the previous N
 
     def cell(impl, name, d, kind, n, fn, data_bytes, extra_bytes):
         key = (impl, name, d, kind)
         if impl == "torch" and not have_torch:
             return {"skip": "no torch"}
+        if impl == "numba" and not numba_ok:
+            return {"skip": "no numba"}
         est = prev.get(key)
         if est is not None and est * 10 > max_round:
             prev[key] = est * 10
@@ -380,7 +414,17 @@ def section_scaling(cfg):
                 d,
                 kind,
                 n,
-                partial(time_engine, name, problem, process, budget=budget, lr=lr),
+                partial(time_engine, name, problem, process, budget=budget, lr=lr, compiled=False),
+                data_bytes,
+                2 * sb,
+            )
+            row["numba"] = cell(
+                "numba",
+                name,
+                d,
+                kind,
+                n,
+                partial(time_engine, name, problem, process, budget=budget, lr=lr, compiled=True),
                 data_bytes,
                 2 * sb,
             )
@@ -445,23 +489,26 @@ def section_scaling(cfg):
         for r in sel:
             if "skip_all" in r:
                 rows.append(
-                    [f"{r['n']:.0e}", r["d"], r["method"], f"({r['skip_all']})"] + [""] * 10
+                    [f"{r['n']:.0e}", r["d"], r["method"], f"({r['skip_all']})"] + [""] * 11
                 )
                 continue
-            e, t, lp, k = (sec(r[x]) for x in ("numpy", "torch", "loop", "kernel"))
+            e0, nb, t, lp, k = (sec(r[x]) for x in ("numpy", "numba", "torch", "loop", "kernel"))
+            e = nb or e0
             rows.append(
                 [
                     f"{r['n']:.0e}",
                     r["d"],
                     r["method"],
                     show(r["numpy"]),
+                    show(r["numba"]),
                     show(r["torch"]),
                     show(r["loop"]),
                     show(r["kernel"]),
                     fmt_ratio(lp / e) if e and lp else "-",
-                    fmt_ratio(t / e) if e and t else "-",
+                    fmt_ratio(t / e0) if e0 and t else "-",
                     fmt_ratio(e / k) if e and k else "-",
                     fmt_mb(r["numpy"].get("mem")),
+                    fmt_mb(r["numba"].get("mem")),
                     fmt_mb(r["torch"].get("mem")),
                     fmt_mb(r["loop"].get("mem")),
                     fmt_mb(r["state_bytes"]),
@@ -478,13 +525,15 @@ def section_scaling(cfg):
                 "d",
                 "method",
                 "numpy r/s",
+                "numba r/s",
                 "torch r/s",
                 "loop r/s",
                 "kernel r/s",
                 "loop/eng",
-                "torch/eng",
+                "torch/numpy",
                 "eng/kern",
                 "MB numpy",
+                "MB numba",
                 "MB torch",
                 "MB loop",
                 "MB state",
@@ -719,6 +768,7 @@ def section_headline(cfg):
         seed=MASK_SEED,
         metrics=("distance",),
         progress=False,
+        compiled=ENGINE["compiled"],
     )
     call = time.perf_counter() - t0
     setup_e = call - res.wall_time[-1]
@@ -752,6 +802,7 @@ def section_headline(cfg):
             seed=MASK_SEED,
             metrics=("distance",),
             progress=False,
+            compiled=ENGINE["compiled"],
         )
         call = time.perf_counter() - t0
         hit = res.rounds_to(target)
@@ -772,7 +823,7 @@ def section_headline(cfg):
         )
     rows = [
         [
-            "engine (numpy)",
+            f"engine ({engine_label()})",
             out["engine_rounds"] or "-",
             fmt_ms(out["engine_s_per_round"]),
             ("" if out.get("engine_measured") else "~")
@@ -964,7 +1015,7 @@ def section_flower(cfg):
             ],
             rows,
             title=f"Flower {out['flwr_version']} (Ray {out['ray_version']}) start_simulation, "
-            "median over rounds 2.. vs engine (numpy)",
+            f"median over rounds 2.. vs engine ({engine_label()})",
         )
     return out
 
@@ -1019,6 +1070,9 @@ def section_targets(cfg):
                 rounds=3 if d < 1000 else 1,
             )
             te = time_engine(name, problem, process, budget=budget, lr=lr)[0]
+            te_np = te
+            if ENGINE["compiled"]:  # the NumPy programs too, for reference
+                te_np = time_engine(name, problem, process, budget=budget, lr=lr, compiled=False)[0]
             tl = time_baseline(partial(loop, data, lr, K), process, budget=budget)[0]
             tk = time_baseline(partial(kern, data, lr, K, chunk_bytes=cb), process, budget=budget)[
                 0
@@ -1034,10 +1088,12 @@ def section_targets(cfg):
                     d,
                     name,
                     fmt_ms(te),
+                    fmt_ms(te_np),
                     fmt_ms(tl),
                     fmt_ms(tk),
                     str(cb and f"{cb >> 10} KiB"),
                     fmt_ratio(tl / te),
+                    fmt_ratio(tl / te_np),
                     fmt_ratio(te / tk),
                     extra,
                 ]
@@ -1061,15 +1117,18 @@ def section_targets(cfg):
             "d",
             "method",
             "engine ms",
+            "numpy progs ms",
             "loop ms",
             "kernel ms",
             "kernel chunk",
             "loop/engine",
+            "loop/numpy progs",
             "engine/kernel",
             "",
         ],
         rows,
-        title="Engine (numpy) vs per-client loop and vs batched kernel, per round",
+        title=f"Engine ({engine_label()}; NumPy programs for reference) vs per-client loop "
+        "and vs batched kernel, per round",
     )
 
     # ---- T4 costly gradients: least squares, 50 rows per client
@@ -1222,7 +1281,8 @@ def section_targets(cfg):
     table(
         ["N", "d", "method", "rounds", "peak MB above data", "state MB", "ratio"],
         rows,
-        title="Engine (numpy) peak resident memory during run() above the problem's data",
+        title=f"Engine ({engine_label()}) peak resident memory during run() above the "
+        "problem's data",
     )
 
     # ---- T2 Flower
@@ -1438,6 +1498,14 @@ def main(argv=None):
         "threads on a loaded 2-core machine its OpenMP pool can be ~100x slower)",
     )
     ap.add_argument(
+        "--engine",
+        choices=("numba", "numpy"),
+        default="numba" if have_numba() else "numpy",
+        help="how the engine runs node-local phases in the timings of every section but "
+        "scaling (which shows both): numba = compiled=True (the default when Numba is "
+        "installed), numpy = compiled=False",
+    )
+    ap.add_argument(
         "--no-install",
         action="store_true",
         help="never try to install flwr[simulation] into /tmp/flwr-venv",
@@ -1446,6 +1514,7 @@ def main(argv=None):
     cfg = config(args.quick)
     cfg["no_install"] = args.no_install
     cfg["quick"] = args.quick
+    ENGINE["compiled"] = args.engine == "numba"
     if args.only and "flower" in args.only:
         cfg["skip_flower"] = False
     try:
@@ -1456,10 +1525,12 @@ def main(argv=None):
         pass
     info = machine_info()
     RESULTS["machine"] = info
+    info["engine"] = engine_label()
     log(
-        f"stochmix {info['stochmix']}, numpy {info['numpy']}, torch {info.get('torch')} "
-        f"({info.get('torch_threads')} threads), Python {info['python']}, {info['cpus']} CPUs, "
-        f"{info['mem_total_gb']} GiB; load average at start {info['loadavg']}"
+        f"stochmix {info['stochmix']}, numpy {info['numpy']}, numba {info.get('numba')}, "
+        f"torch {info.get('torch')} ({info.get('torch_threads')} threads), Python "
+        f"{info['python']}, {info['cpus']} CPUs, {info['mem_total_gb']} GiB; load average at "
+        f"start {info['loadavg']}; engine timings with {engine_label()} node-local programs"
         + (" (quick mode)" if args.quick else "")
     )
     t0 = time.perf_counter()

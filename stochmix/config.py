@@ -7,6 +7,7 @@ A configuration::
     rounds = 500
     seeds = [0, 1, 2]            # or seed = 0
     backend = "numpy"            # or "torch" (with device = "cuda" ...)
+    compiled = "auto"            # numpy backend: true | false | "auto" (see stochmix.run)
 
     [problem]
     kind = "least_squares"       # quadratic | least_squares | logistic
@@ -165,6 +166,7 @@ TOP_LEVEL = {
     "seeds",
     "backend",
     "device",
+    "compiled",
     "problem",
     "participation",
     "methods",
@@ -198,6 +200,13 @@ def parse(raw: dict, default_name: str = "experiment") -> Experiment:
         run_options["device"] = str(raw["device"])
     if "metrics" in raw:
         run_options["metrics"] = tuple(raw["metrics"])
+    if "compiled" in raw:
+        compiled = raw["compiled"]
+        if compiled not in (True, False, "auto"):
+            raise ConfigError(f'compiled must be true, false or "auto", got {compiled!r}')
+        if compiled is True and backend != "numpy":
+            raise ConfigError('compiled = true needs backend = "numpy"')
+        run_options["compiled"] = compiled
 
     ptable = _section(raw, "problem")
     pkind = _kind(ptable, "problem", PROBLEMS)

@@ -126,6 +126,32 @@ BAD_INPUTS = [
         "Full",
     ),
     (
+        "compiled that is not True, False or \"auto\"",
+        lambda: sm.run(alg.FedAvg(0.1), Q, FULL, 2, compiled="yes"),
+        ValueError,
+        "compiled",
+    ),
+    (
+        "compiled=True for a problem without a compiled gradient",
+        lambda: sm.run(alg.FedAvg(0.1), Q.noisy(0.1), FULL, 2, compiled=True),
+        ValueError,
+        "compiled=True",
+    ),
+    (
+        "compiled = true in a config with the torch backend",
+        lambda: parse(
+            {
+                "backend": "torch",
+                "compiled": True,
+                "problem": {"kind": "quadratic", "n_clients": 3, "dim": 2},
+                "participation": {"kind": "full"},
+                "methods": [{"kind": "fedavg", "lr": 0.1}],
+            }
+        ),
+        ConfigError,
+        "compiled",
+    ),
+    (
         "a config with an unknown key",
         lambda: parse({"rounds": 3, "colour": 1}),
         ConfigError,
