@@ -126,7 +126,7 @@ BAD_INPUTS = [
         "Full",
     ),
     (
-        "compiled that is not True, False or \"auto\"",
+        'compiled that is not True, False or "auto"',
         lambda: sm.run(alg.FedAvg(0.1), Q, FULL, 2, compiled="yes"),
         ValueError,
         "compiled",
