@@ -489,7 +489,7 @@ def section_scaling(cfg):
         for r in sel:
             if "skip_all" in r:
                 rows.append(
-                    [f"{r['n']:.0e}", r["d"], r["method"], f"({r['skip_all']})"] + [""] * 11
+                    [f"{r['n']:.0e}", r["d"], r["method"], f"({r['skip_all']})"] + [""] * 12
                 )
                 continue
             e0, nb, t, lp, k = (sec(r[x]) for x in ("numpy", "numba", "torch", "loop", "kernel"))

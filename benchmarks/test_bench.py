@@ -8,7 +8,8 @@ testpaths is tests/).
     .venv/bin/python -m pytest benchmarks/test_bench.py --benchmark-disable       # smoke only
 
 Each benchmark times ``ROUNDS`` rounds of ``stochmix.run`` (FedAvg and FOCUS, diagonal
-quadratic, UniformSample(N, N/10), K = 5) at a few sizes, next to the batched NumPy kernel
+quadratic, UniformSample(N, N/10), K = 5; NumPy programs, and Numba row-wise programs where
+Numba is installed) at a few sizes, next to the batched NumPy kernel
 of the same rounds (group ``...-kernel``) so that a comparison shows the engine's price of
 generality too. There are no timing assertions; the only assertions check that the engine
 and the kernel compute the same server model.
@@ -53,8 +54,9 @@ def lr_for(name, p):
     return 0.5 / p.smoothness if name == "FedAvg" else 1.0 / (p.n_clients * p.smoothness)
 
 
-def engine_rounds(name, p, backend="numpy"):
+def engine_rounds(name, p, backend="numpy", compiled=False):
     process = UniformSample(p.n_clients, p.n_clients // 10)
+    options = {"compiled": compiled} if backend == "numpy" else {}
     return sm.run(
         engine_method(name, lr_for(name, p), K),
         p,
@@ -64,6 +66,7 @@ def engine_rounds(name, p, backend="numpy"):
         metrics=(),
         progress=False,
         backend=backend,
+        **options,
     )
 
 
@@ -75,6 +78,19 @@ def test_engine_numpy(benchmark, name, n, d):
     benchmark.extra_info["rounds"] = ROUNDS
     res = benchmark(engine_rounds, name, p)
     assert res.rounds == ROUNDS
+
+
+@pytest.mark.parametrize("name", ["FedAvg", "FOCUS"])
+@pytest.mark.parametrize("n,d", SIZES, ids=[f"N{n}-d{d}" for n, d in SIZES])
+def test_engine_numba(benchmark, name, n, d):
+    pytest.importorskip("numba")
+    p = problem(n, d)
+    engine_rounds(name, p, compiled=True)  # compile outside the timing
+    benchmark.group = f"{name}-N{n}-d{d}"
+    benchmark.extra_info["rounds"] = ROUNDS
+    res = benchmark(engine_rounds, name, p, compiled=True)
+    ref = engine_rounds(name, p).server
+    np.testing.assert_allclose(res.server, ref, rtol=0, atol=1e-12 * np.abs(ref).max())
 
 
 @pytest.mark.parametrize("name", ["FedAvg", "FOCUS"])

@@ -80,8 +80,10 @@ def test_row_wise_path_equals_the_sparse_path_on_the_whole_state(monkeypatch, me
         LeastSquares.random(30, 4, 5, seed=2),  # padded rows
         LeastSquares.random(30, 4, 5, seed=2, reg=0.3),
         LeastSquares.random(30, 4, (1, 9), seed=3, reg=0.5),
+        Logistic.random(30, 4, (2, 12), seed=4),
+        Logistic.random(30, 3, 8, n_classes=4, seed=5),
     ],
-    ids=["full quadratic", "least squares", "ridge", "ragged ridge"],
+    ids=["full quadratic", "least squares", "ridge", "ragged ridge", "logistic", "softmax"],
 )
 @pytest.mark.parametrize(
     "method", [FedAvg(0.05, 3), FOCUS(0.002, 3), Swirl(0.01)], ids=lambda m: m.name
@@ -158,10 +160,9 @@ def test_auto_compiles_long_runs_only(monkeypatch):
 
 
 def test_compiled_true_says_why_it_cannot_run():
-    problem = Logistic.random(20, 3, 5, seed=0)
-    with pytest.raises(ValueError, match="compiled=True: Logistic has no compiled gradient"):
-        run(FedAvg(0.1, 2), problem, Full(20), 2, compiled=True)
     quadratic = Quadratic.random(20, 3, seed=0)
+    with pytest.raises(ValueError, match="compiled=True: Noisy has no compiled gradient"):
+        run(FedAvg(0.1, 2), quadratic.noisy(0.1), Full(20), 2, compiled=True)
     with pytest.raises(ValueError, match="compiled=True: Minibatch has no compiled gradient"):
         run(FedAvg(0.1, 2), LeastSquares.random(20, 3, 4).minibatch(2), Full(20), 2, compiled=True)
     with pytest.raises(ValueError, match="compiled must be True, False or \"auto\", got 'yes'"):

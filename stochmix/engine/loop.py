@@ -91,7 +91,7 @@ def run(
         mixing: "dense", "sparse" or "auto" (default): how the torch backend applies phases.
         compiled: "auto" (default), True or False: whether the NumPy backend runs node-local
             phases through Numba-compiled loops over one node at a time (needs the ``fast``
-            extra and a problem with a compiled gradient: Quadratic, LeastSquares). "auto"
+            extra and a problem with a compiled gradient: Quadratic, LeastSquares, Logistic). "auto"
             does so when it can and the run is long enough to repay compiling (about
             rounds x expected participants x dim >= 3e8); True always (an error when it
             cannot); False never. Results agree with the NumPy path to rounding.

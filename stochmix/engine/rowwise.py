@@ -23,7 +23,7 @@ from functools import cache
 import numpy as np
 
 from .phase import LocalForm
-from .program import LocalProgram, _pool, _Writer
+from .program import LocalProgram, _Writer
 
 # Rounds of fewer node entries (nodes x d) than this stay on one thread.
 PARALLEL_MIN_ENTRIES = 1 << 17
@@ -164,19 +164,22 @@ class RowwiseProgram(LocalProgram):
         self._loop(w, f"{out}[j] = {out}[j] - {src}[j]")
 
     def _add_scaled(self, w: _Writer, out: str, src: str, c: str, scratch: str) -> None:
-        # rounded as NumPy rounds it: the product first, then the sum (no fused multiply-add)
+        # the product, then the sum, each rounded (no fused multiply-add): in float64 the
+        # NumPy program's numbers exactly
         self._loop(w, f"{out}[j] = {out}[j] + {src}[j] * {c}")
 
     # ------------------------------------------------------------------ execution
     def _split(self, size: int, d: int, itemsize: int, data_per_row: int, workers: int, whole):
         """One call per thread: the nodes in ``workers`` contiguous parts when the round
         is large, else in one."""
-        if workers > 1 and size * d >= PARALLEL_MIN_ENTRIES:
+        if workers > 1 and size >= workers and size * d >= PARALLEL_MIN_ENTRIES:
             return -(-size // workers), workers
         return max(size, 1), 1
 
     def _chunks(self, z, rows, starts, step, size, coefs, clients, bind, snapshot, acc, worker):
         kernel, fetch, data = bind
+        if not len(starts):
+            return True
         lo, hi = int(starts[0]), min(int(starts[-1]) + step, size)
         d = z.shape[1]
         scalars = np.array([c if np.ndim(c) == 0 else 0.0 for c in coefs], dtype=np.float64)
@@ -197,4 +200,4 @@ class RowwiseProgram(LocalProgram):
         return bool(ok)
 
 
-__all__ = ["RowwiseProgram", "numba_available", "_pool"]
+__all__ = ["RowwiseProgram", "numba_available"]

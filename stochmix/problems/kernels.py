@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import no_type_check
 
+import numpy as np
+
 from .._compiled import njit as _compiled
 from .._compiled import prefetch_read
 
@@ -86,3 +88,61 @@ def least_squares_gram(data, c, x, out):
     if reg != 0.0:
         for i in range(d):
             out[i] = out[i] + reg * x[i]
+
+
+@_compiled
+@no_type_check
+def logistic_binary(data, c, x, out):
+    """sum_k w_ck (sigmoid(a_ck . x) - y_ck) a_ck + reg x over client c's padded rows:
+    ``data = (a (N, n, d), y (N, n), w (N, n), reg)``; padding has weight zero."""
+    a, y, w, reg = data
+    d = x.shape[0]
+    for j in range(d):
+        out[j] = 0.0
+    for k in range(a.shape[1]):
+        if w[c, k] == 0.0:
+            continue
+        z = 0.0
+        for j in range(d):
+            z += a[c, k, j] * x[j]
+        e = np.exp(-abs(z))
+        s = 1.0 / (1.0 + e) if z >= 0 else e / (1.0 + e)
+        r = (s - y[c, k]) * w[c, k]
+        for j in range(d):
+            out[j] += a[c, k, j] * r
+    if reg != 0.0:
+        for j in range(d):
+            out[j] = out[j] + reg * x[j]
+
+
+@_compiled
+@no_type_check
+def logistic_softmax(data, c, x, out):
+    """sum_k w_ck a_ck (softmax(a_ck W) - onehot_ck) + reg W with W = x as (p, C) row-major:
+    ``data = (a (N, n, p), t (N, n, C), w (N, n), reg)``; padding has weight zero."""
+    a, t, w, reg = data
+    p, classes = a.shape[2], t.shape[2]
+    for j in range(x.shape[0]):
+        out[j] = 0.0
+    logits = np.empty(classes)
+    for k in range(a.shape[1]):
+        if w[c, k] == 0.0:
+            continue
+        for q in range(classes):
+            s = 0.0
+            for i in range(p):
+                s += a[c, k, i] * x[i * classes + q]
+            logits[q] = s
+        top = logits.max()
+        total = 0.0
+        for q in range(classes):
+            logits[q] = np.exp(logits[q] - top)
+            total += logits[q]
+        for q in range(classes):
+            logits[q] = (logits[q] / total - t[c, k, q]) * w[c, k]
+        for i in range(p):
+            for q in range(classes):
+                out[i * classes + q] += a[c, k, i] * logits[q]
+    if reg != 0.0:
+        for j in range(x.shape[0]):
+            out[j] = out[j] + reg * x[j]

@@ -301,6 +301,13 @@ class Logistic(Problem):
             g = g + self._reg * x
         return g
 
+    def _row_gradient(self, dtype):
+        from . import kernels
+
+        data = self._data.get(dtype)
+        kernel = kernels.logistic_softmax if self._softmax else kernels.logistic_binary
+        return kernel, kernels.fetch_two, (data["a"], data["t"], data["w"], float(self._reg))
+
     @property
     def _samples(self) -> _DataCache:
         if self._sample_cache is None:
