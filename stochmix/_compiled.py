@@ -19,8 +19,8 @@ def _prefetcher(write: int):
     @intrinsic
     @no_type_check  # compiled by Numba: no runtime type checks wrapped around it
     def prefetch(typingctx, array, row):
-        """Ask the CPU to start loading ``array[row]`` into the cache (LLVM's prefetch;
-        never faults, so a row past the end is harmless)."""
+        """Ask the CPU to start loading ``array[row]`` (a row of a C-ordered array) into
+        the cache (LLVM's prefetch; it never faults, so a row past the end is harmless)."""
         if not isinstance(array, types.Array) or not isinstance(row, types.Integer):
             return None
 
@@ -39,9 +39,15 @@ def _prefetcher(write: int):
                 ir.FunctionType(ir.VoidType(), [byte, i32, i32, i32]),
                 "llvm.prefetch.p0i8",
             )
-            # (address, read 0 / write 1, locality 3 = keep in all levels, data cache)
-            arguments = [builder.bitcast(pointer, byte), ir.Constant(i32, write)]
-            builder.call(function, [*arguments, ir.Constant(i32, 3), ir.Constant(i32, 1)])
+            # the row's first and last bytes: a short row (80 bytes at d = 10) straddles
+            # two cache lines; longer ones stream through the hardware prefetcher
+            first = builder.bitcast(pointer, byte)
+            stride = cgutils.unpack_tuple(builder, values.strides, kind.ndim)[0]
+            last = builder.gep(first, [builder.sub(stride, stride.type(1))])
+            for address in (first, last):
+                # (address, read 0 / write 1, locality 3 = keep in all levels, data cache)
+                arguments = [address, ir.Constant(i32, write), ir.Constant(i32, 3)]
+                builder.call(function, [*arguments, ir.Constant(i32, 1)])
             return context.get_dummy_value()
 
         return types.void(array, row), codegen

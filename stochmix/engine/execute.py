@@ -212,16 +212,18 @@ def _program(forms: list[LocalForm], model_block: str, tail: int) -> LocalProgra
 _ROWWISE: dict = {}
 
 
-def _rowwise(program: LocalProgram) -> RowwiseProgram:
-    """The row-wise program of ``program``'s structure (compiled by Numba on first use)."""
-    found = _ROWWISE.get(program.key)
+def _rowwise(program: LocalProgram, gradient: tuple) -> RowwiseProgram:
+    """The row-wise program of ``program``'s structure calling the compiled ``gradient``
+    ``(kernel, fetch)`` (compiled by Numba on first use)."""
+    key = (program.key, *gradient)
+    found = _ROWWISE.get(key)
     if found is None:
         if len(_ROWWISE) >= PROGRAMS:
             _ROWWISE.clear()
-        found = _ROWWISE[program.key] = RowwiseProgram(
-            program.forms, program.model, program.tail_length
+        found = _ROWWISE[key] = RowwiseProgram(
+            program.forms, program.model, program.tail_length, gradient
         )
-        found.key = program.key
+        found.key = key
     return found
 
 
@@ -311,7 +313,7 @@ def execute(plan: list, z, backend, problem, method: Method, ctx: RunContext, ro
             if rows is not None and (
                 backend.compiled is True or item.nodes.size * z.shape[1] >= ROWWISE_MIN_ENTRIES
             ):
-                program, grads = _rowwise(program), rows
+                program, grads = _rowwise(program, rows[:2]), rows
             ok = program.run(
                 z,
                 item.nodes,

@@ -28,8 +28,10 @@ from .program import LocalProgram, _Writer
 # Rounds of fewer node entries (nodes x d) than this stay on one thread.
 PARALLEL_MIN_ENTRIES = 1 << 17
 # How many nodes ahead a node's rows (state and problem data) are prefetched. At N = 10^6,
-# d = 10, 10^5 scattered participants, FedAvg: 14 ms a round with none, 9 ms with 8-32.
-AHEAD = 16
+# d = 10, FedAvg: 14 ms a round with none and 9 ms with 4-32 for 10^5 participants; 0.36 ms
+# with none, 0.25 ms with 8 and 0.27 ms with 64 for 1000. Prefetching the next block of
+# nodes all at once instead was as slow as none.
+AHEAD = 8
 
 
 @cache
@@ -49,10 +51,14 @@ class RowwiseProgram(LocalProgram):
         forms: the run's local forms, in order.
         model_block: where gradients are taken.
         tail: how many of the last forms only set single rows from single rows.
+        gradient: the problem's compiled ``(kernel, fetch)`` (see
+            ``Problem._row_gradient``); the program calls them directly (a call through a
+            function argument would not be inlined: 20% slower, and slower to dispatch).
     """
 
-    def __init__(self, forms: list[LocalForm], model_block: str, tail: int = 0):
+    def __init__(self, forms: list[LocalForm], model_block: str, tail: int = 0, gradient=None):
         self.array_slots: list[int] = []
+        self.gradient = gradient
         super().__init__(forms, model_block, tail)
 
     def _compile(self, source: str):
@@ -61,6 +67,8 @@ class RowwiseProgram(LocalProgram):
         from .._compiled import prefetch_read, prefetch_write
 
         namespace = {"np": np, "prefetch_read": prefetch_read, "prefetch_write": prefetch_write}
+        if self.gradient is not None:
+            namespace["grad"], namespace["fetch"] = self.gradient
         exec(compile(source, f"<stochmix rowwise program {id(self):x}>", "exec"), namespace)
         return numba.njit(nogil=True, boundscheck=False)(namespace["rows"])
 
@@ -78,7 +86,7 @@ class RowwiseProgram(LocalProgram):
         self.array_slots = sorted(w.columns | w.vectors)
         used = {s for s, _ in stores} | {w.slot[b] for b in self.gather}
         head = [
-            "def rows(z, rows, lo, hi, cs, ca, clients, S, A, grad, fetch, gd):",
+            "def rows(z, rows, lo, hi, cs, ca, clients, S, A, gd):",
             "    d = z.shape[1]",
         ]
         for b in self.blocks:
@@ -177,7 +185,7 @@ class RowwiseProgram(LocalProgram):
         return max(size, 1), 1
 
     def _chunks(self, z, rows, starts, step, size, coefs, clients, bind, snapshot, acc, worker):
-        kernel, fetch, data = bind
+        data = bind[2]
         if not len(starts):
             return True
         lo, hi = int(starts[0]), min(int(starts[-1]) + step, size)
@@ -193,7 +201,7 @@ class RowwiseProgram(LocalProgram):
         ok = self._rows(
             z, tuple(rows), lo, hi, scalars, arrays, cl,
             singles if singles is not None else np.empty((0, d), z.dtype),
-            sums, kernel, fetch, data,
+            sums, data,
         )  # fmt: skip
         for k, r in enumerate(self.outer_rows):
             acc[r] += sums[k]
