@@ -374,3 +374,40 @@ def tune_chunk(make, process, seed, rounds=3, candidates=(None, 1 << 16, 1 << 18
         if t < best_t:
             best, best_t = cb, t
     return best, timings
+
+
+# ---------------------------------------------------------------------------- floors
+
+
+def read_floor(arrays, participants, threads=2, repeats=5):
+    """Best seconds to read every participant's row of each of ``arrays`` (N, d) and
+    nothing else: a Numba loop over the participants in ``threads`` parts that sums the
+    rows (the least any round that needs those bytes can take). None without Numba."""
+    try:
+        import numba
+    except ImportError:
+        return None
+
+    @numba.njit(parallel=True, nogil=True)
+    def read(a, b, idx, parts, out):
+        m = idx.shape[0]
+        for p in numba.prange(parts):
+            total = 0.0
+            for t in range(m * p // parts, m * (p + 1) // parts):
+                i = idx[t]
+                for j in range(a.shape[1]):
+                    total += a[i, j] + b[i, j]
+            out[p] = total
+
+    if len(arrays) % 2:
+        arrays = [*arrays, arrays[-1]]
+    out = np.zeros(threads)
+    pairs = [(arrays[k], arrays[k + 1]) for k in range(0, len(arrays), 2)]
+    read(pairs[0][0], pairs[0][1], participants, threads, out)  # compile
+    best = np.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for a, b in pairs:
+            read(a, b, participants, threads, out)
+        best = min(best, time.perf_counter() - t0)
+    return best

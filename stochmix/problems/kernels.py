@@ -24,6 +24,15 @@ from .._compiled import prefetch_read
 
 @_compiled
 @no_type_check  # plain Python for Numba: no runtime type checks wrapped around it
+def _add_ridge(out, x, reg):
+    """out += reg x, as the vectorized formulas add it (nothing when reg is 0)."""
+    if reg != 0.0:
+        for j in range(x.shape[0]):
+            out[j] = out[j] + reg * x[j]
+
+
+@_compiled
+@no_type_check
 def fetch_two(data, c):
     """Prefetch row ``c`` of the first two arrays of ``data``."""
     prefetch_read(data[0], c)
@@ -69,9 +78,7 @@ def least_squares_padded(data, c, x, out):
         r -= b[c, k]
         for j in range(d):
             out[j] += a[c, k, j] * r
-    if reg != 0.0:
-        for j in range(d):
-            out[j] = out[j] + reg * x[j]
+    _add_ridge(out, x, reg)
 
 
 @_compiled
@@ -85,9 +92,7 @@ def least_squares_gram(data, c, x, out):
         for j in range(d):
             s += gram[c, i, j] * x[j]
         out[i] = s - atb[c, i]
-    if reg != 0.0:
-        for i in range(d):
-            out[i] = out[i] + reg * x[i]
+    _add_ridge(out, x, reg)
 
 
 @_compiled
@@ -110,9 +115,7 @@ def logistic_binary(data, c, x, out):
         r = (s - y[c, k]) * w[c, k]
         for j in range(d):
             out[j] += a[c, k, j] * r
-    if reg != 0.0:
-        for j in range(d):
-            out[j] = out[j] + reg * x[j]
+    _add_ridge(out, x, reg)
 
 
 @_compiled
@@ -143,6 +146,4 @@ def logistic_softmax(data, c, x, out):
         for i in range(p):
             for q in range(classes):
                 out[i * classes + q] += a[c, k, i] * logits[q]
-    if reg != 0.0:
-        for j in range(x.shape[0]):
-            out[j] = out[j] + reg * x[j]
+    _add_ridge(out, x, reg)
