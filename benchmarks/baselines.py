@@ -379,10 +379,12 @@ def tune_chunk(make, process, seed, rounds=3, candidates=(None, 1 << 16, 1 << 18
 # ---------------------------------------------------------------------------- floors
 
 
-def read_floor(arrays, participants, threads=2, repeats=5):
+def read_floor(arrays, rounds, threads=2):
     """Best seconds to read every participant's row of each of ``arrays`` (N, d) and
-    nothing else: a Numba loop over the participants in ``threads`` parts that sums the
-    rows (the least any round that needs those bytes can take). None without Numba."""
+    nothing else, over the participant sets ``rounds`` (each read once, from memory: a
+    512 MiB array is streamed through the caches before each): a Numba loop over the
+    participants in ``threads`` parts that sums the rows. The least any round that needs
+    those bytes can take. None without Numba."""
     try:
         import numba
     except ImportError:
@@ -397,15 +399,17 @@ def read_floor(arrays, participants, threads=2, repeats=5):
                 i = idx[t]
                 for j in range(a.shape[1]):
                     total += a[i, j] + b[i, j]
-            out[p] = total
+            out[p] += total
 
     if len(arrays) % 2:
         arrays = [*arrays, arrays[-1]]
     out = np.zeros(threads)
     pairs = [(arrays[k], arrays[k + 1]) for k in range(0, len(arrays), 2)]
-    read(pairs[0][0], pairs[0][1], participants, threads, out)  # compile
+    read(pairs[0][0], pairs[0][1], rounds[0][:8], threads, out)  # compile
+    flush = np.ones(1 << 26)
     best = np.inf
-    for _ in range(repeats):
+    for participants in rounds:
+        out[0] += flush.sum()  # evict the rows a previous read left in the caches
         t0 = time.perf_counter()
         for a, b in pairs:
             read(a, b, participants, threads, out)

@@ -617,9 +617,10 @@ def section_bandwidth(cfg):
         tm = mask_time(process, cfg["bw_budget"] / 2)
         # the floor: read the round's bytes and nothing else (for FOCUS, (N, d) arrays of
         # ones stand in for y, g and their writes: the same number of rows)
-        participants = np.flatnonzero(next(process.masks(MASK_SEED)))
+        masks = process.masks(MASK_SEED + 1)
+        rounds = [np.flatnonzero(next(masks)) for _ in range(5)]
         extra = [np.ones((n, d)) for _ in range(b // (8 * d * m) - 2)]
-        tf = read_floor([data.hessians, data.centers, *extra], participants)
+        tf = read_floor([data.hessians, data.centers, *extra], rounds)
         del extra
         row = {
             "method": name,
@@ -1204,6 +1205,11 @@ def section_targets(cfg):
             process = UniformSample(nn, 1000)
             lr = lr_for(name, problem)
             per[nn] = time_engine(name, problem, process, budget=budget, lr=lr)[0]
+            per[("numpy", nn)] = per[nn]
+            if ENGINE["compiled"]:  # the NumPy programs too, for reference
+                per[("numpy", nn)] = time_engine(
+                    name, problem, process, budget=budget, lr=lr, compiled=False
+                )[0]
             kern = KernelFedAvg if name == "FedAvg" else KernelFOCUS
             kper[nn] = time_baseline(
                 partial(kern, data, lr, K, chunk_bytes=1 << 20), process, budget=budget / 2
@@ -1217,6 +1223,9 @@ def section_targets(cfg):
                 fmt_ms(per[10**3]),
                 fmt_ms(per[big]),
                 fmt_ratio(ratio),
+                fmt_ms(per[("numpy", 10**3)]),
+                fmt_ms(per[("numpy", big)]),
+                fmt_ratio(per[("numpy", big)] / per[("numpy", 10**3)]),
                 fmt_ms(kper[10**3]),
                 fmt_ms(kper[big]),
                 fmt_ratio(kper[big] / kper[10**3]),
@@ -1236,6 +1245,9 @@ def section_targets(cfg):
             "method",
             "engine N=1e3 ms",
             f"engine N={cfg['flat_n']:.0e} ms",
+            "growth",
+            "numpy progs 1e3",
+            f"numpy progs {cfg['flat_n']:.0e}",
             "growth",
             "kernel N=1e3 ms",
             f"kernel N={cfg['flat_n']:.0e}",
