@@ -379,12 +379,12 @@ def tune_chunk(make, process, seed, rounds=3, candidates=(None, 1 << 16, 1 << 18
 # ---------------------------------------------------------------------------- floors
 
 
-def read_floor(arrays, rounds, threads=2):
-    """Best seconds to read every participant's row of each of ``arrays`` (N, d) and
-    nothing else, over the participant sets ``rounds`` (each read once, from memory: a
-    512 MiB array is streamed through the caches before each): a Numba loop over the
-    participants in ``threads`` parts that sums the rows. The least any round that needs
-    those bytes can take. None without Numba."""
+def read_floor(arrays, runs, threads=2):
+    """Seconds per round to read every participant's row of each of ``arrays`` (N, d) and
+    nothing else: a Numba loop over the participants in ``threads`` parts that sums the
+    rows, timed like the engine (``runs`` is a list of runs, each a list of per-round
+    participant arrays never read before; the minimum over runs of the mean time per
+    round). The least any round that needs those bytes can take. None without Numba."""
     try:
         import numba
     except ImportError:
@@ -405,13 +405,12 @@ def read_floor(arrays, rounds, threads=2):
         arrays = [*arrays, arrays[-1]]
     out = np.zeros(threads)
     pairs = [(arrays[k], arrays[k + 1]) for k in range(0, len(arrays), 2)]
-    read(pairs[0][0], pairs[0][1], rounds[0][:8], threads, out)  # compile
-    flush = np.ones(1 << 26)
+    read(pairs[0][0], pairs[0][1], runs[0][0][:8], threads, out)  # compile
     best = np.inf
-    for participants in rounds:
-        out[0] += flush.sum()  # evict the rows a previous read left in the caches
+    for rounds in runs:
         t0 = time.perf_counter()
-        for a, b in pairs:
-            read(a, b, participants, threads, out)
-        best = min(best, time.perf_counter() - t0)
+        for participants in rounds:
+            for a, b in pairs:
+                read(a, b, participants, threads, out)
+        best = min(best, (time.perf_counter() - t0) / len(rounds))
     return best

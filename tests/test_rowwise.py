@@ -186,3 +186,22 @@ def test_without_numba_auto_falls_back_and_true_says_how_to_install():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert 'Numba is not installed (pip install "stochmix[fast]")' in out.stdout
+
+
+def test_a_subclass_with_its_own_formula_is_not_given_the_parent_kernel(monkeypatch):
+    """Quadratic's compiled gradient is Quadratic's formula: a subclass that changes the
+    formula (here: doubles it) stays on the NumPy path, and compiled=True says why."""
+    monkeypatch.setattr(execute, "ROWWISE_MIN_WORK", 0)  # "auto" would compile anything
+    monkeypatch.setattr(execute, "ROWWISE_MIN_ENTRIES", 0)
+
+    class Doubled(Quadratic):
+        def _gradient_formula(self, xp, data, idx, x):
+            return 2.0 * super()._gradient_formula(xp, data, idx, x)
+
+    base = Quadratic.random(20, 3, seed=0)
+    doubled = Doubled(base.centers, base.hessians)
+    auto, _ = states(FedAvg(0.05, 2), doubled, Full(20), 4)
+    slow, _ = states(FedAvg(0.05, 2), doubled, Full(20), 4, backend=SparseOnly())
+    np.testing.assert_allclose(auto, slow, rtol=0, atol=1e-13)
+    with pytest.raises(ValueError, match="Doubled has no compiled gradient"):
+        run(FedAvg(0.05, 2), doubled, Full(20), 2, compiled=True)

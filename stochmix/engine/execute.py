@@ -238,7 +238,9 @@ def row_gradient(problem, backend, dtype, work: float = float("inf")):
     found = None
     if numba_available() and hasattr(problem, "_row_gradient"):
         pure = _chunk_gradients(problem) == getattr(problem, "bind_clients", None)
-        found = problem._row_gradient(np.dtype(dtype)) if pure else None
+        # a subclass that rewrites the formula but not its compiled twin must not get it
+        same = _defined_in(problem, "_gradient_formula") is _defined_in(problem, "_row_gradient")
+        found = problem._row_gradient(np.dtype(dtype)) if pure and same else None
     if found is None and mode is True:
         why = (
             'Numba is not installed (pip install "stochmix[fast]")'
@@ -247,6 +249,11 @@ def row_gradient(problem, backend, dtype, work: float = float("inf")):
         )
         raise ValueError(f"compiled=True: {why}; use compiled='auto' or False")
     return found
+
+
+def _defined_in(obj, name: str):
+    """The class of ``obj``'s MRO that defines attribute ``name``."""
+    return next((k for k in type(obj).__mro__ if name in vars(k)), None)
 
 
 def _chunk_gradients(problem):
