@@ -138,6 +138,14 @@ BAD_INPUTS = [
         "compiled=True",
     ),
     (
+        "options with a backend object",
+        lambda: sm.run(
+            alg.FedAvg(0.1), Q, FULL, 2, backend=sm.engine.NumpyBackend(), compiled=True
+        ),
+        ValueError,
+        "compiled",
+    ),
+    (
         "compiled = true in a config with the torch backend",
         lambda: parse(
             {

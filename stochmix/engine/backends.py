@@ -141,6 +141,11 @@ def make_backend(backend, dtype=np.float64, **options):
     ``options`` go to the Torch backend (``device``, ``mixing``), or ``compiled`` to the
     NumPy backend."""
     if not isinstance(backend, str):
+        if options:
+            raise ValueError(
+                f"options {sorted(options)} apply to a backend given by name; "
+                f"set them on the {type(backend).__name__} object instead"
+            )
         return backend
     choice(backend, "backend", BACKENDS)
     if backend == "torch":
