@@ -119,7 +119,7 @@ class LocalProgram:
         self.outer_singles: list[tuple] = []  # (row, ref, slot): row += co * snapshot[ref]
         self.needs_gradients = any(lf.gradients for lf in forms)
         self.source = self._generate(forms)
-        self._rows = self._chunk = self._compile(self.source)
+        self._function = self._compile(self.source)  # the generated function
         self._buffers: dict = {}
 
     def _compile(self, source: str):
@@ -409,7 +409,7 @@ class LocalProgram:
             hi = min(int(lo) + step, size)
             lo = int(lo)
             grad_fn = bind(clients[lo:hi], z) if self.needs_gradients else None
-            ok = self._chunk(
+            ok = self._function(
                 z,
                 state,
                 rows,

@@ -198,7 +198,7 @@ class RowwiseProgram(LocalProgram):
         singles = np.stack([snapshot[r] for r in self.singles]) if self.singles else None
         sums = np.zeros((len(self.outer_rows), d), dtype=z.dtype)
         cl = clients if clients is not None else rows[0]
-        ok = self._rows(
+        ok = self._function(
             z, tuple(rows), lo, hi, scalars, arrays, cl,
             singles if singles is not None else np.empty((0, d), z.dtype),
             sums, data,
