@@ -5,6 +5,7 @@ is why it sits at the top of the root conftest.
 """
 
 import os
+import tempfile
 
 import pytest
 from hypothesis import settings
@@ -13,6 +14,9 @@ from jaxtyping import config, install_import_hook
 import tests._typecheck  # noqa: F401  (the checker the hook names)
 
 _hook = install_import_hook("stochmix", "tests._typecheck.typecheck")
+
+# Compiled row-wise programs go to a cache of this session's own, not the user's.
+os.environ.setdefault("STOCHMIX_CACHE", tempfile.mkdtemp(prefix="stochmix-cache-"))
 
 
 @pytest.fixture

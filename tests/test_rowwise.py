@@ -205,3 +205,46 @@ def test_a_subclass_with_its_own_formula_is_not_given_the_parent_kernel(monkeypa
     np.testing.assert_allclose(auto, slow, rtol=0, atol=1e-13)
     with pytest.raises(ValueError, match="Doubled has no compiled gradient"):
         run(FedAvg(0.05, 2), doubled, Full(20), 2, compiled=True)
+
+
+_CACHED_RUN = """
+import sys, numpy as np, stochmix as sm
+import stochmix.engine.execute as execute
+from stochmix.algorithms import FOCUS
+p = sm.problems.Quadratic.random(40, 3, seed=1)
+r = sm.run(FOCUS(0.002, 3), p, sm.participation.UniformSample(40, 9), 5, metrics=(), compiled=True)
+hits = sum(sum(prog._function.stats.cache_hits.values()) for prog in execute._ROWWISE.values())
+np.save(sys.argv[1], r.server)
+print("hits", hits)
+"""
+
+
+def test_compiled_programs_are_cached_on_disk_between_processes(tmp_path):
+    """The second process loads the first one's machine code (Numba cache hits) and
+    computes the same numbers, bit for bit; an unwritable cache or "off" falls back to
+    compiling in memory."""
+    import os
+
+    def run_in(env_cache, out):
+        env = {**os.environ, "STOCHMIX_CACHE": str(env_cache)}
+        done = subprocess.run(
+            [sys.executable, "-c", _CACHED_RUN, str(out)],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+        )
+        return int(done.stdout.split("hits")[-1]), np.load(out)
+
+    cache = tmp_path / "cache"
+    first_hits, first = run_in(cache, tmp_path / "a.npy")
+    second_hits, second = run_in(cache, tmp_path / "b.npy")
+    assert first_hits == 0 and second_hits >= 1
+    assert list((cache / "programs").glob("stochmix_program_*.py"))
+    np.testing.assert_array_equal(first, second)
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    for setting in (blocked, "off"):
+        hits, again = run_in(setting, tmp_path / "c.npy")
+        assert hits == 0
+        np.testing.assert_array_equal(again, first)

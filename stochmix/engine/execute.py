@@ -45,8 +45,8 @@ WORKERS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity"
 PROGRAMS = 64  # compiled programs kept (one per distinct structure of a run of phases)
 # compiled="auto" takes the row-wise path in runs expected to touch at least
 # ROWWISE_MIN_WORK node entries in all (rounds x expected participants x d: compiling a
-# structure costs 0.3-1 s, and the row-wise path saves about 3 ns an entry), and there
-# only for runs of phases of at least ROWWISE_MIN_ENTRIES entries (nodes x d).
+# structure costs 0.3-1 s once per machine, and the row-wise path saves about 3 ns an
+# entry), and there only for runs of phases of at least ROWWISE_MIN_ENTRIES entries.
 ROWWISE_MIN_WORK = 3e8
 ROWWISE_MIN_ENTRIES = 1 << 13
 

@@ -8,6 +8,9 @@ add its share into the outer rows, write its rows back. A node's rows stay in th
 through all K local steps, there are no temporaries and no per-call overhead, and the
 function releases the GIL, so a large round is split over two threads.
 
+Compiled programs are kept on disk (:func:`cache_dir`), so a structure is compiled once per
+machine, not once per process.
+
 Gradients come from the problem as a compiled one-client function
 ``kernel(data, client, x, out)`` (``Problem._row_gradient``); problems without one, and
 stochastic gradients, use the NumPy programs. Entry by entry the arithmetic is the NumPy
@@ -18,7 +21,12 @@ rounding, not bit for bit. Each path is deterministic on its own.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import os
+import sys
 from functools import cache
+from pathlib import Path
 
 import numpy as np
 
@@ -62,6 +70,9 @@ class RowwiseProgram(LocalProgram):
         super().__init__(forms, model_block, tail)
 
     def _compile(self, source: str):
+        cached = _cached_function(source, self.gradient)
+        if cached is not None:
+            return cached
         import numba
 
         from .._compiled import prefetch_read, prefetch_write
@@ -208,4 +219,88 @@ class RowwiseProgram(LocalProgram):
         return bool(ok)
 
 
-__all__ = ["RowwiseProgram", "numba_available"]
+# ---------------------------------------------------------------------- the disk cache
+
+
+def cache_dir() -> Path | None:
+    """Where compiled programs are kept between processes: ``$STOCHMIX_CACHE`` ("off"
+    disables the cache), else ``$XDG_CACHE_HOME/stochmix`` or ``~/.cache/stochmix``."""
+    chosen = os.environ.get("STOCHMIX_CACHE")
+    if chosen == "off":
+        return None
+    if chosen:
+        return Path(chosen) / "programs"
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "stochmix" / "programs"
+
+
+def _importable(function) -> tuple[str, str] | None:
+    """(module, name) that imports the Numba function ``function`` back, or None."""
+    py = getattr(function, "py_func", None)
+    module, name = getattr(py, "__module__", None), getattr(py, "__qualname__", "")
+    if not module or module == "__main__" or "." in name or "<" in name:
+        return None
+    try:
+        found = getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        return None
+    return (module, name) if found is function else None
+
+
+def _source_digest(module: str) -> str:
+    """A hash of a module's source file (a cached program inlines its kernels)."""
+    path = getattr(sys.modules.get(module), "__file__", None)
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest() if path else "?"
+
+
+def _cached_function(source: str, gradient) -> object | None:
+    """The program's function from a module file in :func:`cache_dir`, so that Numba's own
+    cache (``cache=True``) compiles it once per machine instead of once per process; None
+    when there is no cache or the kernels cannot be imported by name (the caller then
+    compiles in memory). The file name hashes the source, the kernels' module sources and
+    the versions of stochmix, Numba and NumPy, so nothing stale is ever loaded."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    import numba
+
+    from .. import __version__
+
+    lines = [
+        "import numba",
+        "import numpy as np",
+        "",
+        "from stochmix._compiled import prefetch_read, prefetch_write",
+    ]
+    parts = [source, __version__, numba.__version__, np.__version__, _source_digest(__name__)]
+    parts.append(_source_digest("stochmix._compiled"))
+    for alias, function in zip(("grad", "fetch"), gradient or (), strict=False):
+        where = _importable(function)
+        if where is None:
+            return None
+        lines.append(f"from {where[0]} import {where[1]} as {alias}")
+        parts += [*where, _source_digest(where[0])]
+    digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
+    text = "\n".join(lines) + "\n\n\n@numba.njit(nogil=True, boundscheck=False, cache=True)\n"
+    text += source
+    name = f"stochmix_program_{digest}"
+    path = folder / f"{name}.py"
+    try:
+        if not path.exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            scratch = folder / f".{name}.{os.getpid()}.tmp"
+            scratch.write_text(text)
+            os.replace(scratch, path)  # atomic: concurrent processes write the same text
+        module = sys.modules.get(name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(name, path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[name] = module  # Numba's cache finds the module again by name
+            spec.loader.exec_module(module)
+    except (OSError, SyntaxError, ImportError):
+        sys.modules.pop(name, None)
+        return None
+    return module.rows
+
+
+__all__ = ["RowwiseProgram", "cache_dir", "numba_available"]
