@@ -12,7 +12,7 @@ from stochmix.engine import Block, Method, NumpyBackend, run
 from stochmix.mixing.federated import assign_rows, average_rows
 from stochmix.mixing.rowsparse import Broadcast, RowSparse
 from stochmix.participation import Full, Trace
-from stochmix.problems import Noisy, Quadratic
+from stochmix.problems import Logistic, Noisy, Quadratic
 from tests._backends import SparseOnly
 
 
@@ -290,3 +290,31 @@ def test_a_numpy_scalar_coefficient_in_a_pattern():
     masks = Trace(np.ones((3, 6), dtype=bool))
     fast, slow, _, _ = both(Half, Quadratic.random(6, 2, seed=1), masks, 3, x0=np.ones(2))
     assert_same(fast, slow)
+
+
+class Saturate(Method):
+    """x overflows to inf and is then read only by a logistic gradient, which saturates
+    to a finite value (a review of the row-wise path found it unseen there)."""
+
+    name = "Saturate"
+
+    def blocks(self, n):
+        return [Block("x", n + 1, "model")]
+
+    def round_phases(self, r, participants, ctx):
+        nodes = participants + 1
+        grow = ctx.phase().keep("x", nodes, 1e200)
+        step = ctx.phase().gradient("x", nodes, participants, -0.1)  # x <- -0.1 grad(x)
+        return [grow.build(), grow.build(), step.build()]
+
+
+@pytest.mark.parametrize("rows", [6, (2, 12)], ids=["equal rows", "ragged rows"])
+def test_a_non_finite_point_read_only_by_a_saturating_gradient_is_caught(rows):
+    rng = np.random.default_rng(0)
+    counts = rng.integers(2, 13, 8) if isinstance(rows, tuple) else np.full(8, rows)
+    features = rng.standard_normal((counts.sum(), 3))
+    labels = rng.integers(0, 2, counts.sum())
+    # no ridge term: with one, the gradient would carry the inf on (reg * x)
+    problem = Logistic.from_stacked(features, labels, counts, 0.0, allow_no_minimiser=True)
+    _, _, fast, slow = both(Saturate, problem, Full(8), 3, x0=np.array([1.0, 0.0, 0.0]))
+    assert fast.diverged_at == slow.diverged_at == 1

@@ -262,9 +262,10 @@ class LocalProgram:
                 self.outer_singles.append((row, ref, slot))
 
         if lf.gradients:
-            x = w.cur.get(self.model)
-            self._gradient(w, x)
-            w.read(x)
+            # not a read for the NaN/Inf bookkeeping: a gradient need not carry a NaN or
+            # Inf of its point on (a logistic loss saturates), so a point that nothing
+            # else reads is still checked when it is dropped
+            self._gradient(w, w.cur.get(self.model))
         for row, source, kind, slot in reductions:
             src = w.cur.get(source)
             if src is None:
