@@ -409,26 +409,11 @@ def section_scaling(cfg):
                 "state_bytes": sb,
                 "build_s": build_s,
             }
-            row["numpy"] = cell(
-                "numpy",
-                name,
-                d,
-                kind,
-                n,
-                partial(time_engine, name, problem, process, budget=budget, lr=lr, compiled=False),
-                data_bytes,
-                2 * sb,
-            )
-            row["numba"] = cell(
-                "numba",
-                name,
-                d,
-                kind,
-                n,
-                partial(time_engine, name, problem, process, budget=budget, lr=lr, compiled=True),
-                data_bytes,
-                2 * sb,
-            )
+            for impl, compiled in (("numpy", False), ("numba", True)):
+                time_it = partial(
+                    time_engine, name, problem, process, budget=budget, lr=lr, compiled=compiled
+                )
+                row[impl] = cell(impl, name, d, kind, n, time_it, data_bytes, 2 * sb)
             row["torch"] = cell(
                 "torch",
                 name,
