@@ -4,7 +4,9 @@ The import hook is installed for the whole session, before anything imports stoc
 is why it sits at the top of the root conftest.
 """
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -16,7 +18,10 @@ import tests._typecheck  # noqa: F401  (the checker the hook names)
 _hook = install_import_hook("stochmix", "tests._typecheck.typecheck")
 
 # Compiled row-wise programs go to a cache of this session's own, not the user's.
-os.environ.setdefault("STOCHMIX_CACHE", tempfile.mkdtemp(prefix="stochmix-cache-"))
+if "STOCHMIX_CACHE" not in os.environ:
+    _cache = tempfile.mkdtemp(prefix="stochmix-cache-")
+    os.environ["STOCHMIX_CACHE"] = _cache
+    atexit.register(shutil.rmtree, _cache, ignore_errors=True)
 
 
 @pytest.fixture
