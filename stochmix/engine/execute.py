@@ -237,7 +237,7 @@ def row_gradient(problem, backend, dtype, work: float = float("inf")):
         return None
     found = None
     if numba_available() and hasattr(problem, "_row_gradient"):
-        pure = _chunk_gradients(problem) == getattr(problem, "bind_clients", None)
+        pure = _pure_formula(problem)
         # a subclass that rewrites the formula but not its compiled twin must not get it
         same = _defined_in(problem, "_gradient_formula") is _defined_in(problem, "_row_gradient")
         found = problem._row_gradient(np.dtype(dtype)) if pure and same else None
@@ -256,12 +256,18 @@ def _defined_in(obj, name: str):
     return next((k for k in type(obj).__mro__ if name in vars(k)), None)
 
 
+def _pure_formula(problem) -> bool:
+    """Whether ``problem.gradients`` is only a checked wrapper of a pure formula of the
+    problem's data (no random draws): such gradients may be split into chunks and threads."""
+    return bool(getattr(type(problem).gradients, "checks_then_calls_unchecked", False))
+
+
 def _chunk_gradients(problem):
     """A function ``(clients, like) -> (x -> gradients of those clients at x)`` for the
-    chunks, which ask the same clients once per local step. Problems whose ``gradients`` is
-    only a checked wrapper of their formula gather the clients' data once
-    (``bind_clients``); others are called as they are."""
-    if getattr(type(problem).gradients, "checks_then_calls_unchecked", False):
+    chunks, which ask the same clients once per local step. Problems whose gradients are a
+    pure formula gather the clients' data once (``bind_clients``); others are called as
+    they are."""
+    if _pure_formula(problem):
         return problem.bind_clients
     return lambda clients, like: lambda x: problem.gradients(clients, x)
 
@@ -313,7 +319,7 @@ def execute(plan: list, z, backend, problem, method: Method, ctx: RunContext, ro
     data = 2 * (problem._chunk_cost() if hasattr(problem, "_chunk_cost") else z.shape[1])
     # Chunks and threads only where the gradients are a pure formula of the problem's
     # data; others (stochastic gradients) see every node at once, as on the general path.
-    pure = bind == getattr(problem, "bind_clients", None)
+    pure = _pure_formula(problem)
     for item in plan:
         if isinstance(item, LocalStep):
             program, grads = item.program, bind

@@ -95,7 +95,8 @@ class RowwiseProgram(LocalProgram):
             self._check(w, var)
         w.emit("")
         self.array_slots = sorted(w.columns | w.vectors)
-        used = {s for s, _ in stores} | {w.slot[b] for b in self.gather}
+        gathered = {w.slot[b] for b in self.gather}
+        used = {s for s, _ in stores} | gathered
         head = [
             "def rows(z, rows, lo, hi, cs, ca, clients, S, A, gd):",
             "    d = z.shape[1]",
@@ -117,7 +118,7 @@ class RowwiseProgram(LocalProgram):
         head.append("    for t in range(lo, hi):")
         ahead = []
         for i in sorted(used):
-            kind = "read" if i in {w.slot[b] for b in self.gather} else "write"
+            kind = "read" if i in gathered else "write"
             ahead.append(f"            prefetch_{kind}(z, r{i}[t + {AHEAD}])")
         if self.needs_gradients:
             ahead.append(f"            fetch(gd, clients[t + {AHEAD}])")
