@@ -211,8 +211,11 @@ _CACHED_RUN = """
 import sys, numpy as np, stochmix as sm
 import stochmix.engine.execute as execute
 from stochmix.algorithms import FOCUS
+execute.ROWWISE_MIN_ENTRIES = 0  # rounds of 9 x 3 entries may take the row-wise path
+compiled = sys.argv[2] if len(sys.argv) > 2 else True
 p = sm.problems.Quadratic.random(40, 3, seed=1)
-r = sm.run(FOCUS(0.002, 3), p, sm.participation.UniformSample(40, 9), 5, metrics=(), compiled=True)
+r = sm.run(FOCUS(0.002, 3), p, sm.participation.UniformSample(40, 9), 5, metrics=(),
+           compiled=compiled)
 hits = sum(sum(prog._function.stats.cache_hits.values()) for prog in execute._ROWWISE.values())
 np.save(sys.argv[1], r.server)
 print("hits", hits)
@@ -225,10 +228,10 @@ def test_compiled_programs_are_cached_on_disk_between_processes(tmp_path):
     compiling in memory."""
     import os
 
-    def run_in(env_cache, out):
+    def run_in(env_cache, out, *mode):
         env = {**os.environ, "STOCHMIX_CACHE": str(env_cache)}
         done = subprocess.run(
-            [sys.executable, "-c", _CACHED_RUN, str(out)],
+            [sys.executable, "-c", _CACHED_RUN, str(out), *mode],
             capture_output=True,
             text=True,
             env=env,
@@ -237,9 +240,15 @@ def test_compiled_programs_are_cached_on_disk_between_processes(tmp_path):
         return int(done.stdout.split("hits")[-1]), np.load(out)
 
     cache = tmp_path / "cache"
+    auto_hits, _ = run_in(cache, tmp_path / "a.npy", "auto")
+    assert auto_hits == 0 and not list(cache.glob("programs/__pycache__/*.nbi"))  # too short
     first_hits, first = run_in(cache, tmp_path / "a.npy")
     second_hits, second = run_in(cache, tmp_path / "b.npy")
     assert first_hits == 0 and second_hits >= 1
+    # "auto" does not compile for a run this short, but takes what the cache holds
+    auto_hits, auto = run_in(cache, tmp_path / "d.npy", "auto")
+    assert auto_hits >= 1
+    np.testing.assert_array_equal(auto, first)
     assert list((cache / "programs").glob("stochmix_program_*.py"))
     np.testing.assert_array_equal(first, second)
     blocked = tmp_path / "file"

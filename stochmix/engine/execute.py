@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -43,10 +44,11 @@ from .rowwise import RowwiseProgram, numba_available
 
 WORKERS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 PROGRAMS = 64  # compiled programs kept (one per distinct structure of a run of phases)
-# compiled="auto" takes the row-wise path in runs expected to touch at least
-# ROWWISE_MIN_WORK node entries in all (rounds x expected participants x d: compiling a
-# structure costs 0.3-1 s once per machine, and the row-wise path saves about 3 ns an
-# entry), and there only for runs of phases of at least ROWWISE_MIN_ENTRIES entries.
+# compiled="auto" takes the row-wise path for runs of phases of at least
+# ROWWISE_MIN_ENTRIES entries whose program is compiled already (in this process or in the
+# disk cache), and compiles new ones in runs expected to touch at least ROWWISE_MIN_WORK
+# node entries in all (rounds x expected participants x d: compiling a structure costs
+# 0.3-1 s once per machine, and the row-wise path saves about 3 ns an entry).
 ROWWISE_MIN_WORK = 3e8
 ROWWISE_MIN_ENTRIES = 1 << 13
 
@@ -227,13 +229,24 @@ def _rowwise(program: LocalProgram, gradient: tuple) -> RowwiseProgram:
     return found
 
 
-def row_gradient(problem, backend, dtype, work: float = float("inf")):
-    """``(kernel, fetch, data)`` when the row-wise path may run this problem on
-    ``backend``, per ``backend.compiled`` (True, False or "auto": then only for a run of
-    ``work`` >= :data:`ROWWISE_MIN_WORK` node entries); else None. Raises ValueError when
-    ``compiled=True`` cannot be honoured."""
+class RowGradient(NamedTuple):
+    """The problem's compiled one-client gradient for the row-wise path (see
+    ``Problem._row_gradient``), and whether the run may compile programs that are not
+    compiled yet (``compile=False``: use only those in memory or in the disk cache)."""
+
+    kernel: object
+    fetch: object
+    data: tuple
+    compile: bool = True
+
+
+def row_gradient(problem, backend, dtype, work: float = float("inf")) -> RowGradient | None:
+    """The :class:`RowGradient` when the row-wise path may run this problem on
+    ``backend``, per ``backend.compiled`` (True, False or "auto": then compiling new
+    programs only for a run of ``work`` >= :data:`ROWWISE_MIN_WORK` node entries); else
+    None. Raises ValueError when ``compiled=True`` cannot be honoured."""
     mode = getattr(backend, "compiled", False)
-    if mode is False or (mode == "auto" and work < ROWWISE_MIN_WORK):
+    if mode is False:
         return None
     found = None
     if numba_available() and hasattr(problem, "_row_gradient"):
@@ -248,7 +261,9 @@ def row_gradient(problem, backend, dtype, work: float = float("inf")):
             else f"{type(problem).__name__} has no compiled gradient"
         )
         raise ValueError(f"compiled=True: {why}; use compiled='auto' or False")
-    return found
+    if found is None:
+        return None
+    return RowGradient(*found, compile=mode is True or work >= ROWWISE_MIN_WORK)
 
 
 def _defined_in(obj, name: str):
@@ -326,7 +341,9 @@ def execute(plan: list, z, backend, problem, method: Method, ctx: RunContext, ro
             if rows is not None and (
                 backend.compiled is True or item.nodes.size * z.shape[1] >= ROWWISE_MIN_ENTRIES
             ):
-                program, grads = _rowwise(program, rows[:2]), rows
+                rowwise = _rowwise(program, rows[:2])
+                if rows.compile or rowwise.compiled():
+                    program, grads = rowwise, rows
             ok = program.run(
                 z,
                 item.nodes,

@@ -23,7 +23,8 @@ from .execute import execute, plan_round, row_gradient
 from .layout import Layout
 from .method import Method, RunContext
 from .progress import Progress
-from .result import METRICS, Result
+from .recorder import METRICS, Recorder, check_schedule
+from .result import Result
 from .template import RoundTemplate
 
 CACHE_SIZE = 1024  # rounds' phase lists kept for reuse (see Method.phase_key)
@@ -51,6 +52,25 @@ def _check_starting_point(x0, dim: int) -> np.ndarray:
     return x0
 
 
+def _seed_label(seed):
+    """How a run's seed is written into its Result and checkpoint: the integer itself
+    (Python or NumPy), None, or "custom" for a SeedSequence or Generator."""
+    if isinstance(seed, (bool, np.bool_)):
+        raise TypeError(
+            f"seed must be an integer, a SeedSequence, a Generator or None, got {seed!r}"
+        )
+    if isinstance(seed, (int, np.integer)):
+        return int(seed)
+    return None if seed is None else "custom"
+
+
+def _number_or_none(value):
+    """A method's step size as a plain number for the Result's config (None otherwise)."""
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
 def run(
     method: Method,
     problem,
@@ -70,6 +90,7 @@ def run(
     checkpoint=None,
     checkpoint_every: int = 100,
     compiled="auto",
+    evaluate_every="auto",
 ) -> Result:
     """Run ``method`` on ``problem`` for ``rounds`` rounds of ``participation``.
 
@@ -105,8 +126,14 @@ def run(
         checkpoint_every: rounds between checkpoints.
         dtype: float64 (default) or float32.
         metrics: which per-round metrics to record, among distance (needs x_star),
-            objective, gradient_norm and consensus. The last three cost a pass over all
-            clients each round; leave them out for very large runs.
+            objective (the gap f(x) - f_star), gradient_norm and consensus. Distance costs
+            O(d); objective and gradient_norm cost O(d^2) for problems that have them in
+            closed form (Quadratic, LeastSquares) and a pass over all clients otherwise.
+        evaluate_every: "auto" (default) or a positive integer k: metrics that cost a pass
+            over all clients are evaluated only every k-th round (and always at round 0
+            and the last round; NaN in between). "auto" picks k from the problem's size so
+            that they take at most about 10% of the run (see
+            :mod:`stochmix.engine.recorder`), the same k every time.
         on_divergence: "warn" (stop, warn and return the partial result marked diverged)
             or "raise".
         callback: called as ``callback(r, z, ctx)`` after each round.
@@ -118,9 +145,13 @@ def run(
         raise TypeError(f"method must be a stochmix Method, got {type(method).__name__}")
     rounds = as_int(rounds, "rounds", minimum=0)
     choice(on_divergence, "on_divergence", ("warn", "raise"))
+    if isinstance(metrics, str) or not hasattr(metrics, "__iter__"):
+        raise TypeError(f"metrics must be a tuple of metric names among {METRICS}, got {metrics!r}")
     metrics = tuple(metrics)
     for m in metrics:
         choice(m, "metrics entry", METRICS)
+    evaluate_every = check_schedule(evaluate_every)
+    seed_label = _seed_label(seed)
     n, dim = int(problem.n_clients), int(problem.dim)
     if int(participation.n_clients) != n:
         raise ValueError(
@@ -140,36 +171,9 @@ def run(
     method.start(ctx)
     z = back.asarray(layout.initial(x0))
 
-    x_star = getattr(problem, "x_star", None)
-    want = {
-        "distance": "distance" in metrics and x_star is not None,
-        "objective": "objective" in metrics and hasattr(problem, "objective"),
-        "gradient_norm": "gradient_norm" in metrics and hasattr(problem, "gradient"),
-        "consensus": "consensus" in metrics,
-    }
-    f_star = (getattr(problem, "f_star", None) or 0.0) if want["objective"] else 0.0
-    server = np.empty((rounds + 1, dim))
+    recorder = Recorder(problem, method, ctx, metrics, rounds, evaluate_every, expected)
     count = np.zeros(rounds + 1, dtype=np.int64)
     clock = np.zeros(rounds + 1)
-    record = {k: np.full(rounds + 1, np.nan) for k in want if want[k]}
-
-    @np.errstate(over="ignore", invalid="ignore")
-    def measure(r):
-        x = back.to_numpy(method.output(z, ctx)).astype(float)
-        server[r] = x
-        if want["distance"]:
-            record["distance"][r] = np.linalg.norm(x - x_star)
-        if want["objective"]:
-            record["objective"][r] = problem.objective(x) - f_star
-        if want["gradient_norm"]:
-            record["gradient_norm"][r] = np.linalg.norm(problem.gradient(x))
-        if want["consensus"]:
-            c = method.consensus_error(z, ctx)
-            if c is None:
-                del record["consensus"]
-                want["consensus"] = False
-            else:
-                record["consensus"][r] = float(c)
 
     cache: dict = {}
     seen: set = set()
@@ -221,7 +225,7 @@ def run(
         return plan
 
     if hasattr(problem, "reseed"):  # stochastic gradients restart with the run's seed
-        problem.reseed(seed if isinstance(seed, (int, np.integer)) else None)
+        problem.reseed(seed_label if isinstance(seed_label, int) else None)
     if hasattr(participation, "participants"):  # sorted indices, no N-long mask per round
         stream = participation.participants(seed)
     else:
@@ -231,7 +235,7 @@ def run(
         "method": repr(method),
         "problem": repr(problem),
         "participation": repr(participation),
-        "seed": seed if isinstance(seed, (int, np.integer, type(None))) else "custom",
+        "seed": seed_label,
         "backend": back.name,
         "dim": dim,
         "n_clients": n,
@@ -249,19 +253,15 @@ def run(
         done = min(int(saved["done"]), rounds)
         z = back.asarray(saved["z"])
         ctx.memory = saved["memory"]
-        server[: done + 1], count[: done + 1] = (
-            saved["server"][: done + 1],
-            saved["count"][: done + 1],
-        )
+        recorder.restore(saved, done)
+        count[: done + 1] = saved["count"][: done + 1]
         clock[: done + 1] = saved["clock"][: done + 1]
-        for key, values in saved["record"].items():
-            record[key][: done + 1] = values[: done + 1]
         if saved.get("problem_rng") is not None:
             problem.set_rng_state(saved["problem_rng"])
         for _ in range(int(saved["done"])):
             next(stream)
     else:
-        measure(0)
+        recorder.measure(0, z, back, last=rounds == 0)
 
     def save_checkpoint(done):
         checkpoints.save(
@@ -271,10 +271,9 @@ def run(
                 "done": done,
                 "z": back.to_numpy(z).copy(),
                 "memory": ctx.memory,
-                "server": server[: done + 1],
+                **recorder.state(done),
                 "count": count[: done + 1],
                 "clock": clock[: done + 1],
-                "record": {k: v[: done + 1] for k, v in record.items()},
                 "problem_rng": problem.rng_state() if hasattr(problem, "rng_state") else None,
             },
         )
@@ -287,8 +286,8 @@ def run(
         finite = execute(round_plan(r, participants), z, back, problem, method, ctx, rows)
         done = r + 1
         clock[done] = time.perf_counter() - start
-        measure(done)
-        if not finite or not np.isfinite(server[done]).all():
+        x = recorder.measure(done, z, back, last=not finite or done == rounds)
+        if not finite or not np.isfinite(x).all():
             diverged_at = done
             break
         if callback is not None:
@@ -302,25 +301,20 @@ def run(
         bar.close()
     result = Result(
         method=method.name,
-        server=server[: done + 1],
         participants=count[: done + 1],
         wall_time=clock[: done + 1],
-        **{
-            field: record[key][: done + 1] if key in record else None
-            for field, key in (
-                ("distance", "distance"),
-                ("objective_gap", "objective"),
-                ("gradient_norm", "gradient_norm"),
-                ("consensus", "consensus"),
-            )
-        },
+        **recorder.fields(done),
         diverged_at=diverged_at,
         config={
             "method": repr(method),
+            "lr": _number_or_none(getattr(method, "lr", None)),
+            "problem": repr(problem),
             "participation": repr(participation),
             "rounds": rounds,
-            "seed": seed if isinstance(seed, (int, type(None))) else "custom",
+            "seed": seed_label,
             "backend": back.name,
+            "dtype": str(getattr(back, "dtype", np.dtype(dtype))).removeprefix("torch."),
+            "evaluate_every": recorder.interval,
         },
     )
     if diverged_at is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,12 +11,25 @@ from pathlib import Path
 import numpy as np
 from jaxtyping import Float
 
-METRICS = ("distance", "objective", "gradient_norm", "consensus")
+from .recorder import METRICS  # noqa: F401  (the names run(metrics=...) takes)
+
+#: Per-round error curves a Result may hold (``relative_error`` is derived from distance).
+CURVES = ("relative_error", "distance", "objective_gap", "gradient_norm", "consensus")
+
+#: The columns of :meth:`Result.columns`, :meth:`Result.to_csv` and the command's
+#: ``metrics.csv``, in order. ``wall_time`` is added only on request: it differs from run to
+#: run, and the metrics of one configuration are byte-identical from run to run.
+COLUMNS = ("method", "lr", "seed", "round", *CURVES, "participants")
 
 
 @dataclass
 class Result:
     """Per-round record of a run; index r is "after round r" (r = 0 is the start).
+
+    A metric that costs a pass over every client may be evaluated on a schedule (see
+    ``evaluate_every`` of :func:`stochmix.run`); rounds without a value hold NaN, and
+    everything here (rates, rounds to a tolerance, plots, CSV) reads only the rounds
+    with a value.
 
     Attributes:
         method: the method's name.
@@ -27,7 +42,7 @@ class Result:
         participants: (rounds + 1,) number of participants of each round (0 at r = 0).
         wall_time: (rounds + 1,) seconds since the run started.
         diverged_at: the round whose state held NaN or Inf, or None.
-        config: what produced the run (method, problem, participation, seed ...).
+        config: what produced the run (method, lr, participation, seed, dtype ...).
     """
 
     method: str
@@ -57,6 +72,11 @@ class Result:
         return self.server[-1]
 
     @property
+    def dtype(self) -> np.dtype:
+        """The floating type the run computed in (``config["dtype"]``; float64 if unknown)."""
+        return np.dtype(self.config.get("dtype", "float64"))
+
+    @property
     def relative_error(self) -> np.ndarray:
         """||x_r - x_star|| / ||x_0 - x_star||: error relative to the starting error."""
         if self.distance is None:
@@ -66,35 +86,59 @@ class Result:
 
     def error(self, metric: str = "relative_error") -> np.ndarray:
         """A per-round error curve by name: relative_error, distance, objective_gap,
-        gradient_norm or consensus."""
+        gradient_norm or consensus (NaN in rounds without a value)."""
+        if metric not in CURVES:
+            raise ValueError(f"metric must be one of {list(CURVES)}, got {metric!r}")
         if metric == "relative_error":
             return self.relative_error
-        names = ("distance", "objective_gap", "gradient_norm", "consensus")
-        if metric not in names:
-            raise ValueError(f"metric must be one of {['relative_error', *names]}, got {metric!r}")
         curve = getattr(self, metric)
         if curve is None:
             raise ValueError(f"metric {metric!r} was not recorded in this run")
         return curve
 
+    def evaluated(self, metric: str = "relative_error") -> tuple[np.ndarray, np.ndarray]:
+        """``(rounds, values)`` of the rounds where ``metric`` has a value."""
+        curve = np.asarray(self.error(metric), dtype=float)
+        rounds = np.flatnonzero(~np.isnan(curve))
+        return rounds, curve[rounds]
+
+    def last(self, metric: str = "relative_error") -> float | None:
+        """The value of ``metric`` at the last round that has one (None if none has)."""
+        _, values = self.evaluated(metric)
+        return float(values[-1]) if values.size else None
+
     def rounds_to(self, eps: float, metric: str = "relative_error") -> int | None:
-        """First round at which ``metric`` is at most ``eps`` (None if never)."""
-        hit = np.flatnonzero(self.error(metric) <= eps)
+        """First round at which ``metric`` is at most ``eps`` (None if never); only rounds
+        with a value count."""
+        hit = np.flatnonzero(np.asarray(self.error(metric)) <= eps)
         return int(hit[0]) if hit.size else None
+
+    def default_floor(self, metric: str = "relative_error") -> float:
+        """Where :meth:`rate` stops fitting by default: 1e3 machine epsilons of the run's
+        dtype times the curve's start (a float32 run's error stalls near 1e-7, not 1e-16)."""
+        rounds, values = self.evaluated(metric)
+        top = values[0] if values.size and values[0] > 0 else np.nanmax(np.abs(values), initial=0)
+        return float(1e3 * np.finfo(self.dtype).eps * top)
 
     def rate(self, metric: str = "relative_error", floor: float | None = None) -> float:
         """Fitted linear rate rho of ``metric`` ~ C rho^r over its linear phase.
 
         The linear phase is the span from the first round below 10% of the start down to
-        the last round above ``floor`` (default: 1e3 machine epsilons times the start),
-        skipping nothing when the curve never drops that far. A least-squares line through
-        log(metric) there gives rho = exp(slope). A curve that stalls gives rho close to 1.
+        the last round above ``floor`` (default :meth:`default_floor`: 1e3 machine epsilons
+        of the run's dtype times the start), skipping nothing when the curve never drops
+        that far. A least-squares line through log(metric) against the round number there
+        gives rho = exp(slope); rounds without a value are left out. A curve that stalls
+        gives rho close to 1.
+
+        Raises:
+            ValueError: fewer than 2 rounds with a value.
         """
-        curve = np.asarray(self.error(metric), dtype=float)
+        rounds, curve = self.evaluated(metric)
         if curve.size < 3:
-            raise ValueError("rate needs at least 2 rounds")
+            got = max(curve.size - 1, 0)
+            raise ValueError(f"rate needs at least 2 rounds with a value of {metric}, got {got}")
         top = curve[0] if curve[0] > 0 else np.max(curve)
-        floor = 1e3 * np.finfo(float).eps * top if floor is None else floor
+        floor = self.default_floor(metric) if floor is None else floor
         valid = np.isfinite(curve) & (curve > floor)
         below = np.flatnonzero(valid & (curve <= 0.1 * top))
         first = int(below[0]) if below.size else 0
@@ -102,25 +146,81 @@ class Result:
         last = int(last_valid[-1]) if last_valid.size else curve.size - 1
         if last - first < 2:
             first, last = 0, max(int(last_valid[-1]) if last_valid.size else 2, 2)
-        span = np.arange(first, last + 1)
+        span = np.arange(first, min(last, curve.size - 1) + 1)
         span = span[valid[span]]
         if span.size < 2:
             return float("nan")
-        slope = np.polyfit(span, np.log(curve[span]), 1)[0]
+        slope = np.polyfit(rounds[span], np.log(curve[span]), 1)[0]
         return float(np.exp(slope))
 
     def summary(self) -> dict:
-        """Headline numbers: final error, rounds to 1e-8, rate, time per round."""
+        """Headline numbers: final error, rounds to 1e-8, rate, time per round. What a run
+        too short to tell (``rate`` needs 2 rounds) is None."""
         out = {"method": self.method, "rounds": self.rounds}
         if self.distance is not None:
-            out["final_relative_error"] = float(self.relative_error[-1])
+            out["final_relative_error"] = self.last("relative_error")
             out["rounds_to_1e-8"] = self.rounds_to(1e-8)
-            out["rate"] = self.rate()
+            try:
+                out["rate"] = self.rate()
+            except ValueError:
+                out["rate"] = None
         if self.objective_gap is not None:
-            out["final_objective_gap"] = float(self.objective_gap[-1])
+            out["final_objective_gap"] = self.last("objective_gap")
         out["seconds_per_round"] = float(self.wall_time[-1] / max(self.rounds, 1))
         out["diverged_at"] = self.diverged_at
         return out
+
+    # ------------------------------------------------------------------- tables and files
+    def columns(self, *, wall_time: bool = False) -> dict[str, np.ndarray]:
+        """The run as columns of one row per round, named as in :data:`COLUMNS` (and
+        ``wall_time`` when asked): the method's name, its step size ``lr`` and the run's
+        ``seed`` (from :attr:`config`; NaN/None where unknown), the round, every error
+        curve (NaN where not recorded or not evaluated) and the participants."""
+        n = self.rounds + 1
+        out: dict[str, np.ndarray] = {
+            "method": np.full(n, self.method, dtype=object),
+            "lr": np.full(n, self.config.get("lr"), dtype=object),
+            "seed": np.full(n, self.config.get("seed"), dtype=object),
+            "round": np.arange(n),
+        }
+        for name in CURVES:
+            has = name == "relative_error" and self.distance is not None
+            has = has or (name != "relative_error" and getattr(self, name) is not None)
+            out[name] = np.asarray(self.error(name), dtype=float) if has else np.full(n, np.nan)
+        out["participants"] = np.asarray(self.participants, dtype=np.int64)
+        if wall_time:
+            out["wall_time"] = np.asarray(self.wall_time, dtype=float)
+        return out
+
+    def csv_rows(self, *, wall_time: bool = False, header: bool = True) -> str:
+        """The CSV text of :meth:`columns`: numbers in their shortest exact form (``repr``),
+        an empty cell where a round has no value."""
+        cols = self.columns(wall_time=wall_time)
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        if header:
+            writer.writerow(cols)
+        writer.writerows(zip(*(map(_cell, values) for values in cols.values()), strict=True))
+        return buffer.getvalue()
+
+    def to_csv(self, path, *, wall_time: bool = False) -> Path:
+        """Write :meth:`columns` to ``path`` as CSV (the command's ``metrics.csv`` format:
+        one row per round; ``wall_time=True`` adds the seconds column). Returns the path."""
+        path = Path(path)
+        with open(path, "w", newline="", encoding="utf-8") as handle:
+            handle.write(self.csv_rows(wall_time=wall_time))
+        return path
+
+    def to_dataframe(self, *, wall_time: bool = False):
+        """:meth:`columns` as a ``pandas.DataFrame`` (pandas is optional)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError(
+                "Result.to_dataframe needs pandas (pip install pandas); "
+                "Result.columns() gives the same columns as NumPy arrays"
+            ) from None
+        return pd.DataFrame(self.columns(wall_time=wall_time))
 
     def save(self, path) -> Path:
         """Write to ``path`` (.npz); :meth:`load` reads it back."""
@@ -156,22 +256,34 @@ class Result:
         )
 
     def plot(self, ax=None, metric: str = "relative_error", **kwargs):
-        """Plot ``metric`` against rounds on a log scale; returns the axes."""
+        """Plot ``metric`` against rounds on a log scale (only rounds with a value; a
+        scheduled metric gets markers); returns the axes."""
         import matplotlib.pyplot as plt
 
         if ax is None:
             _, ax = plt.subplots(figsize=(6, 4))
-        ax.semilogy(self.error(metric), label=kwargs.pop("label", self.method), **kwargs)
+        rounds, values = self.evaluated(metric)
+        if rounds.size < self.rounds + 1 and "marker" not in kwargs:
+            kwargs["marker"] = "."
+        ax.semilogy(rounds, values, label=kwargs.pop("label", self.method), **kwargs)
         ax.set_xlabel("round")
         ax.set_ylabel(metric.replace("_", " "))
         ax.legend()
         return ax
 
     def __repr__(self) -> str:
-        tail = (
-            f", final relative error {self.relative_error[-1]:.3e}"
-            if self.distance is not None
-            else ""
-        )
+        final = self.last() if self.distance is not None else None
+        tail = f", final relative error {final:.3e}" if final is not None else ""
         div = f", diverged at round {self.diverged_at}" if self.diverged else ""
         return f"Result({self.method!r}, {self.rounds} rounds{tail}{div})"
+
+
+def _cell(value) -> str:
+    """One CSV cell: '' for a missing value, the shortest exact text of a number."""
+    if value is None:
+        return ""
+    if isinstance(value, (float, np.floating)):
+        return "" if np.isnan(value) else repr(float(value))
+    if isinstance(value, (np.integer,)):
+        return str(int(value))
+    return str(value)

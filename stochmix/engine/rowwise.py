@@ -43,13 +43,27 @@ AHEAD = 8
 
 
 @cache
-def numba_available() -> bool:
-    """Whether Numba can be imported (the ``fast`` extra)."""
+def numba_unavailable() -> str | None:
+    """Why Numba cannot be used here, or None when it can (imports it on the first call).
+
+    stochmix depends on Numba only on the Pythons Numba has releases for (the marker in
+    pyproject.toml); elsewhere, or where it was removed, the NumPy programs run instead."""
     try:
         import numba  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    except ImportError as error:
+        if isinstance(error, ModuleNotFoundError) and error.name == "numba":
+            python = ".".join(map(str, sys.version_info[:2]))
+            return (
+                "Numba is not installed (pip install numba; stochmix installs it itself only "
+                f"on the Pythons Numba supports, and this is Python {python})"
+            )
+        return f"Numba cannot be imported ({error})"  # e.g. a NumPy too new for it
+    return None
+
+
+def numba_available() -> bool:
+    """Whether Numba can be imported and used (see :func:`numba_unavailable`)."""
+    return numba_unavailable() is None
 
 
 class RowwiseProgram(LocalProgram):
@@ -82,6 +96,18 @@ class RowwiseProgram(LocalProgram):
             namespace["grad"], namespace["fetch"] = self.gradient
         exec(compile(source, f"<stochmix rowwise program {id(self):x}>", "exec"), namespace)
         return numba.njit(nogil=True, boundscheck=False)(namespace["rows"])
+
+    def compiled(self) -> bool:
+        """Whether running the program compiles nothing: its machine code is in memory
+        (it ran in this process) or in Numba's disk cache (it ran on this machine)."""
+        function = self._function
+        if function.signatures:
+            return True
+        try:  # Numba's index of what it has cached for the function
+            index = function._cache._cache_file._index_path
+        except AttributeError:  # compiled in memory (no disk cache), or Numba changed
+            return False
+        return os.path.exists(index)
 
     # ------------------------------------------------------------------ loops over a row
     def _loop(self, w: _Writer, statement: str) -> None:
@@ -304,4 +330,4 @@ def _cached_function(source: str, gradient) -> object | None:
     return module.rows
 
 
-__all__ = ["RowwiseProgram", "cache_dir", "numba_available"]
+__all__ = ["RowwiseProgram", "cache_dir", "numba_available", "numba_unavailable"]

@@ -58,7 +58,14 @@ class Problem(abc.ABC):
     Attributes:
         n_clients: N.
         dim: d.
+        closed_form_metrics: the run metrics among ``"objective"`` (:meth:`objective_gap`)
+            and ``"gradient_norm"`` (:meth:`gradient`) this problem evaluates without a
+            pass over its clients (in O(d^2) or less). The run loop evaluates the others on
+            a schedule (``evaluate_every`` of :func:`stochmix.run`), since each costs a pass
+            over all N clients.
     """
+
+    closed_form_metrics: frozenset[str] = frozenset()
 
     def __init__(self, n_clients: int, dim: int):
         self._n_clients = int(n_clients)
@@ -165,6 +172,15 @@ class Problem(abc.ABC):
     @abc.abstractmethod
     def objective(self, x: Float[np.ndarray, " d"]) -> float:
         """f(x) = (1/N) sum_i F_i(x) at one point x of shape (d,)."""
+
+    def objective_gap(self, x: Float[np.ndarray, " d"]) -> float:
+        """f(x) - f(x_star), or f(x) when x_star is unknown.
+
+        The default subtracts the two values (a pass over the clients, and no better than
+        f_star's rounding near the optimum); problems with a closed form override it.
+        """
+        f_star = self.f_star
+        return self.objective(x) - (f_star if f_star is not None else 0.0)
 
     def gradient(self, x: Float[np.ndarray, " d"]) -> Float[np.ndarray, " d"]:
         """grad f(x) = (1/N) sum_i grad F_i(x), shape (d,), dtype of ``x``.

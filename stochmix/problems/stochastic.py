@@ -46,8 +46,13 @@ class _Stochastic(Problem):
     smoothness = property(lambda self: self.problem.smoothness)
     strong_convexity = property(lambda self: self.problem.strong_convexity)
 
+    closed_form_metrics = property(lambda self: self.problem.closed_form_metrics)
+
     def objective(self, x: Float[np.ndarray, " d"]) -> float:
         return self.problem.objective(x)
+
+    def objective_gap(self, x: Float[np.ndarray, " d"]) -> float:
+        return self.problem.objective_gap(x)
 
     def gradient(self, x: Float[np.ndarray, " d"]) -> Float[np.ndarray, " d"]:
         """The exact full gradient (metrics never use a random one)."""

@@ -1,0 +1,163 @@
+"""What a run records after each round, and when.
+
+Four metrics, each a number per round:
+
+* ``distance`` ||x_r - x_star|| of the reported model (O(d));
+* ``objective`` f(x_r) - f(x_star) (``Problem.objective_gap``);
+* ``gradient_norm`` ||grad f(x_r)||;
+* ``consensus``: the nodes' mean squared distance to their average (decentralized methods;
+  a pass over the nodes, which every round of theirs makes anyway).
+
+``objective`` and ``gradient_norm`` cost a pass over all N clients unless the problem has
+them in closed form (``problem.closed_form_metrics``: Quadratic and LeastSquares do, in
+O(d^2)). Those that need a pass are evaluated on a *schedule*, so that a round's cost stays
+what its participants cost: ``evaluate_every=k`` evaluates them every k-th round,
+``"auto"`` picks k from a cost model of element counts (:func:`auto_interval`) so that
+they take at most about 10% of the run. Round 0 and the last round are always evaluated;
+the other rounds hold NaN. The model counts elements rather than timing anything, so a
+run's schedule, like its numbers, is the same every time.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._validate import as_int
+
+METRICS = ("distance", "objective", "gradient_norm", "consensus")
+# The Result's field for each metric.
+FIELDS = {
+    "distance": "distance",
+    "objective": "objective_gap",
+    "gradient_norm": "gradient_norm",
+    "consensus": "consensus",
+}
+# A round's fixed cost (planning, Python, small arrays), in array elements of streamed work:
+# an engine round costs at least ~50 us, as long as NumPy takes to stream ~5e4 float64s.
+ROUND_OVERHEAD_ELEMENTS = 5e4
+# The share of a run the scheduled metrics may take under evaluate_every="auto".
+AUTO_SHARE = 0.1
+
+
+def auto_interval(n_clients: int, expected: float, per_client: float, passes: int) -> int:
+    """Rounds between evaluations of ``passes`` metrics that each cost a pass over
+    ``n_clients`` clients of ``per_client`` elements, in rounds that cost about
+    ``expected`` participants' worth of the same plus :data:`ROUND_OVERHEAD_ELEMENTS`:
+    the smallest interval at which the passes take at most :data:`AUTO_SHARE` of the run.
+    """
+    if passes == 0:
+        return 1
+    evaluation = passes * n_clients * per_client
+    round_cost = ROUND_OVERHEAD_ELEMENTS + expected * per_client
+    return max(1, math.ceil(evaluation / (AUTO_SHARE * round_cost)))
+
+
+def check_schedule(evaluate_every) -> int | str:
+    """``evaluate_every`` checked: "auto" or a positive integer."""
+    if isinstance(evaluate_every, str):
+        if evaluate_every != "auto":
+            raise ValueError(
+                f'evaluate_every must be "auto" or a positive integer, got {evaluate_every!r}'
+            )
+        return evaluate_every
+    return as_int(evaluate_every, "evaluate_every", minimum=1)
+
+
+class Recorder:
+    """The per-round metrics of one run: which are recorded, when, and their values.
+
+    Args:
+        problem: the run's problem (``x_star``, ``objective_gap``, ``gradient``, and
+            ``closed_form_metrics`` are used where present).
+        method: the run's method (``output`` and ``consensus_error``).
+        ctx: the run's context.
+        metrics: names among :data:`METRICS` asked for; those the problem or method
+            cannot give are left out.
+        rounds: the run's length (the arrays have ``rounds + 1`` entries).
+        evaluate_every: "auto" or a positive integer (see the module docstring).
+        expected: the expected number of participants per round.
+    """
+
+    def __init__(self, problem, method, ctx, metrics, rounds: int, evaluate_every, expected):
+        self.problem, self.method, self.ctx = problem, method, ctx
+        self.rounds = rounds
+        self.x_star = getattr(problem, "x_star", None)
+        wanted = {
+            "distance": self.x_star is not None,
+            "objective": hasattr(problem, "objective_gap") or hasattr(problem, "objective"),
+            "gradient_norm": hasattr(problem, "gradient"),
+            "consensus": True,
+        }
+        self.names = [m for m in METRICS if m in metrics and wanted[m]]
+        closed = set(getattr(problem, "closed_form_metrics", ()))
+        self.scheduled = [m for m in self.names if m in ("objective", "gradient_norm")]
+        self.scheduled = [m for m in self.scheduled if m not in closed]
+        if evaluate_every == "auto":
+            per_client = problem._chunk_cost() if hasattr(problem, "_chunk_cost") else ctx.dim
+            self.interval = auto_interval(
+                ctx.n_clients, expected, float(per_client), len(self.scheduled)
+            )
+        else:
+            self.interval = int(evaluate_every)
+        self.server = np.empty((rounds + 1, ctx.dim))
+        self.values = {m: np.full(rounds + 1, np.nan) for m in self.names}
+
+    def due(self, r: int) -> bool:
+        """Whether the scheduled metrics are evaluated after round ``r``."""
+        return r % self.interval == 0 or r == self.rounds
+
+    @np.errstate(over="ignore", invalid="ignore")
+    def measure(self, r: int, z, backend, last: bool = False) -> np.ndarray:
+        """Record the metrics after round ``r`` from the state ``z``; returns the reported
+        model (float64, shape (d,)). ``last``: the run stops after this round (the
+        scheduled metrics are evaluated whatever the schedule says)."""
+        x = backend.to_numpy(self.method.output(z, self.ctx)).astype(float)
+        self.server[r] = x
+        due = last or self.due(r)
+        for name in self.names:
+            if name in self.scheduled and not due:
+                continue
+            value = self._evaluate(name, x, z)
+            if value is None:  # the method has no consensus error: stop asking
+                self.names.remove(name)
+                del self.values[name]
+                continue
+            self.values[name][r] = value
+        return x
+
+    def _evaluate(self, name: str, x: np.ndarray, z) -> float | None:
+        if name == "distance":
+            return float(np.linalg.norm(x - self.x_star))
+        if name == "objective":
+            if hasattr(self.problem, "objective_gap"):
+                return float(self.problem.objective_gap(x))
+            f_star = getattr(self.problem, "f_star", None) or 0.0
+            return float(self.problem.objective(x)) - f_star
+        if name == "gradient_norm":
+            return float(np.linalg.norm(self.problem.gradient(x)))
+        c = self.method.consensus_error(z, self.ctx)
+        return None if c is None else float(c)
+
+    # ----------------------------------------------------------------- checkpoints
+    def state(self, done: int) -> dict:
+        """What a checkpoint keeps of the record after ``done`` rounds."""
+        return {
+            "server": self.server[: done + 1],
+            "record": {k: v[: done + 1] for k, v in self.values.items()},
+        }
+
+    def restore(self, saved: dict, done: int) -> None:
+        """Take back a checkpoint's record of its first ``done`` rounds."""
+        self.server[: done + 1] = saved["server"][: done + 1]
+        for key, values in saved["record"].items():
+            if key in self.values:
+                self.values[key][: done + 1] = values[: done + 1]
+
+    def fields(self, done: int) -> dict:
+        """The Result's fields: ``server`` and one curve per metric (None if not kept)."""
+        out = {"server": self.server[: done + 1]}
+        for name, field in FIELDS.items():
+            out[field] = self.values[name][: done + 1] if name in self.values else None
+        return out

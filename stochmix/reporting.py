@@ -1,0 +1,113 @@
+"""Summary tables of finished runs: :func:`compare` gives, from Python, the table that
+``stochmix run`` prints (one row per method, medians over seeds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from .engine.result import Result
+
+#: (key, header, format) of the summary table's columns.
+SUMMARY_COLUMNS = (
+    ("method", "method", "s"),
+    ("lr", "lr", ".3g"),
+    ("final_relative_error", "final rel. error", ".2e"),
+    ("final_objective_gap", "final obj. gap", ".2e"),
+    ("rounds_to_1e-8", "rounds to 1e-8", "d"),
+    ("rate", "linear rate", ".4f"),
+    ("seconds", "seconds", ".2f"),
+)
+
+
+def format_table(rows: list[dict], columns=SUMMARY_COLUMNS) -> str:
+    """A plain-text table; ``columns`` are (key, header, format) triples. A column no row
+    has a value for is left out; a missing value prints as ``-``."""
+    columns = [c for c in columns if any(row.get(c[0]) is not None for row in rows)] or list(
+        columns[:1]
+    )
+    cells = [[head for _, head, _ in columns]]
+    for row in rows:
+        line = []
+        for key, _, fmt in columns:
+            value = row.get(key)
+            line.append("-" if value is None else format(value, fmt))
+        cells.append(line)
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
+    text = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    text.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(text)
+
+
+def summary_row(label: str, results: list[Result], lr=None) -> dict:
+    """One row of the summary table for the runs ``results`` of one method (one per seed):
+    medians over them of the final relative error and objective gap, the linear rate and
+    the seconds, and the median rounds to 1e-8 (None unless every run got there)."""
+    if not results:
+        raise ValueError(f"results for {label!r} must not be empty")
+    sums = [res.summary() for res in results]
+    if lr is None:
+        lrs = {res.config.get("lr") for res in results}
+        lr = lrs.pop() if len(lrs) == 1 else None
+    row = {
+        "method": label,
+        "lr": lr,
+        "seconds": float(np.median([res.wall_time[-1] for res in results])),
+    }
+    for key in ("final_relative_error", "rate", "final_objective_gap"):
+        vals = [s[key] for s in sums if s.get(key) is not None]
+        row[key] = float(np.median(vals)) if vals else None
+    hits = [s.get("rounds_to_1e-8") for s in sums]
+    row["rounds_to_1e-8"] = (
+        int(np.median(hits)) if hits and all(h is not None for h in hits) else None
+    )
+    return row
+
+
+@dataclass
+class Comparison:
+    """The summary table of several methods' runs: ``rows`` (one dict per method) prints
+    as the command's table; :meth:`to_dataframe` gives it to pandas."""
+
+    rows: list[dict]
+
+    def __str__(self) -> str:
+        return format_table(self.rows)
+
+    def to_dataframe(self):
+        """The rows as a ``pandas.DataFrame`` (pandas is optional)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("Comparison.to_dataframe needs pandas (pip install pandas)") from None
+        return pd.DataFrame(self.rows)
+
+
+def compare(results: Iterable | Mapping) -> Comparison:
+    """The summary table of finished runs, as ``stochmix run`` prints it.
+
+    ``results`` is a list of :class:`Result` (grouped by their method name; several runs
+    of one name, e.g. over seeds, give one row of medians) or a mapping from a label to a
+    Result or a list of them. ``print(sm.compare(results))`` shows the table.
+
+    Raises:
+        TypeError: an entry that is not a Result.
+    """
+    if isinstance(results, Mapping):
+        groups = {str(k): (v if isinstance(v, (list, tuple)) else [v]) for k, v in results.items()}
+    else:
+        groups = {}
+        for res in results:
+            if not isinstance(res, Result):
+                raise TypeError(f"results must hold stochmix Results, got {type(res).__name__}")
+            groups.setdefault(res.method, []).append(res)
+    for label, runs in groups.items():
+        for res in runs:
+            if not isinstance(res, Result):
+                raise TypeError(
+                    f"results[{label!r}] must hold stochmix Results, got {type(res).__name__}"
+                )
+    return Comparison([summary_row(label, list(runs)) for label, runs in groups.items()])
