@@ -13,6 +13,7 @@ column-stochastic mixing matrices from time-varying graphs, and run by one engin
 
 from . import algorithms, engine, mixing, participation, problems
 from .engine import Block, Method, PhaseBuilder, Result, RunContext, run
+from .reporting import compare
 
 __version__ = "0.1.0"
 
@@ -23,6 +24,7 @@ __all__ = [
     "Result",
     "RunContext",
     "__version__",
+    "compare",
     "algorithms",
     "engine",
     "mixing",
