@@ -88,3 +88,155 @@ def test_checkpoint_of_another_run_is_refused(tmp_path):
     assert os.path.getsize(path) > 0
     with pytest.raises(ValueError, match="checkpoint_every"):
         run(FedStale(0.1, 1, 0.5), problem, part, 3, checkpoint=tmp_path / "x", checkpoint_every=0)
+
+
+# ------------------------------------------------------------ the file format and identity
+from stochmix.engine import CheckpointWarning  # noqa: E402
+from stochmix.engine import checkpoint as checkpoints  # noqa: E402
+from stochmix.engine.checkpoint import CheckpointError  # noqa: E402
+from stochmix.participation import Full  # noqa: E402
+from stochmix.problems import Quadratic  # noqa: E402
+
+
+def _small(tmp_path, **kwargs):
+    path = tmp_path / "run.ckpt"
+    problem = LeastSquares.random(6, 3, seed=0)
+    part = Bernoulli.heterogeneous(6, 0.2, 0.8, seed=0)
+    method = FedAvg(0.05, 2, weights="fedau")
+    res = run(method, problem, part, 10, checkpoint=path, checkpoint_every=5, **kwargs)
+    return path, problem, part, method, res
+
+
+def test_a_crafted_pickle_is_refused_without_running_it(tmp_path):
+    import pickle
+
+    marker = tmp_path / "ran"
+
+    class Evil:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    path = tmp_path / "run.ckpt"
+    path.write_bytes(pickle.dumps({"format": 1, "identity": {}, "payload": Evil()}))
+    with pytest.raises(CheckpointError, match=r"run\.ckpt.*cannot be used"):
+        run(FedAvg(0.1, 1), LeastSquares.random(4, 2, seed=0), Full(4), 3, checkpoint=path)
+    assert not marker.exists()
+
+
+def test_every_corruption_gets_one_error_naming_the_file(tmp_path):
+    path, problem, part, method, _ = _small(tmp_path)
+    good = path.read_bytes()
+    rng = np.random.default_rng(0)
+    damaged = [good[: len(good) // 2], good[:10], b"", b"not a checkpoint at all"]
+    for position in rng.choice(len(good), size=12, replace=False):
+        flipped = bytearray(good)
+        flipped[position] ^= 0xFF
+        damaged.append(bytes(flipped))
+    for data in damaged:
+        path.write_bytes(data)
+        with pytest.raises(CheckpointError, match=r"run\.ckpt"):
+            checkpoints.load(path)
+
+
+def test_a_checkpoint_of_another_version_says_so(tmp_path, monkeypatch):
+    path, *_ = _small(tmp_path)
+    monkeypatch.setattr(checkpoints, "FORMAT", 99)
+    with pytest.raises(CheckpointError, match="format 2, this version reads format 99"):
+        checkpoints.load(path)
+
+
+def test_resume_refuses_any_other_run_and_names_what_differs(tmp_path):
+    path, problem, part, method, _ = _small(tmp_path)
+    other_data = LeastSquares.random(6, 3, seed=1)  # same shape, other numbers
+    same_range = Bernoulli(part.p[::-1].copy())  # same min and max, other order
+    cases = {
+        "problem": dict(problem=other_data),
+        "participation": dict(participation=same_range),
+        "seed": dict(seed=np.random.SeedSequence(5)),
+        "dtype": dict(dtype=np.float32),
+        "compiled": dict(compiled=False),
+        "x0": dict(x0=np.ones(3)),
+        "metrics": dict(metrics=("distance",)),
+    }
+    for what, change in cases.items():
+        args = {"problem": problem, "participation": part, **change}
+        with pytest.raises(ValueError, match=f"different run.*{what}"):
+            run(method, args.pop("problem"), args.pop("participation"), 10,
+                checkpoint=path, **args)  # fmt: skip
+    again = run(method, problem, part, 10, checkpoint=path)  # the same run resumes
+    assert again.rounds == 10
+
+
+def test_seed_sequences_are_told_apart(tmp_path):
+    path = tmp_path / "run.ckpt"
+    problem, part = LeastSquares.random(6, 3, seed=0), Bernoulli(np.full(6, 0.5))
+    run(FedAvg(0.1, 1), problem, part, 4, seed=np.random.SeedSequence(1), checkpoint=path)
+    with pytest.raises(ValueError, match="seed"):
+        run(FedAvg(0.1, 1), problem, part, 4, seed=np.random.SeedSequence(2), checkpoint=path)
+    run(FedAvg(0.1, 1), problem, part, 4, seed=np.random.SeedSequence(1), checkpoint=path)
+
+
+def test_checkpoint_paths_are_checked_before_the_first_round(tmp_path):
+    rounds_run = []
+    problem, part = LeastSquares.random(4, 2, seed=0), Full(4)
+
+    def count(r, z, ctx):
+        rounds_run.append(r)
+
+    with pytest.raises(ValueError, match="checkpoint must be a file path, got the folder"):
+        run(FedAvg(0.1, 1), problem, part, 5, checkpoint=tmp_path, callback=count)
+    blocker = tmp_path / "a file"
+    blocker.write_text("")
+    with pytest.raises(ValueError, match="cannot be written"):
+        run(FedAvg(0.1, 1), problem, part, 5, checkpoint=blocker / "run.ckpt", callback=count)
+    with pytest.raises(TypeError, match="checkpoint must be a file path"):
+        run(FedAvg(0.1, 1), problem, part, 5, checkpoint=3, callback=count)
+    with pytest.raises(TypeError, match="callback must be callable"):
+        run(FedAvg(0.1, 1), problem, part, 5, callback=5)
+    with pytest.raises(ValueError, match="checkpoint needs a fixed seed"):
+        run(FedAvg(0.1, 1), problem, part, 5, seed=None, checkpoint=tmp_path / "x.ckpt")
+    assert rounds_run == []
+    nested = tmp_path / "new" / "folder" / "run.ckpt"  # missing folders are made
+    run(FedAvg(0.1, 1), problem, part, 5, checkpoint=nested)
+    assert nested.is_file()
+
+
+def test_a_failed_save_keeps_the_previous_checkpoint_and_returns_the_result(tmp_path, monkeypatch):
+    path = tmp_path / "run.ckpt"
+    problem, part = Quadratic.random(5, 2, seed=0), Full(5)
+    real_save, calls = checkpoints.save, []
+
+    def full_disk(p, payload):
+        calls.append(payload["done"])
+        if len(calls) > 1:
+            raise OSError(28, "No space left on device")
+        real_save(p, payload)
+
+    monkeypatch.setattr(checkpoints, "save", full_disk)
+    with pytest.warns(CheckpointWarning, match=r"run\.ckpt.*after round 4.*No space left"):
+        res = run(FedAvg(0.1, 1), problem, part, 8, checkpoint=path, checkpoint_every=2)
+    assert res.rounds == 8 and calls == [2, 4, 6, 8]
+    assert checkpoints.load(path)["done"] == 2
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_orphan_scratch_files_are_removed(tmp_path):
+    orphan = tmp_path / ".run.ckpt.abc123.tmp"
+    orphan.write_bytes(b"half a checkpoint")
+    _small(tmp_path)
+    assert not orphan.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["run.ckpt"]
+
+
+def test_scheduled_metrics_resume_with_their_schedule(tmp_path):
+    from stochmix.problems import Logistic
+
+    problem, part = Logistic.random(20, 3, seed=0), Bernoulli(np.full(20, 0.5))
+    method = FedAvg(0.3, 1)
+    whole = run(method, problem, part, 12, evaluate_every=5)
+    path = tmp_path / "run.ckpt"
+    run(method, problem, part, 7, evaluate_every=5, checkpoint=path, checkpoint_every=7)
+    resumed = run(method, problem, part, 12, evaluate_every=5, checkpoint=path)
+    np.testing.assert_array_equal(resumed.objective_gap[:7], whole.objective_gap[:7])
+    np.testing.assert_array_equal(resumed.server, whole.server)
+    assert np.flatnonzero(~np.isnan(resumed.objective_gap[8:])).tolist() == [2, 4]

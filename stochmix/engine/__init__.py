@@ -2,13 +2,14 @@
 
 from .backends import NumpyBackend, make_backend
 from .layout import Block, Layout
-from .loop import DivergenceError, DivergenceWarning, run
+from .loop import CheckpointWarning, DivergenceError, DivergenceWarning, run
 from .method import Method, RunContext
 from .phase import Phase, PhaseBuilder
 from .result import Result
 
 __all__ = [
     "Block",
+    "CheckpointWarning",
     "DivergenceError",
     "DivergenceWarning",
     "Layout",

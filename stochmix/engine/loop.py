@@ -11,11 +11,13 @@ It knows nothing about any particular method; it only needs objects that behave 
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 
 import numpy as np
 
+from .._fingerprint import digest, seed_identity
 from .._validate import as_int, choice
 from . import checkpoint as checkpoints
 from .backends import make_backend
@@ -35,6 +37,10 @@ TEMPLATES = 256  # round templates kept (see Method.template_key)
 
 class DivergenceWarning(RuntimeWarning):
     """A run stopped because its state held NaN or Inf."""
+
+
+class CheckpointWarning(RuntimeWarning):
+    """A checkpoint could not be written; the run went on."""
 
 
 class DivergenceError(FloatingPointError):
@@ -62,6 +68,26 @@ def _seed_label(seed):
     if isinstance(seed, (int, np.integer)):
         return int(seed)
     return None if seed is None else "custom"
+
+
+def _identity(method, problem, participation, seed, back, x0, metrics, compiled) -> dict:
+    """What a checkpoint must share with the run that resumes it: every input that changes
+    the run's numbers, as fingerprints (see :mod:`stochmix._fingerprint`)."""
+    fingerprint = getattr(problem, "fingerprint", None)
+    return {
+        "method": repr(method),
+        "method_parameters": digest(method),
+        "problem": fingerprint() if callable(fingerprint) else digest(problem),
+        "participation": digest(participation),
+        "seed": seed_identity(seed),
+        "backend": back.name,
+        "dtype": str(getattr(back, "dtype", "")),
+        "compiled": str(compiled),
+        "x0": digest(x0),
+        "metrics": list(metrics),
+        "n_clients": int(problem.n_clients),
+        "dim": int(problem.dim),
+    }
 
 
 def _number_or_none(value):
@@ -224,6 +250,21 @@ def run(
                 templates[key] = False  # the method's rounds differ: never template it
         return plan
 
+    checkpoint_every = as_int(checkpoint_every, "checkpoint_every", minimum=1)
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be callable as callback(r, z, ctx), got {callback!r}")
+    saved = None
+    if checkpoint is not None:
+        if not isinstance(checkpoint, (str, os.PathLike)):
+            raise TypeError(f"checkpoint must be a file path, got {checkpoint!r}")
+        if seed is None:
+            raise ValueError(
+                "checkpoint needs a fixed seed (seed=None draws other masks on resume)"
+            )
+        identity = _identity(method, problem, participation, seed, back, x0, metrics, compiled)
+        identity["evaluate_every"] = recorder.interval
+        checkpoints.check_writable(checkpoint)
+        saved = checkpoints.load(checkpoint)
     if hasattr(problem, "reseed"):  # stochastic gradients restart with the run's seed
         problem.reseed(seed_label if isinstance(seed_label, int) else None)
     if hasattr(participation, "participants"):  # sorted indices, no N-long mask per round
@@ -231,28 +272,18 @@ def run(
     else:
         stream = (np.flatnonzero(mask) for mask in participation.masks(seed))
     bar = None if progress is False else Progress(rounds, method.name, force=progress is True)
-    identity = {
-        "method": repr(method),
-        "problem": repr(problem),
-        "participation": repr(participation),
-        "seed": seed_label,
-        "backend": back.name,
-        "dim": dim,
-        "n_clients": n,
-    }
-    checkpoint_every = as_int(checkpoint_every, "checkpoint_every", minimum=1)
-    saved = checkpoints.load(checkpoint) if checkpoint is not None else None
     done = 0
     if saved is not None:
-        if saved["identity"] != identity:
-            diff = [k for k in identity if saved["identity"].get(k) != identity[k]]
+        theirs = saved.get("identity") if isinstance(saved.get("identity"), dict) else {}
+        diff = [k for k in identity if theirs.get(k) != identity[k]]
+        if diff:
             raise ValueError(
                 f"checkpoint {str(checkpoint)!r} was written by a different run "
                 f"(it differs in {', '.join(diff)}); remove it or choose another path"
             )
         done = min(int(saved["done"]), rounds)
         z = back.asarray(saved["z"])
-        ctx.memory = saved["memory"]
+        ctx.memory = checkpoints.restore_memory(ctx.memory, saved["memory"])
         recorder.restore(saved, done)
         count[: done + 1] = saved["count"][: done + 1]
         clock[: done + 1] = saved["clock"][: done + 1]
@@ -263,20 +294,35 @@ def run(
     else:
         recorder.measure(0, z, back, last=rounds == 0)
 
+    failed_save = []
+
     def save_checkpoint(done):
-        checkpoints.save(
-            checkpoint,
-            {
-                "identity": identity,
-                "done": done,
-                "z": back.to_numpy(z).copy(),
-                "memory": ctx.memory,
-                **recorder.state(done),
-                "count": count[: done + 1],
-                "clock": clock[: done + 1],
-                "problem_rng": problem.rng_state() if hasattr(problem, "rng_state") else None,
-            },
-        )
+        """Save after round ``done``; a failed save warns (once), keeps the previous
+        checkpoint and lets the run go on: its work is returned in the Result."""
+        try:
+            checkpoints.save(
+                checkpoint,
+                {
+                    "identity": identity,
+                    "done": done,
+                    "z": back.to_numpy(z).copy(),
+                    "memory": ctx.memory,
+                    **recorder.state(done),
+                    "count": count[: done + 1],
+                    "clock": clock[: done + 1],
+                    "problem_rng": problem.rng_state() if hasattr(problem, "rng_state") else None,
+                },
+            )
+        except OSError as error:
+            if not failed_save:
+                warnings.warn(
+                    f"checkpoint {str(checkpoint)!r} could not be saved after round {done} "
+                    f"({error.strerror or error}); the previous checkpoint is kept and the "
+                    "run goes on",
+                    CheckpointWarning,
+                    stacklevel=3,
+                )
+            failed_save.append(done)
 
     start = time.perf_counter() - clock[done]
     diverged_at = None

@@ -35,6 +35,19 @@ class FedAUEstimator:
         self.records = np.zeros(self.n_clients, dtype=np.int64)
         self.omega = np.full(self.n_clients, np.nan)
 
+    def checkpoint_state(self) -> dict:
+        """What a checkpoint keeps: the per-client arrays (plain data)."""
+        return {"last": self.last, "records": self.records, "omega": self.omega}
+
+    def restore_state(self, state: dict) -> None:
+        """Continue from :meth:`checkpoint_state`'s data (shapes are checked)."""
+        for key in ("last", "records", "omega"):
+            value = np.asarray(state[key])
+            mine = getattr(self, key)
+            if value.shape != mine.shape:
+                raise ValueError(f"FedAU state {key} has shape {value.shape}, not {mine.shape}")
+            setattr(self, key, value.astype(mine.dtype, copy=True))
+
     def update(self, r: int, participants: Int[np.ndarray, " s"]) -> Float[np.ndarray, " s"]:
         """Record round ``r`` for its participants and return their omega_i, shape (s,)."""
         gap = r - self.last[participants]

@@ -209,6 +209,31 @@ class Problem(abc.ABC):
         """F_i(points[i]) for every client i; ``points`` has shape (N, d)."""
         raise NotImplementedError(f"{type(self).__name__} does not provide client_objectives")
 
+    # ------------------------------------------------------------------------- identity
+    #: Attributes computed on first use from the data (they change without the problem
+    #: changing), left out of :meth:`fingerprint`.
+    _derived = frozenset(
+        {"_f_star", "_x_star", "_solved", "_smoothness", "_sample_cache", "solver_info"}
+    )
+
+    def fingerprint(self) -> str:
+        """A digest of everything that determines this problem's gradients: its class,
+        sizes, data arrays and parameters (every array and number it holds but those it
+        derives on first use). Two problems with the same fingerprint give the same
+        gradients; a checkpoint is resumed only by a problem with its fingerprint."""
+        from .._fingerprint import digest
+
+        own = {
+            key: value
+            for key, value in vars(self).items()
+            if key not in self._derived
+            and not isinstance(value, (_DataCache, np.random.Generator))
+            and not callable(value)
+        }
+        data = getattr(self, "_data", None)
+        master = data._master if isinstance(data, _DataCache) else None
+        return digest(type(self).__module__, type(self).__qualname__, own, master)
+
     # ------------------------------------------------------------------------- checks
     def _check_point(self, x, name: str = "x") -> np.ndarray:
         arr = _float_array(x, name)
