@@ -59,12 +59,15 @@ from .spectral import (
     stationary_distributions,
     summary_table,
 )
+from .spectral_sequences import SequenceSpectrum, sequence_spectrum
 from .star import BLOCKS, star_graph
 from .weights import metropolis_hastings, uniform_in_neighbors, uniform_out_neighbors
 
 __all__ = [
     "BLOCKS",
     "RULES",
+    "SequenceSpectrum",
+    "sequence_spectrum",
     "DirectedRingSequence",
     "GraphSequence",
     "OnePeerExponential",

@@ -26,6 +26,10 @@ function                       quantity (``W`` an ``(n, n)`` matrix)
 ``mixing_summary(W)``          all of the above in one dict; ``summary_table`` prints them
 =============================  ========================================================
 
+Time-varying sequences (every step of a period, samples of a random sequence, products over
+windows, each step checked against its weight rule) are summarized by
+:func:`stochmix.mixing.spectral_sequences.sequence_spectrum`.
+
 **Dense or sparse.** Every function takes a dense NumPy array or any SciPy sparse matrix
 (and :class:`~stochmix.mixing.rowsparse.RowSparse`). ``method="auto"`` (the default) uses
 LAPACK on a dense copy for ``n <= DENSE_LIMIT`` (500) and ARPACK (``eigs``/``eigsh``/
@@ -283,7 +287,9 @@ def second_largest_modulus(W: Matrix, method: str = "auto", atol: float = ATOL) 
     counted with multiplicity: 1 when the eigenvalue 1 is not simple (several closed
     classes, e.g. a disconnected graph) or when ``-1`` or another unit-modulus eigenvalue
     is present (a periodic chain). Otherwise the eigenvalue of largest modulus is removed
-    and the SLEM is ``|lambda_2|``. A ``(1, 1)`` matrix has SLEM 0.
+    and the SLEM is ``|lambda_2|``. A ``(1, 1)`` matrix has SLEM 0. A nonnegative ``W``
+    whose rows (or columns) sum to one has every ``|lambda| <= 1``, so a rounding excess
+    above 1 is clipped (a disconnected step has SLEM 1 and gap 0, not ``-2e-16``).
 
     The sparse branch (``n > 500``) uses Brauer's deflation: if ``B 1 = 1`` then
     ``B - 1 w^T`` with ``w = 1/n`` has the spectrum of ``B`` with one 1 replaced by
@@ -302,17 +308,19 @@ def second_largest_modulus(W: Matrix, method: str = "auto", atol: float = ATOL) 
     if n == 1:
         return 0.0
     B = _consensus_eigenvalue_side(A, atol)
+    if B is None:
+        if not use_sparse:
+            return float(np.abs(_dense_eigvals(A)[1]))
+        return float(np.abs(_top_eigenvalues(A, 2, symmetric=_is_symmetric(A))[1]))
     if not use_sparse:
         values = _dense_eigvals(A)
-        if B is None:
-            return float(np.abs(values[1]))
         rest = np.delete(values, np.argmin(np.abs(values - 1.0)))
-        return float(np.abs(rest).max())
-    if B is None:
-        return float(np.abs(_top_eigenvalues(A, 2, symmetric=_is_symmetric(A))[1]))
-    deflate = (np.ones(n), np.full(n, 1.0 / n))
-    values = _top_eigenvalues(B, 1, deflate=deflate, symmetric=_is_symmetric(B))
-    return float(np.abs(values[0]))
+        slem = float(np.abs(rest).max())
+    else:
+        deflate = (np.ones(n), np.full(n, 1.0 / n))
+        values = _top_eigenvalues(B, 1, deflate=deflate, symmetric=_is_symmetric(B))
+        slem = float(np.abs(values[0]))
+    return min(slem, 1.0) if _nonnegative(A) else slem
 
 
 def spectral_gap(W: Matrix, method: str = "auto", atol: float = ATOL) -> float:
