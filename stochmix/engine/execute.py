@@ -32,6 +32,7 @@ compiled loop over the nodes that applies every phase to one node's rows at a ti
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -204,14 +205,19 @@ def _program(forms: list[LocalForm], model_block: str, tail: int) -> LocalProgra
     key = (model_block, tail, tuple(lf.signature for lf in forms))
     program = _PROGRAMS.get(key)
     if program is None:
-        if len(_PROGRAMS) >= PROGRAMS:
-            _PROGRAMS.clear()
-        program = _PROGRAMS[key] = LocalProgram(forms, model_block, tail)
-        program.key = key
+        with _BUILDING:  # runs on several threads build a structure's program once
+            program = _PROGRAMS.get(key)
+            if program is None:
+                if len(_PROGRAMS) >= PROGRAMS:
+                    _PROGRAMS.clear()
+                program = LocalProgram(forms, model_block, tail)
+                program.key = key
+                _PROGRAMS[key] = program
     return program
 
 
 _ROWWISE: dict = {}
+_BUILDING = threading.RLock()
 
 
 def _rowwise(program: LocalProgram, gradient: tuple) -> RowwiseProgram:
@@ -220,12 +226,14 @@ def _rowwise(program: LocalProgram, gradient: tuple) -> RowwiseProgram:
     key = (program.key, *gradient)
     found = _ROWWISE.get(key)
     if found is None:
-        if len(_ROWWISE) >= PROGRAMS:
-            _ROWWISE.clear()
-        found = _ROWWISE[key] = RowwiseProgram(
-            program.forms, program.model, program.tail_length, gradient
-        )
-        found.key = key
+        with _BUILDING:
+            found = _ROWWISE.get(key)
+            if found is None:
+                if len(_ROWWISE) >= PROGRAMS:
+                    _ROWWISE.clear()
+                found = RowwiseProgram(program.forms, program.model, program.tail_length, gradient)
+                found.key = key
+                _ROWWISE[key] = found
     return found
 
 

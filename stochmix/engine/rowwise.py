@@ -22,9 +22,14 @@ rounding, not bit for bit. Each path is deterministic on its own.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
+import importlib
 import os
+import stat
 import sys
+import tempfile
+import threading
+import types
+import warnings
 from functools import cache
 from pathlib import Path
 
@@ -250,8 +255,17 @@ class RowwiseProgram(LocalProgram):
 
 
 def cache_dir() -> Path | None:
-    """Where compiled programs are kept between processes: ``$STOCHMIX_CACHE`` ("off"
-    disables the cache), else ``$XDG_CACHE_HOME/stochmix`` or ``~/.cache/stochmix``."""
+    """Where compiled programs are kept between processes: ``$STOCHMIX_CACHE/programs``
+    ("off" disables the cache), else ``$XDG_CACHE_HOME/stochmix/programs`` or
+    ``~/.cache/stochmix/programs``.
+
+    What the cache trusts: Numba keeps each program's machine code with an index that is a
+    pickle, which runs code when loaded. So the folder must be private: it is created with
+    mode 0700, and a folder (or its ``__pycache__``) that is a link, belongs to another
+    user or can be written by others is refused with a warning, and programs are then
+    compiled in memory. The program's Python text is never read back from the file: the
+    text generated in this process is what runs, and the file (rewritten when it differs)
+    only keys Numba's cache."""
     chosen = os.environ.get("STOCHMIX_CACHE")
     if chosen == "off":
         return None
@@ -312,22 +326,85 @@ def _cached_function(source: str, gradient) -> object | None:
     text += source
     name = f"stochmix_program_{digest}"
     path = folder / f"{name}.py"
-    try:
-        if not path.exists():
-            folder.mkdir(parents=True, exist_ok=True)
-            scratch = folder / f".{name}.{os.getpid()}.tmp"
-            scratch.write_text(text)
-            os.replace(scratch, path)  # atomic: concurrent processes write the same text
+    with _CACHE_LOCK:  # threads starting the same structure build its module once
         module = sys.modules.get(name)
-        if module is None:
-            spec = importlib.util.spec_from_file_location(name, path)
-            module = importlib.util.module_from_spec(spec)
+        if module is not None:
+            return module.rows
+        try:
+            if not _private_folder(folder) or not _private_folder(folder / "__pycache__"):
+                return None
+            if not _holds(path, text):
+                _write_exclusively(folder, path, text)
+            # the module runs *our* text, never the file's: the file is only what Numba's
+            # cache is keyed by (its path and stamp)
+            module = types.ModuleType(name)
+            module.__file__ = str(path)
             sys.modules[name] = module  # Numba's cache finds the module again by name
-            spec.loader.exec_module(module)
-    except (OSError, SyntaxError, ImportError):
-        sys.modules.pop(name, None)
-        return None
+            exec(compile(text, str(path), "exec"), module.__dict__)
+        except (OSError, SyntaxError, ImportError):
+            sys.modules.pop(name, None)
+            return None
     return module.rows
+
+
+_CACHE_LOCK = threading.RLock()
+_REFUSED: set = set()
+
+
+def _private_folder(folder: Path) -> bool:
+    """Whether ``folder`` is fit to hold compiled programs, creating it (mode 0700) and its
+    missing parents when needed: a real folder (not a link), owned by this user, that no
+    one else may write to. Numba's index of compiled code beside each program is a pickle,
+    so a folder another user can write to could run their code here; such a folder is
+    refused with a one-line warning (once), and programs are compiled in memory."""
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(folder)
+    except OSError:
+        return False
+    why = None
+    if not stat.S_ISDIR(info.st_mode):
+        why = "it is not a folder (a link?)"
+    elif hasattr(os, "getuid") and info.st_uid != os.getuid():
+        why = f"it belongs to user id {info.st_uid}, not to this user ({os.getuid()})"
+    elif info.st_mode & 0o022:
+        why = f"others may write to it (mode {stat.S_IMODE(info.st_mode):o})"
+    if why is None:
+        return True
+    if str(folder) not in _REFUSED:
+        _REFUSED.add(str(folder))
+        warnings.warn(
+            f"stochmix: not using the program cache {str(folder)!r}: {why}; compiling in "
+            "memory (set STOCHMIX_CACHE to a private folder, or 'off')",
+            RuntimeWarning,
+            stacklevel=5,
+        )
+    return False
+
+
+def _holds(path: Path, text: str) -> bool:
+    """Whether ``path`` is a regular file (not a link) holding exactly ``text``."""
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode):
+            return False
+        return path.read_bytes() == text.encode()
+    except OSError:
+        return False
+
+
+def _write_exclusively(folder: Path, path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a scratch file created exclusively (a random
+    name, never following a link, mode 0600), renamed over ``path`` (atomic)."""
+    handle, scratch = tempfile.mkstemp(prefix=".", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(scratch, path)
+    except BaseException:
+        if os.path.exists(scratch):
+            os.unlink(scratch)
+        raise
 
 
 __all__ = ["RowwiseProgram", "cache_dir", "numba_available", "numba_unavailable"]
