@@ -120,10 +120,12 @@ class _Explode(Method):
 
 def test_divergence_stops_and_marks_the_result():
     problem = Quadratic.random(3, 2, seed=0)
-    with pytest.warns(DivergenceWarning, match="round 4"):
-        res = run(_Explode(), problem, Full(3), 50, x0=np.ones(2))
+    with pytest.warns(DivergenceWarning, match="round 4"):  # Inf: 1e400 overflows
+        res = run(_Explode(), problem, Full(3), 50, x0=np.ones(2), divergence_threshold=1e305)
     assert res.diverged and res.diverged_at == 4
     assert res.rounds == 4 and res.server.shape == (5, 2)
+    with pytest.warns(DivergenceWarning, match="round 1"):  # 1e100 > the default 1e50
+        assert run(_Explode(), problem, Full(3), 50, x0=np.ones(2)).diverged_at == 1
     with pytest.raises(DivergenceError, match="explode"):
         run(_Explode(), problem, Full(3), 50, x0=np.ones(2), on_divergence="raise")
 

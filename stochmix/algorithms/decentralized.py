@@ -5,18 +5,30 @@ k, whose mixing matrix is ``graphs.matrix(k, rule)`` from a
 :class:`~stochmix.mixing.GraphSequence` (edge j -> i with weight w means W[i, j] = w).
 Every peer computes in every iteration, so run them with ``participation.Full(n)``.
 The reported model is the network average; ``consensus`` records the spread around it.
+
+Each method states what its convergence needs of its mixing (:attr:`DecentralizedMethod.needs`:
+which rule attribute must give row-, column- or doubly stochastic matrices) and checks
+every matrix it builds (once per distinct matrix: periodic sequences are checked over one
+period) and that the graphs are strongly connected, over each period for periodic
+sequences and at every step otherwise. A violation is a ValueError naming the step, the
+rule and what fails; ``check_mixing=False`` turns the checks off, for research on broken
+mixing.
 """
 
 from __future__ import annotations
 
 import numpy as np
 from jaxtyping import Float
+from scipy.sparse.csgraph import connected_components
 
 from .._arrays import Array
 from .._validate import as_float, choice
 from ..engine import Block, Method, RunContext
+from ..mixing.checks import stochasticity_problem
 from ..mixing.rowsparse import RowSparse
 from ..mixing.sequences import RULES, GraphSequence
+
+_KINDS = {"row": "row-stochastic", "column": "column-stochastic", "doubly": "doubly stochastic"}
 
 
 def _step_size(lr: float, decay: float, k: int) -> float:
@@ -24,16 +36,28 @@ def _step_size(lr: float, decay: float, k: int) -> float:
 
 
 class DecentralizedMethod(Method):
-    """Shared parts: the graph sequence, W_k as a row-sparse operator, and the outputs."""
+    """Shared parts: the graph sequence, W_k as a row-sparse operator, the checks of what
+    the mixing must satisfy, and the outputs.
+
+    A subclass states :attr:`needs`: for each attribute naming a weight rule, the kind of
+    stochastic matrix its convergence needs ("row", "column" or "doubly"); :meth:`mixing`
+    builds W_k under a rule and checks it against that need.
+    """
 
     model_offset = 0
+    #: rule attribute -> "row" | "column" | "doubly": what each rule's matrices must be.
+    needs: dict = {}
 
-    def __init__(self, lr, graphs: GraphSequence, decay=0.0):
+    def __init__(self, lr, graphs: GraphSequence, decay=0.0, check_mixing=True):
         self.lr = as_float(lr, "lr", positive=True)
         if not isinstance(graphs, GraphSequence):
             raise TypeError(f"graphs must be a GraphSequence, got {type(graphs).__name__}")
         self.graphs = graphs
         self.decay = as_float(decay, "decay", nonnegative=True)
+        if not isinstance(check_mixing, (bool, np.bool_)):
+            raise TypeError(f"check_mixing must be True or False, got {check_mixing!r}")
+        self.check_mixing = bool(check_mixing)
+        self._checked: set = set()
 
     def start(self, ctx: RunContext) -> None:
         if self.graphs.n_nodes != ctx.n_clients:
@@ -41,11 +65,52 @@ class DecentralizedMethod(Method):
                 f"graphs has {self.graphs.n_nodes} nodes but the problem has "
                 f"{ctx.n_clients} clients"
             )
+        self._checked = set()
 
     def mixing(self, k: int, rule: str) -> RowSparse:
-        """W_k under ``rule``, as an operator on every node."""
+        """W_k under ``rule``, as an operator on every node; checked (see :attr:`needs`)
+        the first time each distinct matrix is built."""
         w = self.graphs.matrix(k, rule)
+        if self.check_mixing:
+            self._check(k, rule, w)
         return RowSparse(w.shape[0], np.arange(w.shape[0]), w.tocsr())
+
+    def _check(self, k: int, rule: str, w) -> None:
+        period = self.graphs.period
+        key = (k % period if period else k, rule)
+        if period and key in self._checked:
+            return
+        for attribute, kind in self.needs.items():
+            if getattr(self, attribute) != rule:
+                continue
+            problem = stochasticity_problem(w, kind, 1e-10)
+            if problem is not None:
+                raise ValueError(
+                    f"{self.name}: W_{k} under {attribute}={rule!r} is not {_KINDS[kind]} "
+                    f"({problem}); {self.name} needs {_KINDS[kind]} mixing there "
+                    "(check_mixing=False runs it anyway)"
+                )
+        if not period:
+            self._check_connected(k, 1, w)
+        elif k % period == period - 1 and ("union", k % period) not in self._checked:
+            self._check_connected(k - period + 1, period, w)
+            self._checked.add(("union", k % period))
+        if period:
+            self._checked.add(key)
+
+    def _check_connected(self, start: int, length: int, last) -> None:
+        """The union of the graphs of steps start..start+length-1 is strongly connected."""
+        union = abs(last)
+        for j in range(start, start + length - 1):
+            union = union + self.graphs.adjacency(j)
+        count, _ = connected_components(union, directed=True, connection="strong")
+        if count > 1:
+            span = f"step {start}" if length == 1 else f"steps {start}..{start + length - 1}"
+            raise ValueError(
+                f"{self.name}: the graph of {span} is not strongly connected ({count} "
+                "strongly connected components): information cannot reach every node "
+                "(check_mixing=False runs it anyway)"
+            )
 
     def check_everyone(self, participants: np.ndarray, ctx: RunContext) -> np.ndarray:
         if participants.size != ctx.n_clients:
@@ -76,9 +141,12 @@ class DGD(DecentralizedMethod):
     """
 
     name = "DGD"
+    #: row-stochastic W keeps a consensus a fixed point; doubly stochastic W (metropolis)
+    #: is needed for the *unweighted* average's optimum
+    needs = {"rule": "row"}
 
-    def __init__(self, lr, graphs: GraphSequence, rule="metropolis", decay=0.0):
-        super().__init__(lr, graphs, decay)
+    def __init__(self, lr, graphs: GraphSequence, rule="metropolis", decay=0.0, check_mixing=True):
+        super().__init__(lr, graphs, decay, check_mixing)
         self.rule = choice(rule, "rule", RULES)
 
     def blocks(self, n_clients: int) -> list[Block]:
@@ -124,9 +192,10 @@ class GradientTracking(_Tracking):
     """
 
     name = "GradientTracking"
+    needs = {"rule": "doubly"}
 
-    def __init__(self, lr, graphs: GraphSequence, rule="metropolis"):
-        super().__init__(lr, graphs)
+    def __init__(self, lr, graphs: GraphSequence, rule="metropolis", check_mixing=True):
+        super().__init__(lr, graphs, check_mixing=check_mixing)
         self.rule = choice(rule, "rule", RULES)
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
@@ -155,9 +224,12 @@ class PushPull(_Tracking):
     """
 
     name = "PushPull"
+    needs = {"row_rule": "row", "column_rule": "column"}
 
-    def __init__(self, lr, graphs: GraphSequence, row_rule="row", column_rule="column"):
-        super().__init__(lr, graphs)
+    def __init__(
+        self, lr, graphs: GraphSequence, row_rule="row", column_rule="column", check_mixing=True
+    ):
+        super().__init__(lr, graphs, check_mixing=check_mixing)
         self.row_rule = choice(row_rule, "row_rule", RULES)
         self.column_rule = choice(column_rule, "column_rule", RULES)
 
@@ -186,9 +258,10 @@ class PushSum(DecentralizedMethod):
     """
 
     name = "PushSum"
+    needs = {"rule": "column"}
 
-    def __init__(self, lr, graphs: GraphSequence, decay=0.0, rule="column"):
-        super().__init__(lr, graphs, decay)
+    def __init__(self, lr, graphs: GraphSequence, decay=0.0, rule="column", check_mixing=True):
+        super().__init__(lr, graphs, decay, check_mixing)
         self.rule = choice(rule, "rule", RULES)
 
     def blocks(self, n_clients: int) -> list[Block]:

@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 
 from .._fingerprint import digest, seed_identity
-from .._validate import as_int, choice
+from .._validate import as_float, as_int, choice
 from . import checkpoint as checkpoints
 from .backends import make_backend
 from .execute import execute, plan_round, row_gradient
@@ -117,6 +117,7 @@ def run(
     checkpoint_every: int = 100,
     compiled="auto",
     evaluate_every="auto",
+    divergence_threshold: float = 1e50,
 ) -> Result:
     """Run ``method`` on ``problem`` for ``rounds`` rounds of ``participation``.
 
@@ -162,6 +163,10 @@ def run(
             :mod:`stochmix.engine.recorder`), the same k every time.
         on_divergence: "warn" (stop, warn and return the partial result marked diverged)
             or "raise".
+        divergence_threshold: a run whose reported model has an entry larger in magnitude
+            than this many times max(1, the largest entry of its start) is treated as
+            diverged, like NaN or Inf (a finite 1e60 is as useless); checked each round in
+            O(d).
         callback: called as ``callback(r, z, ctx)`` after each round.
 
     Returns:
@@ -177,6 +182,7 @@ def run(
     for m in metrics:
         choice(m, "metrics entry", METRICS)
     evaluate_every = check_schedule(evaluate_every)
+    divergence_threshold = as_float(divergence_threshold, "divergence_threshold", positive=True)
     seed_label = _seed_label(seed)
     n, dim = int(problem.n_clients), int(problem.dim)
     if int(participation.n_clients) != n:
@@ -326,6 +332,8 @@ def run(
 
     start = time.perf_counter() - clock[done]
     diverged_at = None
+    # max |entry|, not the norm: a norm overflows long before its entries do
+    too_large = divergence_threshold * max(1.0, float(np.abs(recorder.server[0]).max()))
     for r in range(done, rounds):
         participants = np.asarray(next(stream), dtype=np.int64)
         count[r + 1] = participants.size
@@ -333,7 +341,7 @@ def run(
         done = r + 1
         clock[done] = time.perf_counter() - start
         x = recorder.measure(done, z, back, last=not finite or done == rounds)
-        if not finite or not np.isfinite(x).all():
+        if not finite or not np.isfinite(x).all() or np.abs(x).max() > too_large:
             diverged_at = done
             break
         if callback is not None:
@@ -365,8 +373,9 @@ def run(
     )
     if diverged_at is not None:
         message = (
-            f"{method.name} diverged: the state holds NaN or Inf after round {diverged_at}; "
-            "the run stopped there (try a smaller step size)"
+            f"{method.name} diverged: the state holds NaN or Inf, or a model larger than "
+            f"divergence_threshold={divergence_threshold:g} times its start, after round "
+            f"{diverged_at}; the run stopped there (try a smaller step size)"
         )
         if on_divergence == "raise":
             raise DivergenceError(message)

@@ -116,6 +116,15 @@ def _sum_problem(sums: np.ndarray, what: str, atol: float) -> str | None:
     return None
 
 
+def stochasticity_problem(W: Matrix, kind: str, atol: float = 1e-12) -> str | None:
+    """What keeps ``W`` from being a matrix of ``kind`` ("row", "column" or "doubly"
+    stochastic; "rows_sum" / "columns_sum": sums one, signed entries allowed), as one
+    line, or None when nothing does."""
+    if kind not in _LABELS:
+        raise ValueError(f"kind must be one of {sorted(_LABELS)}, got {kind!r}")
+    return _problem(W, kind, atol)
+
+
 def _raise(W, kind: str, atol: float, name: str) -> None:
     message = _problem(W, kind, atol, name)
     if message is not None:
