@@ -5,9 +5,10 @@ Two sections, each measured side by side in one process:
 
 * ``flat``: the marginal time of a default round at 1000 participants (uniform sampling)
   as N grows from 10^3 to 10^7, FedAvg and FOCUS on a diagonal quadratic (d = 10, K = 5).
-  A round's marginal time is (time of a 220-round run - time of a 20-round run) / 200, so
-  the O(N) set-up (the state, the first round's planning) is not counted as a round; each
-  run is repeated and the median taken. Target: at most 2x growth from 10^3 to 10^7.
+  A round's marginal time is (loop time after 220 rounds - after 20 rounds) / 200, read
+  off ``Result.wall_time`` of one 220-round run (metrics included), so the O(N) set-up (the
+  state, the first rounds' planning) is not counted as a round; the median of three runs.
+  Target: at most 2x growth from 10^3 to 10^7.
 * ``headline``: FOCUS over a million clients (diagonal quadratic, d = 10, Bernoulli p_i in
   [0.05, 0.2], K = 3, lr = 1/(N L), 520 rounds) with default arguments, against the
   README's snippet (``metrics=("distance",)``) and the hand-written vectorized NumPy FOCUS
@@ -43,16 +44,6 @@ def log(*args):
     print(*args, flush=True)
 
 
-def _median_call(call, reps):
-    times = []
-    for _ in range(reps):
-        gc.collect()
-        t0 = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
-
-
 def section_flat(quick: bool) -> dict:
     sizes = [10**3, 10**4, 10**5, 10**6] + ([] if quick else [10**7])
     short, long, reps, m, d, k = 20, 220, 3, 1000, 10, 5
@@ -67,18 +58,14 @@ def section_flat(quick: bool) -> dict:
             ("FOCUS", sm.algorithms.FOCUS(0.5 / (n * problem.smoothness), k)),
         ):
 
-            def call(rounds, method=method, problem=problem, process=process):
-                return sm.run(method, problem, process, rounds, seed=11, progress=False)
+            def marginal_of_a_run(method=method, problem=problem, process=process):
+                res = sm.run(method, problem, process, long, seed=11, progress=False)
+                return (res.wall_time[long] - res.wall_time[short]) / (long - short)
 
-            call(short)  # warm-up: imports, programs
-            t_short = _median_call(lambda: call(short), reps)
-            t_long = _median_call(lambda: call(long), reps)
-            marginal = (t_long - t_short) / (long - short)
+            marginal_of_a_run()  # warm-up: imports, programs
+            marginal = float(np.median([marginal_of_a_run() for _ in range(reps)]))
             rows.append({"n": n, "method": name, "ms_per_round": 1e3 * marginal})
-            log(
-                f"  N = {n:>10,}  {name:6}  {1e3 * marginal:7.3f} ms/round   "
-                f"(runs of {short}: {t_short:.3f} s, {long}: {t_long:.3f} s; problem {made:.1f} s)"
-            )
+            log(f"  N = {n:>10,}  {name:6}  {1e3 * marginal:7.3f} ms/round  (problem {made:.1f} s)")
         del problem, process
         gc.collect()
     out["rows"] = rows
