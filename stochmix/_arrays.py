@@ -3,19 +3,52 @@
 This module imports nothing else of ours. Problems write each gradient formula once against
 an array namespace (``array_api_compat``), so the same code serves NumPy arrays and Torch
 tensors on any device.
+
+Torch is never imported here: importing it costs about a second and 180 MB, which every
+``import stochmix`` would pay for a backend most runs do not use. :class:`Array` recognises
+tensors only once torch is loaded (a tensor cannot exist before), and :func:`torch`
+imports it for the code that needs it.
 """
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
-try:  # torch is an optional extra
+
+class _ArrayType(type):
+    """``isinstance(x, Array)``: a NumPy array, or a Torch tensor if torch is loaded."""
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, np.ndarray) or isinstance(obj, _loaded_tensor_type())
+
+    def __subclasscheck__(cls, sub) -> bool:
+        return issubclass(sub, np.ndarray) or issubclass(sub, _loaded_tensor_type())
+
+
+class Array(metaclass=_ArrayType):
+    """A NumPy array or a Torch tensor, for annotations such as ``Float[Array, "m d"]``.
+
+    Not instantiated: it only answers ``isinstance`` (and ``issubclass``), so jaxtyping and
+    the runtime checker check dtypes and shapes of both kinds without importing torch.
+    """
+
+    def __new__(cls, *args, **kwargs):
+        raise TypeError("Array is a type for annotations and isinstance checks only")
+
+
+def _loaded_tensor_type() -> tuple[type, ...]:
+    """``(torch.Tensor,)`` when torch is already imported, else ``()`` (matches nothing)."""
+    tensor = getattr(sys.modules.get("torch"), "Tensor", None)  # None where torch is blocked
+    return (tensor,) if isinstance(tensor, type) else ()
+
+
+def torch():
+    """The ``torch`` module, imported on first use. Raises ImportError without torch."""
     import torch
 
-    Array = np.ndarray | torch.Tensor
-except ImportError:  # pragma: no cover - exercised where torch is absent
-    torch = None
-    Array = np.ndarray
+    return torch
 
 
 def is_numpy(x) -> bool:
@@ -44,8 +77,8 @@ def like(array: np.ndarray, x):
             return array.astype(x.dtype, copy=False)
         return array
     if np.issubdtype(array.dtype, np.floating):
-        return torch.tensor(array, dtype=x.dtype, device=x.device)
-    return torch.tensor(array, device=x.device)
+        return torch().tensor(array, dtype=x.dtype, device=x.device)
+    return torch().tensor(array, device=x.device)
 
 
 def cache_key(x) -> tuple:

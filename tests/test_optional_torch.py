@@ -1,4 +1,5 @@
-"""Torch is an optional extra: without it the core imports, runs, and says what is missing."""
+"""Torch is an optional extra: without it the core imports, runs, and says what is missing
+(the ``Array`` of the annotations included, which never imports torch itself)."""
 
 import subprocess
 import sys
@@ -24,6 +25,16 @@ def test_core_works_without_torch():
             assert "stochmix[torch]" in str(error)
         else:
             raise AssertionError("torch backend ran without torch")
+        from stochmix._arrays import Array
+        from stochmix.problems import TorchModel
+        assert isinstance(np.zeros(2), Array) and not isinstance([0.0], Array)
+        for build in (lambda: TorchModel(None, []), lambda: TorchModel.flatten(None)):
+            try:
+                build()
+            except ImportError as error:
+                assert "stochmix[torch]" in str(error)
+            else:
+                raise AssertionError("TorchModel worked without torch")
         print("ok")
         """
     )

@@ -93,7 +93,7 @@ def test_threads_starting_one_structure_all_succeed(cache, warm):
                     path.unlink()
         results, errors = [None] * 4, []
 
-        def work(k):
+        def work(k, results=results, errors=errors):
             try:
                 results[k] = _run()
             except Exception as error:  # noqa: BLE001 - collected and asserted below

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import numpy as np
 from jaxtyping import Float
-from scipy.sparse.csgraph import connected_components
 
 from .._arrays import Array
 from .._validate import as_float, choice
@@ -103,6 +102,8 @@ class DecentralizedMethod(Method):
         union = abs(last)
         for j in range(start, start + length - 1):
             union = union + self.graphs.adjacency(j)
+        from scipy.sparse.csgraph import connected_components  # imported when first needed
+
         count, _ = connected_components(union, directed=True, connection="strong")
         if count > 1:
             span = f"step {start}" if length == 1 else f"steps {start}..{start + length - 1}"

@@ -41,7 +41,7 @@ import numpy as np
 from .method import Method, RunContext
 from .phase import LocalForm, Phase
 from .program import LocalProgram
-from .rowwise import RowwiseProgram, numba_available
+from .rowwise import RowwiseProgram, numba_available, numba_unavailable
 
 WORKERS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 PROGRAMS = 64  # compiled programs kept (one per distinct structure of a run of phases)
@@ -248,13 +248,17 @@ class RowGradient(NamedTuple):
     compile: bool = True
 
 
-def row_gradient(problem, backend, dtype, work: float = float("inf")) -> RowGradient | None:
+def row_gradient(
+    problem, backend, dtype, work: float = float("inf"), per_round: float = float("inf")
+) -> RowGradient | None:
     """The :class:`RowGradient` when the row-wise path may run this problem on
     ``backend``, per ``backend.compiled`` (True, False or "auto": then compiling new
-    programs only for a run of ``work`` >= :data:`ROWWISE_MIN_WORK` node entries); else
-    None. Raises ValueError when ``compiled=True`` cannot be honoured."""
+    programs only for a run of ``work`` >= :data:`ROWWISE_MIN_WORK` node entries, and
+    none at all for rounds expected to touch fewer than :data:`ROWWISE_MIN_ENTRIES`
+    (``per_round``): such runs never import Numba); else None. Raises ValueError when
+    ``compiled=True`` cannot be honoured."""
     mode = getattr(backend, "compiled", False)
-    if mode is False:
+    if mode is False or (mode == "auto" and per_round < ROWWISE_MIN_ENTRIES):
         return None
     found = None
     if numba_available() and hasattr(problem, "_row_gradient"):
@@ -263,11 +267,7 @@ def row_gradient(problem, backend, dtype, work: float = float("inf")) -> RowGrad
         same = _defined_in(problem, "_gradient_formula") is _defined_in(problem, "_row_gradient")
         found = problem._row_gradient(np.dtype(dtype)) if pure and same else None
     if found is None and mode is True:
-        why = (
-            'Numba is not installed (pip install "stochmix[fast]")'
-            if not numba_available()
-            else f"{type(problem).__name__} has no compiled gradient"
-        )
+        why = numba_unavailable() or f"{type(problem).__name__} has no compiled gradient"
         raise ValueError(f"compiled=True: {why}; use compiled='auto' or False")
     if found is None:
         return None

@@ -196,7 +196,9 @@ def run(
     back = make_backend(backend, dtype, **options)
     expected = participation.probabilities
     expected = n if expected is None else float(np.sum(expected))
-    rows = row_gradient(problem, back, getattr(back, "dtype", dtype), rounds * expected * dim)
+    rows = row_gradient(
+        problem, back, getattr(back, "dtype", dtype), rounds * expected * dim, expected * dim
+    )
 
     layout = Layout(method.blocks(n))
     ctx = RunContext(layout, n, dim, participation.probabilities)

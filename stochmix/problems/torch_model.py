@@ -11,8 +11,9 @@ from each client's row; no Python loop over clients (only over chunks of ``chunk
 clients, to bound memory). So that vmap sees equal shapes, client data are padded to
 (N, n_max, ...) and every sample carries a weight, 1/n_i for a real sample and 0 for padding.
 
-Torch is optional: this module imports without it and :class:`TorchModel` says what is
-missing when built.
+Torch is optional, and imported only when a :class:`TorchModel` is built (or
+:meth:`TorchModel.flatten` called), not with this module: without it, building one says what
+is missing.
 """
 
 from __future__ import annotations
@@ -22,22 +23,27 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from jaxtyping import Float, Int, Real
 
+from .. import _arrays
 from .._arrays import Array, is_numpy
 from .._validate import as_float, as_int, choice
 from .base import Problem, _DataCache, _finite, _float_array
 
-try:  # torch is an optional extra
-    import torch
-except ImportError:  # pragma: no cover - exercised where torch is absent
-    torch = None
+# The torch module once _need_torch() has imported it. Everything here that uses it runs
+# after that: on a built TorchModel, or in flatten(), which calls _need_torch() itself.
+torch = None
 
 _LOSSES = ("cross_entropy", "mse")
 _EVAL_ROWS = 4096  # samples per forward pass in accuracy / evaluate
 
 
 def _need_torch() -> None:
+    """Import torch into this module's ``torch``, or say how to install it."""
+    global torch
     if torch is None:
-        raise ImportError('TorchModel needs PyTorch: pip install "stochmix[torch]"')
+        try:
+            torch = _arrays.torch()
+        except ImportError:
+            raise ImportError('TorchModel needs PyTorch: pip install "stochmix[torch]"') from None
 
 
 class TorchModel(Problem):

@@ -1,0 +1,104 @@
+"""``import stochmix`` stays light: the heavy optional libraries load only when used.
+
+Torch alone costs about a second and 180 MB per process, so neither it nor Matplotlib,
+scikit-learn, pandas or Numba may be imported by importing stochmix; and the ``Array`` type
+of the annotations must still check tensors (dtype and shape) once torch is loaded.
+Each check runs in a fresh interpreter, since this session has imported them all.
+"""
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from jaxtyping import Float, Int
+
+from stochmix._arrays import Array
+
+HEAVY = ("torch", "matplotlib", "sklearn", "pandas", "numba")
+ROOT = Path(__file__).resolve().parent.parent  # so that the children import tests._typecheck
+
+
+def _run(code: str) -> str:
+    args = [sys.executable, "-c", textwrap.dedent(code)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "import stochmix",
+        "import stochmix.problems, stochmix.mixing, stochmix.algorithms, stochmix.analysis, "
+        "stochmix.participation",
+        "import stochmix.config",
+        "import stochmix.cli",
+    ],
+    ids=["stochmix", "subpackages", "config", "cli"],
+)
+def test_importing_stochmix_loads_no_optional_library(statement):
+    loaded = _run(
+        f"""
+        import sys
+        {statement}
+        print(",".join(m for m in {HEAVY!r} if m in sys.modules))
+        """
+    )
+    assert loaded == "", f"{statement!r} imported {loaded}"
+
+
+def test_array_accepts_numpy_and_tensors_only():
+    assert isinstance(np.zeros((2, 3)), Array)
+    assert issubclass(np.ndarray, Array)
+    assert not isinstance([[0.0, 1.0]], Array)
+    assert not isinstance(1.0, Array)
+    assert isinstance(np.zeros((2, 3)), Float[Array, "2 3"])
+    assert not isinstance(np.zeros((3, 2)), Float[Array, "2 3"])
+    assert not isinstance(np.zeros((2, 3), dtype=np.int64), Float[Array, "2 3"])
+    with pytest.raises(TypeError, match="annotations"):
+        Array()
+    torch = pytest.importorskip("torch")
+    assert isinstance(torch.zeros(2, 3, dtype=torch.float64), Float[Array, "2 3"])
+    assert isinstance(torch.zeros(2, 3, dtype=torch.float32), Float[Array, "2 3"])
+    assert isinstance(torch.zeros(2, dtype=torch.int64), Int[Array, " 2"])
+    assert not isinstance(torch.zeros(3, 2, dtype=torch.float64), Float[Array, "2 3"])
+    assert not isinstance(torch.zeros(2, 3, dtype=torch.int64), Float[Array, "2 3"])
+
+
+def test_annotations_check_tensors_when_torch_is_imported_after_stochmix():
+    """Under the tests' import hook, an annotated method accepts a float64 tensor of the
+    right shape and rejects one of the wrong shape or dtype before its body runs, although
+    torch was imported only after stochmix."""
+    pytest.importorskip("torch")
+    out = _run(
+        """
+        import sys
+        from jaxtyping import TypeCheckError, install_import_hook
+        import tests._typecheck
+        install_import_hook("stochmix", "tests._typecheck.typecheck")
+        import numpy as np
+        from stochmix.problems import Quadratic
+        assert "torch" not in sys.modules
+        import torch
+        p = Quadratic.random(4, 3, seed=0)
+        clients = np.arange(2)  # annotated Int[np.ndarray, " m"]; points Float[Array, "m d"]
+        g = p.gradients(clients, torch.ones((2, 3), dtype=torch.float64))
+        assert isinstance(g, torch.Tensor) and g.shape == (2, 3), g
+        for bad in (
+            torch.ones((3, 3), dtype=torch.float64),  # m = 3 rows for 2 clients
+            torch.ones(3, dtype=torch.float64),  # not a matrix
+            torch.ones((2, 3), dtype=torch.int64),  # not floating
+            [[1.0, 1.0, 1.0]] * 2,  # not an array
+        ):
+            try:
+                p.gradients(clients, bad)
+            except TypeCheckError:
+                continue
+            raise AssertionError(f"accepted {bad!r}")
+        print("ok")
+        """
+    )
+    assert out == "ok"
