@@ -109,3 +109,13 @@ def test_torch_options_are_checked(problem):
         run(FedAvg(0.1), problem, Full(N), 2, backend="torch", mixing="diagonal")
     with pytest.raises(ValueError, match="torch backend only"):
         run(FedAvg(0.1), problem, Full(N), 2, device="cpu")
+
+
+def test_a_device_that_does_not_exist_gets_one_error_naming_it():
+    problem = Quadratic.random(4, 2, seed=0)
+    bad = ["banana"] + ([] if torch.cuda.is_available() else ["cuda", "cuda:1"])
+    for device in bad:
+        with pytest.raises(ValueError, match=f"device '{device}'"):
+            run(FedAvg(0.1, 1), problem, Full(4), 2, backend="torch", device=device)
+    with pytest.raises(TypeError, match="device must be a string"):
+        run(FedAvg(0.1, 1), problem, Full(4), 2, backend="torch", device=5)

@@ -64,7 +64,7 @@ class TorchBackend:
         import torch
 
         self.torch = torch
-        self.device = torch.device(device)
+        self.device = _check_device(torch, device)
         if not isinstance(dtype, torch.dtype):
             dtype = {"float64": torch.float64, "float32": torch.float32}.get(np.dtype(dtype).name)
         self.dtype = dtype
@@ -133,6 +133,26 @@ class TorchBackend:
 
 
 BACKENDS = ("numpy", "torch")
+
+
+def _check_device(torch, device):
+    """``device`` as a ``torch.device`` that exists here, or a ValueError naming it."""
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f'device must be a string such as "cpu" or "cuda:0", got {device!r}')
+    try:
+        found = torch.device(device)
+    except RuntimeError as error:
+        raise ValueError(f"device {device!r} is not a Torch device ({error})") from None
+    if found.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: this Torch has no CUDA device available")
+        if found.index is not None and found.index >= torch.cuda.device_count():
+            raise ValueError(
+                f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s) here"
+            )
+    elif found.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {device!r}: MPS is not available here")
+    return found
 
 
 def make_backend(backend, dtype=np.float64, **options):
