@@ -2,9 +2,10 @@
 
 ``stochmix run`` runs the embedded default experiment (least squares over 20 clients with
 heterogeneous Bernoulli participation, FedAvg against FOCUS); ``stochmix run FILE.toml``
-runs a configuration (see :mod:`stochmix.config`). Both print a summary table and write a
-CSV of per-round metrics and a PNG of the error curves under ``./runs/<name>-<time>/`` (or
-``--out DIR``). ``stochmix spectrum`` prints the spectral summary of mixing matrices.
+runs a configuration (see :mod:`stochmix.config`). Both print a summary table and fill a
+new run folder ``./runs/<name>-<time>-<n>/`` (or ``--out DIR``; see
+:mod:`stochmix.experiments` for its files). ``stochmix spectrum`` prints the spectral
+summary of mixing matrices.
 """
 
 from __future__ import annotations
@@ -13,132 +14,296 @@ import argparse
 import sys
 
 from . import config as configs
-from .experiments import (
-    SUMMARY_COLUMNS,
-    output_dir,
-    plot,
-    run_experiment,
-    summary_rows,
-    write_csv,
-)
+from . import experiments
+from .reporting import format_table
 
 
-def format_table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
-    """A plain-text table; ``columns`` are (key, header, format) triples."""
-    cells = [[head for _, head, _ in columns]]
-    for row in rows:
-        line = []
-        for key, _, fmt in columns:
-            value = row.get(key)
-            line.append("-" if value is None else format(value, fmt))
-        cells.append(line)
-    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
-    text = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
-    text.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(text)
+def _attempt(what: str, step, folder) -> int:
+    """Run ``step()``; if it fails, say so in one line on stderr (the run's files stay in
+    ``folder``) and return 1, else 0. A plot without matplotlib is a note, not a failure."""
+    try:
+        step()
+    except ImportError as error:
+        if what != "plot" or "matplotlib" not in str(error):
+            raise
+        print(
+            'stochmix: note: no plot: matplotlib is not installed (pip install "stochmix[plot]")',
+            file=sys.stderr,
+        )
+    except Exception as error:  # noqa: BLE001 - finished work is on disk; report and go on
+        message = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        print(
+            f"stochmix: error: the {what} failed ({type(error).__name__}: {message}); "
+            f"the run's files are in {folder}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 def command_run(args: argparse.Namespace) -> int:
+    """``stochmix run``: run the configuration and fill its run folder.
+
+    The resolved configuration and participation.csv are written before the runs, and
+    metrics.csv and timing.csv before the summary table and the plot: a summary or plot
+    that fails is reported in one line and gives exit status 1, the files stay.
+    """
     exp = configs.load(args.config) if args.config else configs.default()
     if args.rounds is not None:
-        if args.rounds < 1:
-            raise configs.ConfigError(f"--rounds must be a positive integer, got {args.rounds}")
+        if args.rounds < 0:
+            raise configs.ConfigError(f"--rounds must be >= 0, got {args.rounds}")
         exp.rounds = args.rounds
     if args.seed is not None:
+        if args.seed < 0:
+            raise configs.ConfigError(f"--seed must be >= 0, got {args.seed}")
         exp.seeds = [args.seed]
     print(
         f"{exp.name}: {exp.problem!r}; {exp.participation!r}; {exp.rounds} rounds, "
         f"seeds {exp.seeds}"
     )
-    progress = False if args.quiet else "auto"
-    outcomes = run_experiment(exp, progress=progress)
-    print(format_table(summary_rows(outcomes), SUMMARY_COLUMNS))
-    out = output_dir(exp.name, args.out)
-    csv_path = write_csv(outcomes, out / "metrics.csv")
-    print(f"per-round metrics: {csv_path}")
+    out = experiments.output_dir(exp.name, args.out)
+    resolved = experiments.write_config(exp, out / "config.resolved.toml")
+    experiments.write_participation(exp.participation, out / "participation.csv")
+    outcomes = experiments.run_experiment(exp, progress=False if args.quiet else "auto")
+    metrics = experiments.write_metrics(outcomes, out / "metrics.csv")
+    experiments.write_timing(outcomes, out / "timing.csv")
+    status = _attempt(
+        "summary", lambda: print(format_table(experiments.summary_rows(outcomes))), out
+    )
+    print(f"per-round metrics: {metrics}")
     if not args.no_plot:
-        png = plot(outcomes, out / "error.png", title=exp.name)
-        print(f"plot: {png}")
-    return 0
+        status |= _attempt(
+            "plot",
+            lambda: print(f"plot: {experiments.plot(outcomes, out / 'error.png', exp.name)}"),
+            out,
+        )
+    print(f"repeat: stochmix run {resolved}")
+    return status
+
+
+_GRAPHS = ("one-peer-exponential", "ring", "erdos-renyi", "random-directed")
+_RANDOM_GRAPHS = ("erdos-renyi", "random-directed")
+_GRAPH_ONLY = ("rules", "steps", "window")
+_FEDERATED_ONLY = ("low", "high", "samples")
+
+
+def _given(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
+    """The options among ``names`` that were given on the command line (not defaulted)."""
+    return [name for name in names if getattr(args, name) is not None]
+
+
+def _show_option(args: argparse.Namespace, name: str) -> str:
+    """``--name value`` as the user typed it, for an error message."""
+    value = getattr(args, name)
+    shown = " ".join(map(str, value)) if isinstance(value, list) else value
+    return f"--{name} {shown}"
+
+
+def _positive(value: int, option: str) -> None:
+    """Refuse an option value below 1, naming the option."""
+    if value < 1:
+        raise ValueError(f"{option} must be a positive integer, got {value}")
+
+
+def _check_spectrum_graph_options(args: argparse.Namespace) -> None:
+    """Validate the options of ``stochmix spectrum --graph ...``; fill in defaults."""
+    from .mixing import RULES
+
+    given = _given(args, _FEDERATED_ONLY)
+    if given:
+        name = given[0]
+        raise ValueError(
+            f"--{name} applies without --graph (federated participation) and is not used"
+            f" with --graph {args.graph}, got {_show_option(args, name)}"
+        )
+    args.rules = list(dict.fromkeys(args.rules or ["row", "column"]))
+    for rule in args.rules:
+        if rule not in RULES:
+            raise ValueError(f"--rules: unknown rule {rule!r}; choose from {', '.join(RULES)}")
+    if args.steps is not None:
+        if args.graph not in _RANDOM_GRAPHS:
+            raise ValueError(
+                f"--steps applies to random graphs ({', '.join(_RANDOM_GRAPHS)}); --graph"
+                f" {args.graph} is periodic and every step of its period is shown, got"
+                f" --steps {args.steps}"
+            )
+        _positive(args.steps, "--steps")
+    if args.window is not None:
+        _positive(args.window, "--window")
+        if args.graph in _RANDOM_GRAPHS:
+            from .mixing.spectral_sequences import STEPS
+
+            steps = STEPS if args.steps is None else args.steps
+            if args.window > steps:
+                raise ValueError(f"--window must be <= --steps ({steps}), got {args.window}")
+
+
+def _check_spectrum_federated_options(args: argparse.Namespace) -> None:
+    """Validate the options of ``stochmix spectrum`` without ``--graph``; fill in defaults."""
+    given = _given(args, _GRAPH_ONLY)
+    if given:
+        name = given[0]
+        raise ValueError(
+            f"--{name} applies with --graph only (without it the federated expected"
+            f" matrices are shown), got {_show_option(args, name)}"
+        )
+    args.low = 0.1 if args.low is None else args.low
+    args.high = 0.9 if args.high is None else args.high
+    args.samples = 2000 if args.samples is None else args.samples
+    for option, value in (("--low", args.low), ("--high", args.high)):
+        if not 0 < value <= 1:
+            raise ValueError(f"{option} must lie in (0, 1], got {value}")
+    if args.high < args.low:
+        raise ValueError(f"--high must be >= --low ({args.low}), got {args.high}")
+    _positive(args.samples, "--samples")
+
+
+def _graph_sequence(graph: str, nodes: int, seed: int):
+    """The graph sequence that ``--graph`` names, over ``nodes`` nodes."""
+    from . import mixing
+
+    if graph == "one-peer-exponential":
+        return mixing.OnePeerExponential(nodes)
+    if graph == "ring":
+        return mixing.DirectedRingSequence(nodes)
+    kind = "erdos_renyi" if graph == "erdos-renyi" else "directed_ring_with_random_edges"
+    return mixing.RandomSequence(nodes, kind, seed=seed)
+
+
+def _spectrum_of_graph(args: argparse.Namespace) -> None:
+    """Print every step of a period (or min / median / max over sampled steps) and the
+    products, for each rule; refuse a rule whose matrices break its promise."""
+    from .mixing.spectral_sequences import describe, sequence_spectrum, sequence_table
+
+    sequence = _graph_sequence(args.graph, args.nodes, args.seed)
+    spectra = []
+    for rule in args.rules:
+        try:
+            spectrum = sequence_spectrum(sequence, rule, steps=args.steps, window=args.window)
+        except ValueError as error:
+            raise ValueError(f"--graph {args.graph} --rules {rule}: {error}") from None
+        spectra.append(spectrum)
+    heading = f"{args.graph}, {args.nodes} nodes"
+    if sequence.period is None:
+        heading += f", seed {args.seed}"
+    note = ""
+    if sequence.period is None and args.window is None:
+        note = " (--window; default min(ceil(log2 nodes), steps))"
+    print(f"{heading}, {describe(spectra[0])}{note}")
+    print(sequence_table(spectra))
+
+
+def _spectrum_of_federated(args: argparse.Namespace) -> None:
+    """Print the expected federated matrices under heterogeneous Bernoulli participation."""
+    import numpy as np
+
+    from . import mixing
+    from .mixing.spectral import summary_table
+    from .participation import Bernoulli
+
+    process = Bernoulli.heterogeneous(args.nodes, args.low, args.high, seed=args.seed)
+    p = process.probabilities
+    matrices = {
+        "E[A_S] (assign)": mixing.expected_assign(p),
+        "E[C_S] (collect)": mixing.expected_collect(p),
+    }
+
+    def all_pull_round(mask):
+        # the server averages the participants (weights 1/|S|), then every client pulls
+        q = np.full(mask.size, 1.0 / max(int(mask.sum()), 1))
+        return mixing.assign(np.ones(mask.size, dtype=bool)) @ mixing.average(mask, q)
+
+    avg = mixing.expected_matrix(all_pull_round, process, rounds=args.samples, seed=args.seed)
+    matrices["E[A_all average(S)]"] = avg
+    pi = mixing.perron_vector(avg, side="left")
+    print("expected aggregation weights E[q_i] (left Perron vector, clients):")
+    print("  " + " ".join(f"{v:.3f}" for v in pi[1:]))
+    print("  p_i / sum p: " + " ".join(f"{v:.3f}" for v in p / p.sum()))
+    print(summary_table(matrices))
 
 
 def command_spectrum(args: argparse.Namespace) -> int:
-    from . import mixing
-    from .mixing.spectral import summary_table
+    """``stochmix spectrum``: validate every option first, then print the summaries.
 
-    matrices = {}
+    With ``--graph``: every step of a periodic sequence and its period product, or min /
+    median / max over ``--steps`` sampled steps of a random one and over its window
+    products (:func:`stochmix.mixing.spectral_sequences.sequence_spectrum`). Without:
+    the expected federated matrices. Any mistake raises ``ValueError`` naming the option.
+    """
+    if args.nodes < 1:
+        raise ValueError(f"--nodes must be a positive integer, got {args.nodes}")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be >= 0, got {args.seed}")
     if args.graph:
-        seq = {
-            "one-peer-exponential": lambda n: mixing.OnePeerExponential(n),
-            "ring": lambda n: mixing.DirectedRingSequence(n),
-            "erdos-renyi": lambda n: mixing.RandomSequence(n, "erdos_renyi", seed=args.seed),
-            "random-directed": lambda n: mixing.RandomSequence(
-                n, "directed_ring_with_random_edges", seed=args.seed
-            ),
-        }[args.graph](args.nodes)
-        for rule in args.rules:
-            try:
-                matrices[f"{args.graph} k=0 ({rule})"] = seq.matrix(0, rule)
-                prod = mixing.sequence_product(seq, 0, seq.period or 1, rule)
-                matrices[f"{args.graph} period product ({rule})"] = prod
-            except ValueError as error:
-                print(f"{rule}: {error}", file=sys.stderr)
+        _check_spectrum_graph_options(args)
+        _spectrum_of_graph(args)
     else:
-        import numpy as np
-
-        from .participation import Bernoulli
-
-        process = Bernoulli.heterogeneous(args.nodes, args.low, args.high, seed=args.seed)
-        p = process.probabilities
-        matrices["E[A_S] (assign)"] = mixing.expected_assign(p)
-        matrices["E[C_S] (collect)"] = mixing.expected_collect(p)
-
-        def all_pull_round(mask):
-            # the server averages the participants (weights 1/|S|), then every client pulls
-            q = np.full(mask.size, 1.0 / max(int(mask.sum()), 1))
-            return mixing.assign(np.ones(mask.size, dtype=bool)) @ mixing.average(mask, q)
-
-        avg = mixing.expected_matrix(all_pull_round, process, rounds=args.samples, seed=args.seed)
-        matrices["E[A_all average(S)]"] = avg
-        pi = mixing.perron_vector(avg, side="left")
-        print("expected aggregation weights E[q_i] (left Perron vector, clients):")
-        print("  " + " ".join(f"{v:.3f}" for v in pi[1:]))
-        print("  p_i / sum p: " + " ".join(f"{v:.3f}" for v in p / p.sum()))
-    print(summary_table(matrices))
+        _check_spectrum_federated_options(args)
+        _spectrum_of_federated(args)
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
     parser = argparse.ArgumentParser(
-        prog="stochmix", description="Federated optimization as matrix recursions."
+        prog="stochmix",
+        description="Federated and decentralized optimization as matrix recursions.",
     )
+    parser.add_argument("--version", action="version", version=f"stochmix {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    p_run = sub.add_parser("run", help="run the embedded default experiment or a TOML config")
+    p_run = sub.add_parser(
+        "run",
+        help="run the embedded default experiment or a TOML config",
+        description=(
+            "Run a configuration (default: the embedded FedAvg-against-FOCUS experiment) and"
+            " write config.resolved.toml, participation.csv, metrics.csv, timing.csv and"
+            " error.png into a new run folder."
+        ),
+    )
     p_run.add_argument("config", nargs="?", help="experiment.toml (default: embedded)")
-    p_run.add_argument("--out", metavar="DIR", help="output folder (default ./runs/<name>-<time>)")
-    p_run.add_argument("--rounds", type=int, help="override the number of rounds")
+    p_run.add_argument(
+        "--out", metavar="DIR", help="output folder (default ./runs/<name>-<time>-<n>)"
+    )
+    p_run.add_argument("--rounds", type=int, help="override the number of rounds (>= 0)")
     p_run.add_argument("--seed", type=int, help="run this one seed")
     p_run.add_argument("--no-plot", action="store_true", help="skip the PNG")
     p_run.add_argument("--quiet", action="store_true", help="no progress line")
     p_run.set_defaults(func=command_run)
 
-    p_spec = sub.add_parser("spectrum", help="spectral summary of mixing matrices")
+    p_spec = sub.add_parser(
+        "spectrum",
+        help="spectral summary of mixing matrices",
+        description=(
+            "With --graph: figures for every step of a periodic sequence and its period"
+            " product, or min / median / max over sampled steps of a random sequence and"
+            " over products of windows of steps. Without: the expected federated matrices"
+            " under heterogeneous Bernoulli participation."
+        ),
+    )
     p_spec.add_argument(
         "--graph",
-        choices=["one-peer-exponential", "ring", "erdos-renyi", "random-directed"],
+        choices=list(_GRAPHS),
         help="a graph sequence (default: federated expected matrices)",
     )
-    p_spec.add_argument("--nodes", type=int, default=16, help="nodes or clients")
+    p_spec.add_argument("--nodes", type=int, default=16, help="nodes or clients (default 16)")
     p_spec.add_argument(
         "--rules",
         nargs="+",
-        default=["row", "column"],
-        help="weight rules: natural, metropolis, row, column",
+        help="with --graph, weight rules: natural, metropolis, row, column (default: row column)",
     )
-    p_spec.add_argument("--low", type=float, default=0.1, help="lowest participation p_i")
-    p_spec.add_argument("--high", type=float, default=0.9, help="highest participation p_i")
-    p_spec.add_argument("--samples", type=int, default=2000, help="Monte Carlo rounds")
-    p_spec.add_argument("--seed", type=int, default=0)
+    p_spec.add_argument(
+        "--steps", type=int, help="with a random --graph, sampled steps (default 100)"
+    )
+    p_spec.add_argument(
+        "--window",
+        type=int,
+        help="with --graph, steps per product (default: the period; ceil(log2 nodes) if random)",
+    )
+    p_spec.add_argument("--low", type=float, help="lowest participation p_i (default 0.1)")
+    p_spec.add_argument("--high", type=float, help="highest participation p_i (default 0.9)")
+    p_spec.add_argument("--samples", type=int, help="Monte Carlo rounds (default 2000)")
+    p_spec.add_argument("--seed", type=int, default=0, help="seed of p_i, masks or graphs")
     p_spec.set_defaults(func=command_spectrum)
     return parser
 
@@ -148,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (ValueError, TypeError) as error:
+    except (ValueError, TypeError, OSError) as error:
         message = str(error).splitlines()[0] if str(error) else type(error).__name__
         print(f"stochmix: error: {message}", file=sys.stderr)
         return 2

@@ -1,13 +1,16 @@
-"""Experiment configurations: a TOML file (or a dict) turned into problems, processes and
-methods, with errors that name the key and the allowed values.
+"""Experiment configurations: a TOML file (or a dict) turned into problems, processes, graph
+sequences and methods, with errors that name the key and the bad value.
 
 A configuration::
 
     name = "focus-vs-fedavg"
-    rounds = 500
-    seeds = [0, 1, 2]            # or seed = 0
+    rounds = 500                 # >= 0 (0 records the starting point only)
+    seeds = [0, 1, 2]            # or seed = 0; default [0]: the run seeds (participation)
     backend = "numpy"            # or "torch" (with device = "cuda" ...)
     compiled = "auto"            # numpy backend: true | false | "auto" (see stochmix.run)
+    dtype = "float64"            # or "float32"
+    metrics = ["distance", "objective", "gradient_norm", "consensus"]
+    evaluate_every = "auto"      # or k: metrics that cost a pass over all clients every k rounds
 
     [problem]
     kind = "least_squares"       # quadratic | least_squares | logistic
@@ -15,13 +18,14 @@ A configuration::
     dim = 10
     seed = 0                     # other keys go to the problem's random(...) generator
 
-    [participation]
+    [participation]              # optional: full participation by default
     kind = "bernoulli"           # full | uniform | weighted | bernoulli | regularized |
     low = 0.1                    #   periodic | markov
     high = 0.9
+    seed = 0                     # draws the p_i between low and high
 
     [[methods]]
-    kind = "fedavg"
+    kind = "fedavg"              # see METHODS
     lr = 0.01                    # a list is a grid: every value runs, the best is reported
     local_steps = 5
 
@@ -29,16 +33,47 @@ A configuration::
     kind = "focus"
     lr = [1e-4, 3e-4, 1e-3]
     local_steps = 5
+
+Decentralized methods (``dgd``, ``gradient_tracking``, ``push_pull``, ``push_sum``) mix over
+the graph sequence of a ``[graphs]`` table and run every node in every iteration, so their
+participation is ``full`` (the default; another kind is refused)::
+
+    [graphs]
+    kind = "erdos_renyi"         # one_peer_exponential | directed_ring | erdos_renyi |
+                                 #   random_directed | cycle | complete (see GRAPHS)
+    nodes = 16                   # default: problem.n_clients (must equal it)
+    rule = "metropolis"          # optional: the weight rule of dgd / gradient_tracking /
+                                 #   push_sum (push_pull: row_rule, column_rule)
+    p = 0.3                      # erdos_renyi and random_directed: edge probability,
+    seed = 0                     #   the graphs' seed, static = true (one graph throughout)
+
+By default dgd and gradient_tracking take the graph's doubly stochastic weights
+(:data:`DOUBLY_STOCHASTIC_RULE`), the others their own default rules; a rule whose matrices
+are not what the method needs (:data:`RULE_NEEDS`) is refused.
+
+**Every random choice has a seed, 0 by default** (:data:`DEFAULT_SEED`): the problem's
+generator (``problem.seed``), heterogeneous Bernoulli probabilities
+(``participation.seed``), random graph sequences (``graphs.seed``) and the participation
+stream of each run (``seeds``; a periodic process without ``offset`` draws it from there).
+:meth:`Experiment.resolved` writes the configuration back with every default and seed
+filled in, and :func:`dumps` gives it as TOML that :func:`load` reads back to the same runs.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
+import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import algorithms, participation, problems
+import networkx as nx
+import numpy as np
+
+from . import algorithms, mixing, participation, problems
+from .engine.result import METRICS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -50,59 +85,173 @@ class ConfigError(ValueError):
     """A configuration that cannot be run; the message names the key."""
 
 
+#: The seed of every random choice a configuration leaves unset.
+DEFAULT_SEED = 0
+
 PROBLEMS = {
     "quadratic": problems.Quadratic.random,
     "least_squares": problems.LeastSquares.random,
     "logistic": problems.Logistic.random,
 }
 
-METHODS = {
-    "fedavg": algorithms.FedAvg,
-    "fedau": lambda **kw: algorithms.FedAvg(weights="fedau", **kw),
-    "amplified_fedavg": algorithms.AmplifiedFedAvg,
-    "fedstale": algorithms.FedStale,
-    "fedvarp": algorithms.FedVARP,
-    "mifa": algorithms.MIFA,
-    "scaffold": algorithms.SCAFFOLD,
-    "focus": algorithms.FOCUS,
+#: Federated methods: kind -> (constructor, arguments the kind fixes).
+FEDERATED = {
+    "fedavg": (algorithms.FedAvg, {}),
+    "fedau": (algorithms.FedAvg, {"weights": "fedau"}),
+    "amplified_fedavg": (algorithms.AmplifiedFedAvg, {}),
+    "fedstale": (algorithms.FedStale, {}),
+    "fedvarp": (algorithms.FedVARP, {}),
+    "mifa": (algorithms.MIFA, {}),
+    "scaffold": (algorithms.SCAFFOLD, {}),
+    "focus": (algorithms.FOCUS, {}),
+}
+
+#: Decentralized methods (they take the [graphs] sequence): kind -> (constructor, fixed).
+DECENTRALIZED = {
+    "dgd": (algorithms.DGD, {}),
+    "gradient_tracking": (algorithms.GradientTracking, {}),
+    "push_pull": (algorithms.PushPull, {}),
+    "push_sum": (algorithms.PushSum, {}),
+}
+
+METHODS = {**FEDERATED, **DECENTRALIZED}
+
+#: The weight-rule arguments of each decentralized method and the stochasticity their
+#: matrices need, as the methods state it (``DecentralizedMethod.needs``): gradient
+#: tracking averages (doubly stochastic), DGD needs row-stochastic weights, push-pull pulls
+#: with a row- and pushes with a column-stochastic matrix, push-sum pushes.
+RULE_NEEDS = {kind: dict(cls.needs) for kind, (cls, _) in DECENTRALIZED.items()}
+
+#: Methods whose default rule is the graph's doubly stochastic one: they reach the
+#: minimiser of the plain average of the clients' objectives only with it.
+AVERAGING = ("dgd", "gradient_tracking")
+
+_STOCHASTIC = {
+    "doubly": mixing.is_doubly_stochastic,
+    "row": mixing.is_row_stochastic,
+    "column": mixing.is_column_stochastic,
 }
 
 
-def _bernoulli(n_clients, p=None, low=None, high=None, seed=None):
+# --------------------------------------------------------------------------- participation
+def _bernoulli(n_clients, p=None, low=None, high=None, seed=DEFAULT_SEED):
+    """Bernoulli participation: ``p`` (one number or one per client), or each p_i drawn
+    uniformly in ``[low, high]`` from ``seed``."""
     if p is not None:
+        if low is not None or high is not None:
+            raise ConfigError("participation.p: give p, or low and high, not both")
         return participation.Bernoulli(p, n_clients=n_clients)
     if low is None or high is None:
         raise ConfigError("participation: bernoulli needs p, or low and high")
     return participation.Bernoulli.heterogeneous(n_clients, low, high, seed=seed)
 
 
+def _weighted(n_clients, weights, size):
+    """``size`` clients a round drawn with probability proportional to ``weights``."""
+    if not isinstance(weights, list) or len(weights) != n_clients:
+        shown = len(weights) if isinstance(weights, list) else repr(weights)
+        raise ConfigError(
+            f"participation.weights must be a list of n_clients = {n_clients} numbers, got {shown}"
+        )
+    return participation.WeightedSample(weights, size)
+
+
 PROCESSES = {
     "full": participation.Full,
     "uniform": participation.UniformSample,
-    "weighted": lambda n_clients, **kw: participation.WeightedSample(**kw),
+    "weighted": _weighted,
     "bernoulli": _bernoulli,
     "regularized": participation.Regularized,
-    "periodic": lambda n_clients, **kw: participation.Periodic(n_clients=n_clients, **kw),
-    "markov": lambda n_clients, **kw: participation.Markov(n_clients=n_clients, **kw),
+    "periodic": participation.Periodic,
+    "markov": participation.Markov,
 }
 
 
+# ----------------------------------------------------------------------------------- graphs
+def _random_graphs(nodes, kind, p, seed, connected, static):
+    sequence = mixing.RandomSequence(nodes, kind, p=p, seed=seed, connected=connected)
+    return mixing.StaticSequence(sequence.graph(0), nodes) if static else sequence
+
+
+def _one_peer_exponential(nodes):
+    """Ying et al.'s one-peer exponential graph: time-varying, period ceil(log2 n)."""
+    return mixing.OnePeerExponential(nodes)
+
+
+def _directed_ring(nodes, shifts=(1,)):
+    """Each node sends to ``i + shifts[k mod len]``: a directed ring by default."""
+    return mixing.DirectedRingSequence(nodes, shifts)
+
+
+def _erdos_renyi(nodes, p=None, seed=DEFAULT_SEED, connected=True, static=False):
+    """A fresh undirected G(n, p) every step (the first one throughout if ``static``)."""
+    return _random_graphs(nodes, "erdos_renyi", p, seed, connected, static)
+
+
+def _random_directed(nodes, p=None, seed=DEFAULT_SEED, static=False):
+    """A directed ring plus random directed edges, fresh every step (or ``static``)."""
+    return _random_graphs(nodes, "directed_ring_with_random_edges", p, seed, True, static)
+
+
+def _cycle(nodes):
+    """The static undirected ring."""
+    return mixing.StaticSequence(nx.cycle_graph(nodes), nodes)
+
+
+def _complete(nodes):
+    """The static complete graph."""
+    return mixing.StaticSequence(nx.complete_graph(nodes), nodes)
+
+
+GRAPHS = {
+    "one_peer_exponential": _one_peer_exponential,
+    "directed_ring": _directed_ring,
+    "erdos_renyi": _erdos_renyi,
+    "random_directed": _random_directed,
+    "cycle": _cycle,
+    "complete": _complete,
+}
+
+#: The doubly stochastic rule of each graph kind (the default of dgd and gradient tracking);
+#: random directed graphs have none.
+DOUBLY_STOCHASTIC_RULE = {
+    "one_peer_exponential": "natural",
+    "directed_ring": "natural",
+    "erdos_renyi": "metropolis",
+    "cycle": "metropolis",
+    "complete": "metropolis",
+}
+
+
+# ------------------------------------------------------------------------------ experiment
 @dataclass
 class MethodSpec:
-    """One method of a configuration: its kind, fixed options and its lr grid."""
+    """One method of a configuration: its kind, its options (every default written out),
+    its lr grid, its label and, for a decentralized method, the graph sequence."""
 
     kind: str
     options: dict
     lrs: list[float]
     label: str
+    graphs: object = None
 
     def build(self, lr: float):
-        return METHODS[self.kind](lr=lr, **self.options)
+        """The method at step size ``lr``."""
+        factory, fixed = METHODS[self.kind]
+        extra = {"graphs": self.graphs} if self.kind in DECENTRALIZED else {}
+        return factory(lr=lr, **fixed, **extra, **self.options)
+
+    def table(self) -> dict:
+        """The ``[[methods]]`` table that gives this method back."""
+        lr = self.lrs if len(self.lrs) > 1 else self.lrs[0]
+        return {"kind": self.kind, "label": self.label, "lr": lr, **self.options}
 
 
 @dataclass
 class Experiment:
-    """A parsed configuration."""
+    """A parsed configuration. ``tables`` holds the resolved ``[problem]``,
+    ``[participation]`` and ``[graphs]`` tables and ``settings`` the resolved top-level
+    run settings (both as TOML values); :meth:`resolved` puts everything back together."""
 
     name: str
     problem: object
@@ -111,11 +260,41 @@ class Experiment:
     rounds: int
     seeds: list[int]
     backend: str = "numpy"
-    run_options: dict = field(default_factory=dict)
+    settings: dict = field(default_factory=dict)
+    tables: dict = field(default_factory=dict)
+
+    @property
+    def run_options(self) -> dict:
+        """Keyword arguments for :func:`stochmix.run` beyond the seed and the backend."""
+        options = dict(self.settings)
+        if "dtype" in options:
+            options["dtype"] = np.dtype(options["dtype"]).type
+        if "metrics" in options:
+            options["metrics"] = tuple(options["metrics"])
+        return options
+
+    def resolved(self) -> dict:
+        """The configuration with every default and seed written out: :func:`parse` of it
+        (or :func:`load` of :func:`dumps` of it) gives the same runs."""
+        top = {
+            "name": self.name,
+            "rounds": self.rounds,
+            "seeds": list(self.seeds),
+            "backend": self.backend,
+        }
+        return {
+            **top,
+            **self.settings,
+            **self.tables,
+            "methods": [m.table() for m in self.methods],
+        }
 
 
-def _section(raw: dict, key: str) -> dict:
+# --------------------------------------------------------------------------------- helpers
+def _section(raw: dict, key: str, default: dict | None = None) -> dict:
     if key not in raw:
+        if default is not None:
+            return dict(default)
         raise ConfigError(f"missing [{key}] section")
     value = raw[key]
     if not isinstance(value, dict):
@@ -125,40 +304,86 @@ def _section(raw: dict, key: str) -> dict:
 
 def _kind(table: dict, where: str, allowed) -> str:
     kind = table.pop("kind", None)
-    if kind not in allowed:
+    if not isinstance(kind, str) or kind not in allowed:
         raise ConfigError(f"{where}.kind must be one of {sorted(allowed)}, got {kind!r}")
     return kind
 
 
-def _call(factory, where: str, **kwargs):
-    """Call a constructor, turning unknown keys and bad values into errors naming them."""
+def _parameters(factory) -> dict:
     try:
-        params = inspect.signature(factory).parameters
+        return dict(inspect.signature(factory).parameters)
     except (TypeError, ValueError):  # pragma: no cover - builtins without a signature
-        params = {}
+        return {}
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _call(factory, where: str, given: dict, supplied: dict | None = None, also=("kind",)):
+    """``factory(**supplied, **given)``, where ``given`` comes from the table ``where`` and
+    ``supplied`` from the code; unknown keys, missing keys and bad values become
+    :class:`ConfigError` naming the key (``also``: the table's other keys, to list)."""
+    supplied = supplied or {}
+    params = _parameters(factory)
     if params and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
-        unknown = sorted(set(kwargs) - set(params))
+        allowed = [k for k in params if k not in supplied]
+        unknown = [k for k in given if k not in allowed]
         if unknown:
-            allowed = sorted(k for k in params if k not in ("n_clients", "lr"))
-            raise ConfigError(f"{where}: unknown key {unknown[0]!r}; allowed keys: {allowed}")
+            listed = sorted({*allowed, *also})
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r}; allowed keys: {listed}")
     missing = [
         k
         for k, p in params.items()
         if p.default is p.empty
         and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-        and k not in kwargs
+        and k not in given
+        and k not in supplied
     ]
     if missing:
         raise ConfigError(f"{where}.{missing[0]} is required")
     try:
-        return factory(**kwargs)
+        return factory(**supplied, **given)
     except ConfigError:
         raise
     except (TypeError, ValueError) as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else repr(error)
-        raise ConfigError(f"{where}: {first_line}") from None
+        message = _first_line(error)
+        if message.split(" ", 1)[0] in given:  # "size must be <= ..." names the key
+            raise ConfigError(f"{where}.{message}") from None
+        raise ConfigError(f"{where}: {message}") from None
 
 
+def _toml_value(value) -> bool:
+    """Whether ``value`` is something a TOML file holds (None is not)."""
+    if isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_toml_value(v) for v in value)
+    return False
+
+
+def _with_defaults(kind: str, factory, given: dict, skip=()) -> dict:
+    """``{"kind": kind, **given}`` plus every default of ``factory`` that TOML can hold,
+    in the order of its signature (parameters in ``skip`` are the code's)."""
+    table = {"kind": kind}
+    for name, param in _parameters(factory).items():
+        if name in skip or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
+            continue
+        if name in given:
+            table[name] = given[name]
+        elif param.default is not param.empty and _toml_value(param.default):
+            value = param.default
+            table[name] = list(value) if isinstance(value, tuple) else value
+    table.update({k: v for k, v in given.items() if k not in table})
+    return table
+
+
+def _integer(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# ------------------------------------------------------------------------------ top level
 TOP_LEVEL = {
     "name",
     "rounds",
@@ -167,15 +392,238 @@ TOP_LEVEL = {
     "backend",
     "device",
     "compiled",
+    "dtype",
+    "metrics",
+    "evaluate_every",
     "problem",
     "participation",
+    "graphs",
     "methods",
-    "metrics",
 }
 
 
+def _settings(raw: dict, backend: str) -> dict:
+    """The run settings of the top level, checked, with their defaults."""
+    settings = {}
+    if "device" in raw:
+        if not isinstance(raw["device"], str):
+            raise ConfigError(f"device must be a string, got {raw['device']!r}")
+        if backend != "torch":
+            raise ConfigError(f'device = {raw["device"]!r} needs backend = "torch"')
+        settings["device"] = raw["device"]
+    compiled = raw.get("compiled", "auto")
+    if not isinstance(compiled, (bool, str)) or compiled not in (True, False, "auto"):
+        raise ConfigError(f'compiled must be true, false or "auto", got {compiled!r}')
+    if compiled is True and backend != "numpy":
+        raise ConfigError('compiled = true needs backend = "numpy"')
+    settings["compiled"] = compiled
+    dtype = raw.get("dtype", "float64")
+    if dtype not in ("float64", "float32"):
+        raise ConfigError(f"dtype must be one of ['float32', 'float64'], got {dtype!r}")
+    settings["dtype"] = dtype
+    metrics = raw.get("metrics", list(METRICS))
+    if not isinstance(metrics, list) or not all(m in METRICS for m in metrics):
+        raise ConfigError(f"metrics must be a list of names among {list(METRICS)}, got {metrics!r}")
+    settings["metrics"] = list(metrics)
+    every = raw.get("evaluate_every", "auto")
+    if every != "auto" and not (_integer(every) and every >= 1):
+        raise ConfigError(f'evaluate_every must be "auto" or a positive integer, got {every!r}')
+    settings["evaluate_every"] = every
+    return settings
+
+
+def _run_shape(raw: dict) -> tuple[str, int, list[int], str]:
+    """name, rounds, seeds and backend, checked."""
+    name = raw.get("name", None)
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"name must be a non-empty string, got {name!r}")
+    rounds = raw.get("rounds", 300)
+    if not _integer(rounds) or rounds < 0:
+        raise ConfigError(f"rounds must be a nonnegative integer, got {rounds!r}")
+    if "seeds" in raw and "seed" in raw:
+        raise ConfigError("give seed or seeds, not both")
+    key = "seeds" if "seeds" in raw else "seed"
+    seeds = raw.get("seeds", [raw.get("seed", DEFAULT_SEED)])
+    if not isinstance(seeds, list) or not seeds or not all(_integer(s) and s >= 0 for s in seeds):
+        shown = seeds if key == "seeds" else raw.get("seed")
+        raise ConfigError(f"{key} must be a nonnegative integer (or a list of them), got {shown!r}")
+    backend = raw.get("backend", "numpy")
+    if backend not in ("numpy", "torch"):
+        raise ConfigError(f"backend must be one of ['numpy', 'torch'], got {backend!r}")
+    return name, rounds, seeds, backend
+
+
+# -------------------------------------------------------------------------------- sections
+def _problem(raw: dict) -> tuple[object, dict]:
+    """The problem and its resolved table."""
+    table = _section(raw, "problem")
+    kind = _kind(table, "problem", PROBLEMS)
+    table.setdefault("seed", DEFAULT_SEED)
+    given = dict(table)
+    if isinstance(given.get("rows_per_client"), list):  # a TOML pair (low, high)
+        given["rows_per_client"] = tuple(given["rows_per_client"])
+    problem = _call(PROBLEMS[kind], "problem", given)
+    return problem, _with_defaults(kind, PROBLEMS[kind], table)
+
+
+def _participation(raw: dict, n_clients: int, decentralized: list[str]) -> tuple[object, dict]:
+    """The participation process and its resolved table (full participation by default;
+    the only kind decentralized methods accept)."""
+    table = _section(raw, "participation", default={"kind": "full"})
+    kind = _kind(table, "participation", PROCESSES)
+    if decentralized and kind != "full":
+        raise ConfigError(
+            f"participation.kind = {kind!r} cannot drive {decentralized[0]}: decentralized "
+            'methods run every node in every iteration; use kind = "full" or leave '
+            "[participation] out"
+        )
+    factory = PROCESSES[kind]
+    process = _call(factory, "participation", table, {"n_clients": n_clients})
+    resolved = _with_defaults(kind, factory, table, skip=("n_clients",))
+    if kind == "bernoulli" and "p" in table:
+        resolved.pop("seed", None)  # the seed draws p_i between low and high only
+    return process, resolved
+
+
+def _graphs(raw: dict, n_clients: int, decentralized: list[str]) -> tuple:
+    """The graph sequence, its resolved table and its default rule (None without one)."""
+    if "graphs" not in raw:
+        if decentralized:
+            raise ConfigError(
+                f"{decentralized[0]} is decentralized and needs a [graphs] table; "
+                f"graphs.kind is one of {sorted(GRAPHS)}"
+            )
+        return None, {}, None
+    if not decentralized:
+        raise ConfigError(
+            "graphs: no method uses a graph; [graphs] is for the decentralized methods "
+            f"{sorted(DECENTRALIZED)}"
+        )
+    table = _section(raw, "graphs")
+    kind = _kind(table, "graphs", GRAPHS)
+    nodes = table.pop("nodes", n_clients)
+    if nodes != n_clients or not _integer(nodes):
+        raise ConfigError(f"graphs.nodes must equal problem.n_clients = {n_clients}, got {nodes!r}")
+    rule = table.pop("rule", None)
+    if rule is not None and rule not in mixing.RULES:
+        raise ConfigError(f"graphs.rule must be one of {list(mixing.RULES)}, got {rule!r}")
+    factory = GRAPHS[kind]
+    if "p" in _parameters(factory) and table.get("p") is None:  # write the default p out
+        internal = "erdos_renyi" if kind == "erdos_renyi" else "directed_ring_with_random_edges"
+        table["p"] = mixing.RandomSequence(nodes, internal, seed=0).p
+    sequence = _call(factory, "graphs", table, {"nodes": nodes}, ("kind", "nodes", "rule"))
+    resolved = _with_defaults(kind, factory, table, skip=("nodes",))
+    resolved = {"kind": kind, "nodes": nodes, **{k: v for k, v in resolved.items() if k != "kind"}}
+    if rule is not None:
+        resolved["rule"] = rule
+    return sequence, resolved, rule
+
+
+def _rule_source(where: str, table: dict, name: str, graph_rule) -> tuple:
+    """Where a decentralized method's rule ``name`` comes from, and its value (None: the
+    method's own default)."""
+    if name in table:
+        return f"{where}.{name}", table[name]
+    if name == "rule" and graph_rule is not None:
+        return "graphs.rule", graph_rule
+    return f"{where}.{name}", None
+
+
+def _default_rule(where: str, kind: str, name: str, graph_kind: str):
+    """The rule ``name`` of a decentralized method that the configuration leaves unset:
+    the graph's doubly stochastic weights for dgd and gradient tracking, else None (the
+    method's own default)."""
+    if kind not in AVERAGING or name != "rule":
+        return None
+    rule = DOUBLY_STOCHASTIC_RULE.get(graph_kind)
+    if rule is None:
+        advice = 'set rule = "row" (a weighted average\'s minimiser) or ' if kind == "dgd" else ""
+        raise ConfigError(
+            f"{where}.rule: {kind} needs doubly stochastic mixing to reach the average's "
+            f"minimiser and graphs.kind = {graph_kind!r} has none; {advice}use push_pull "
+            "or push_sum"
+        )
+    return rule
+
+
+def _check_rule(source: str, rule, need: str, kind: str, graphs, graph_kind: str) -> None:
+    """``rule`` must be a weight rule that gives, on the graph sequence (its step 0), the
+    stochasticity ``need`` of the method ``kind``."""
+    if not isinstance(rule, str) or rule not in mixing.RULES:
+        raise ConfigError(f"{source} must be one of {list(mixing.RULES)}, got {rule!r}")
+    try:
+        matrix = graphs.matrix(0, rule)
+    except ValueError as error:
+        raise ConfigError(
+            f"{source} = {rule!r} does not apply to graphs.kind = {graph_kind!r}: "
+            f"{_first_line(error)}"
+        ) from None
+    if not _STOCHASTIC[need](matrix, atol=1e-10):
+        raise ConfigError(
+            f"{source} = {rule!r} gives matrices that are not {need} stochastic on "
+            f"graphs.kind = {graph_kind!r}, and {kind} needs {need} stochastic ones"
+        )
+
+
+def _check_rules(where: str, kind: str, table: dict, graphs, graph_kind: str, graph_rule):
+    """Fill in and check the weight rules of a decentralized method (not checked where
+    the table says ``check_mixing = false``)."""
+    params = _parameters(METHODS[kind][0])
+    for name, need in RULE_NEEDS[kind].items():
+        source, rule = _rule_source(where, table, name, graph_rule)
+        if rule is None:
+            rule = _default_rule(where, kind, name, graph_kind) or params[name].default
+        if table.get("check_mixing", True) is not False:
+            _check_rule(source, rule, need, kind, graphs, graph_kind)
+        table[name] = rule
+
+
+def _method(index: int, raw_table, graphs, graph_kind, graph_rule) -> MethodSpec:
+    """One ``[[methods]]`` table, checked (it builds once, so a bad option fails now)."""
+    where = f"methods[{index}]"
+    if not isinstance(raw_table, dict):
+        raise ConfigError(f"{where} must be a table")
+    table = dict(raw_table)
+    kind = _kind(table, where, METHODS)
+    label = table.pop("label", kind)
+    if not isinstance(label, str) or not label:
+        raise ConfigError(f"{where}.label must be a non-empty string, got {label!r}")
+    if "lr" not in table:
+        raise ConfigError(f"{where}.lr is required (a number or a list of numbers)")
+    lrs = table.pop("lr")
+    lrs = lrs if isinstance(lrs, list) else [lrs]
+    if not lrs or not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+        for v in lrs
+    ):
+        raise ConfigError(f"{where}.lr must be a positive number or a list of them, got {lrs!r}")
+    lrs = [float(v) for v in lrs]
+    if len(set(lrs)) != len(lrs):
+        raise ConfigError(f"{where}.lr lists a step size twice: {lrs!r}")
+    factory, fixed = METHODS[kind]
+    supplied = {"lr": lrs[0], **fixed}
+    if kind in DECENTRALIZED:
+        _check_rules(where, kind, table, graphs, graph_kind, graph_rule)
+        supplied["graphs"] = graphs
+    _call(factory, where, table, supplied, ("kind", "label", "lr"))  # fail now, not mid-run
+    options = _with_defaults(kind, factory, table, skip=supplied)
+    del options["kind"]
+    return MethodSpec(kind, options, lrs, label, supplied.get("graphs"))
+
+
+def _method_tables(raw: dict) -> list:
+    methods = raw.get("methods")
+    if not isinstance(methods, list) or not methods:
+        raise ConfigError("methods must be a non-empty list of [[methods]] tables")
+    return methods
+
+
 def parse(raw: dict, default_name: str = "experiment") -> Experiment:
-    """Build an :class:`Experiment` from a configuration dict (see the module docstring)."""
+    """Build an :class:`Experiment` from a configuration dict (see the module docstring).
+
+    Raises:
+        ConfigError: one line naming the key and the bad value.
+    """
     if not isinstance(raw, dict):
         raise ConfigError("the configuration must be a table")
     unknown = sorted(set(raw) - TOP_LEVEL)
@@ -183,92 +631,139 @@ def parse(raw: dict, default_name: str = "experiment") -> Experiment:
         raise ConfigError(
             f"unknown top-level key {unknown[0]!r}; allowed keys: {sorted(TOP_LEVEL)}"
         )
-    name = str(raw.get("name", default_name))
-    rounds = raw.get("rounds", 300)
-    if not isinstance(rounds, int) or isinstance(rounds, bool) or rounds < 1:
-        raise ConfigError(f"rounds must be a positive integer, got {rounds!r}")
-    if "seeds" in raw and "seed" in raw:
-        raise ConfigError("give seed or seeds, not both")
-    seeds = raw.get("seeds", [raw.get("seed", 0)])
-    if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) for s in seeds):
-        raise ConfigError(f"seeds must be a non-empty list of integers, got {seeds!r}")
-    backend = raw.get("backend", "numpy")
-    if backend not in ("numpy", "torch"):
-        raise ConfigError(f"backend must be one of ['numpy', 'torch'], got {backend!r}")
-    run_options = {}
-    if "device" in raw:
-        run_options["device"] = str(raw["device"])
-    if "metrics" in raw:
-        run_options["metrics"] = tuple(raw["metrics"])
-    if "compiled" in raw:
-        compiled = raw["compiled"]
-        if compiled not in (True, False, "auto"):
-            raise ConfigError(f'compiled must be true, false or "auto", got {compiled!r}')
-        if compiled is True and backend != "numpy":
-            raise ConfigError('compiled = true needs backend = "numpy"')
-        run_options["compiled"] = compiled
-
-    ptable = _section(raw, "problem")
-    pkind = _kind(ptable, "problem", PROBLEMS)
-    problem = _call(PROBLEMS[pkind], "problem", **ptable)
-
-    qtable = _section(raw, "participation")
-    qkind = _kind(qtable, "participation", PROCESSES)
-    process = _call(PROCESSES[qkind], "participation", n_clients=problem.n_clients, **qtable)
-
-    methods_raw = raw.get("methods")
-    if not isinstance(methods_raw, list) or not methods_raw:
-        raise ConfigError("methods must be a non-empty list of [[methods]] tables")
-    methods = []
-    for i, table in enumerate(methods_raw):
-        where = f"methods[{i}]"
-        if not isinstance(table, dict):
-            raise ConfigError(f"{where} must be a table")
-        table = dict(table)
-        kind = _kind(table, where, METHODS)
-        label = str(table.pop("label", kind))
-        if "lr" not in table:
-            raise ConfigError(f"{where}.lr is required (a number or a list of numbers)")
-        lrs = table.pop("lr")
-        lrs = lrs if isinstance(lrs, list) else [lrs]
-        if not lrs or not all(isinstance(v, (int, float)) and v > 0 for v in lrs):
-            raise ConfigError(
-                f"{where}.lr must be a positive number or a list of them, got {lrs!r}"
-            )
-        spec = MethodSpec(kind, table, [float(v) for v in lrs], label)
-        _call(spec.build, where, lr=spec.lrs[0])  # fail now, not mid-run
-        methods.append(spec)
+    name, rounds, seeds, backend = _run_shape({"name": default_name, **raw})
+    settings = _settings(raw, backend)
+    problem, problem_table = _problem(raw)
+    methods_raw = _method_tables(raw)
+    kinds = [t.get("kind") for t in methods_raw if isinstance(t, dict)]
+    decentralized = [k for k in kinds if isinstance(k, str) and k in DECENTRALIZED]
+    process, participation_table = _participation(raw, problem.n_clients, decentralized)
+    graphs, graphs_table, graph_rule = _graphs(raw, problem.n_clients, decentralized)
+    graph_kind = graphs_table.get("kind")
+    methods = [
+        _method(i, table, graphs, graph_kind, graph_rule) for i, table in enumerate(methods_raw)
+    ]
     labels = [m.label for m in methods]
     if len(set(labels)) != len(labels):
         raise ConfigError(f"methods need distinct labels (add label = ...), got {labels}")
-    return Experiment(name, problem, process, methods, rounds, seeds, backend, run_options)
+    tables = {"problem": problem_table, "participation": participation_table}
+    if graphs is not None:
+        tables["graphs"] = graphs_table
+    return Experiment(name, problem, process, methods, rounds, seeds, backend, settings, tables)
 
 
 def load(path) -> Experiment:
-    """Read and parse a TOML configuration file."""
+    """Read and parse a TOML configuration file (named after the file unless it says
+    ``name = ...``)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
     try:
-        raw = tomllib.loads(path.read_text())
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
     return parse(raw, default_name=path.stem)
 
 
-def default() -> Experiment:
-    """The embedded experiment of ``stochmix run``: least squares over 20 clients with
-    Bernoulli participation between 0.1 and 0.9, FedAvg against FOCUS.
+def default_table() -> dict:
+    """The embedded experiment of ``stochmix run`` as a configuration dict: least squares
+    over 20 clients with Bernoulli participation between 0.1 and 0.9, FedAvg against FOCUS.
 
     FOCUS's server step follows the *sum* of the clients' gradients, so its step is
     0.5 / (N L); FedAvg, whose server averages, takes N times that.
     """
     n = 20
-    problem = problems.LeastSquares.random(n, 10, rows_per_client=20, heterogeneity=2.0, seed=0)
-    process = participation.Bernoulli.heterogeneous(n, 0.1, 0.9, seed=0)
-    lr = 0.5 / (n * problem.smoothness)
-    methods = [
-        MethodSpec("fedavg", {"local_steps": 5}, [n * lr], "FedAvg"),
-        MethodSpec("focus", {"local_steps": 5}, [lr], "FOCUS"),
-    ]
-    return Experiment("default", problem, process, methods, 800, [0])
+    problem = {
+        "kind": "least_squares",
+        "n_clients": n,
+        "dim": 10,
+        "rows_per_client": 20,
+        "heterogeneity": 2.0,
+        "seed": DEFAULT_SEED,
+    }
+    smoothness = PROBLEMS["least_squares"](**{k: v for k, v in problem.items() if k != "kind"})
+    lr = 0.5 / (n * smoothness.smoothness)
+    return {
+        "name": "default",
+        "rounds": 800,
+        "seeds": [DEFAULT_SEED],
+        "problem": problem,
+        "participation": {"kind": "bernoulli", "low": 0.1, "high": 0.9, "seed": DEFAULT_SEED},
+        "methods": [
+            {"kind": "fedavg", "label": "FedAvg", "lr": n * lr, "local_steps": 5},
+            {"kind": "focus", "label": "FOCUS", "lr": lr, "local_steps": 5},
+        ],
+    }
+
+
+def default() -> Experiment:
+    """The embedded experiment of ``stochmix run`` (see :func:`default_table`)."""
+    return parse(default_table(), default_name="default")
+
+
+# ----------------------------------------------------------------------------- TOML writer
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _key(key) -> str:
+    if not isinstance(key, str):
+        raise TypeError(f"TOML keys must be strings, got {key!r}")
+    return key if _BARE_KEY.match(key) else _string(key)
+
+
+def _string(text: str) -> str:
+    # JSON's escapes (\" \\ \n \t \uXXXX ...) are TOML's; DEL must be escaped in TOML too
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _value(value, where: str) -> str:
+    """One TOML value: str, int, float (shortest exact text), bool, list or inline table."""
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        if math.isnan(number):
+            return "nan"
+        if math.isinf(number):
+            return "inf" if number > 0 else "-inf"
+        return repr(number)
+    if isinstance(value, str):
+        return _string(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_value(v, f"{where}[{i}]") for i, v in enumerate(value)) + "]"
+    if isinstance(value, dict):
+        items = (f"{_key(k)} = {_value(v, f'{where}.{k}')}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
+    raise TypeError(f"{where}: TOML cannot hold {type(value).__name__} {value!r}")
+
+
+def _is_table_array(value) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
+def _emit(table: dict, path: list[str], lines: list[str]) -> None:
+    """Append ``table``'s plain keys, then its sub-tables and arrays of tables."""
+    nested = {k: v for k, v in table.items() if isinstance(v, dict) or _is_table_array(v)}
+    for key, value in table.items():
+        if key not in nested:
+            lines.append(f"{_key(key)} = {_value(value, '.'.join([*path, key]))}")
+    for key, value in nested.items():
+        name = ".".join(_key(k) for k in [*path, key])
+        for item in [value] if isinstance(value, dict) else value:
+            lines.extend(["", f"[{name}]" if isinstance(value, dict) else f"[[{name}]]"])
+            _emit(item, [*path, key], lines)
+
+
+def dumps(table: dict, comment: str = "") -> str:
+    """``table`` as TOML text that ``tomllib.loads`` reads back equal: strings, integers,
+    floats (their shortest exact text), booleans, lists, tables and arrays of tables.
+    ``comment`` lines go first, each prefixed with ``#``.
+
+    Raises:
+        TypeError: a value TOML cannot hold (None, an object), naming its key.
+    """
+    lines = [f"# {line}".rstrip() for line in comment.splitlines()]
+    _emit(table, [], lines)
+    return "\n".join(lines).lstrip("\n") + "\n"

@@ -1,42 +1,42 @@
-"""Run an :class:`~stochmix.config.Experiment` and write what it found: a CSV of per-round
-metrics per method and seed, a PNG of the error curves (mean and band over seeds), and a
-summary table. Learning-rate grids are run in full and each method is reported at its best.
+"""Run an :class:`~stochmix.config.Experiment` and write what it found into a run folder:
+
+* ``config.resolved.toml`` — the configuration with every default and seed written out
+  (``stochmix run`` of it repeats the run);
+* ``participation.csv`` — each client's participation probability p_i;
+* ``metrics.csv`` — the per-round metrics of every run (:meth:`Result.csv_rows`), the same
+  bytes every time the same configuration runs;
+* ``timing.csv`` — the seconds since each run started, after each round;
+* ``error.png`` — the error curves (geometric mean over seeds and the min-max band).
+
+Learning-rate grids are run in full and each method is reported at its best step size;
+the summary table is :mod:`stochmix.reporting`'s.
 """
 
 from __future__ import annotations
 
 import csv
+import io
+import itertools
+import re
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .config import Experiment
+from . import __version__
+from .config import Experiment, dumps
 from .engine import Result, run
+from .engine.result import COLUMNS
+from .reporting import summary_row
 
-CSV_COLUMNS = [
-    "method",
-    "lr",
-    "seed",
-    "round",
-    "relative_error",
-    "distance",
-    "objective_gap",
-    "gradient_norm",
-    "consensus",
-    "participants",
-    "wall_time",
-]
+#: The columns of ``timing.csv``.
+TIMING_COLUMNS = ("method", "lr", "seed", "round", "wall_time")
 
-SUMMARY_COLUMNS = [
-    ("method", "method", "s"),
-    ("lr", "lr", ".3g"),
-    ("final_relative_error", "final rel. error", ".2e"),
-    ("rounds_to_1e-8", "rounds to 1e-8", "d"),
-    ("rate", "linear rate", ".4f"),
-    ("seconds", "seconds", ".2f"),
-]
+#: The error curves the plot and the choice of the best step size look at, in order of
+#: preference (the first one a run recorded).
+ERROR_METRICS = ("relative_error", "objective_gap", "gradient_norm", "consensus")
 
 
 @dataclass
@@ -49,23 +49,35 @@ class MethodOutcome:
 
     @property
     def best(self) -> list[Result]:
+        """The runs (one per seed) at the best step size."""
         return self.runs[self.best_lr]
 
 
+def error_metric(res: Result) -> str | None:
+    """The first of :data:`ERROR_METRICS` that ``res`` recorded (None if none)."""
+    for metric in ERROR_METRICS:
+        field = "distance" if metric == "relative_error" else metric
+        if getattr(res, field) is not None:
+            return metric
+    return None
+
+
 def _score(results: list[Result]) -> float:
-    """Lower is better: mean final relative error (objective gap when x_star is unknown);
-    a diverged run scores infinity."""
+    """Lower is better: mean over seeds of the last value of the error metric (relative
+    error, else objective gap ...); a diverged run scores infinity, a run without a value
+    NaN."""
     values = []
     for res in results:
         if res.diverged:
             return float("inf")
-        curve = res.relative_error if res.distance is not None else res.objective_gap
-        values.append(float(curve[-1]) if curve is not None else float("nan"))
+        metric = error_metric(res)
+        last = res.last(metric) if metric is not None else None
+        values.append(float("nan") if last is None else last)
     return float(np.mean(values))
 
 
 def run_experiment(exp: Experiment, progress="auto", log=print) -> list[MethodOutcome]:
-    """Every method at every lr of its grid and every seed."""
+    """Every method at every lr of its grid and every seed; ``log`` gets one line per grid."""
     outcomes = []
     for spec in exp.methods:
         runs = {}
@@ -85,6 +97,7 @@ def run_experiment(exp: Experiment, progress="auto", log=print) -> list[MethodOu
                     on_divergence="warn",
                     **exp.run_options,
                 )
+                res.config.setdefault("lr", lr)  # run() records the method's lr
                 runs[lr].append(res)
         scores = {lr: _score(results) for lr, results in runs.items()}
         best = min(scores, key=lambda lr: (np.nan_to_num(scores[lr], nan=np.inf), lr))
@@ -96,88 +109,125 @@ def run_experiment(exp: Experiment, progress="auto", log=print) -> list[MethodOu
 
 
 def summary_rows(outcomes: list[MethodOutcome]) -> list[dict]:
-    """One row per method at its best lr; numbers are medians over seeds."""
-    rows = []
+    """One row per method at its best lr (:func:`stochmix.reporting.summary_row`)."""
+    return [summary_row(out.label, out.best, out.best_lr) for out in outcomes]
+
+
+def _all_runs(outcomes: list[MethodOutcome]):
+    """Every run, method by method, step size by step size, seed by seed."""
     for out in outcomes:
-        sums = [res.summary() for res in out.best]
-        row = {
-            "method": out.label,
-            "lr": out.best_lr,
-            "seconds": float(np.median([res.wall_time[-1] for res in out.best])),
-        }
-        for key in ("final_relative_error", "rate", "final_objective_gap"):
-            vals = [s[key] for s in sums if s.get(key) is not None]
-            row[key] = float(np.median(vals)) if vals else None
-        hits = [s.get("rounds_to_1e-8") for s in sums]
-        row["rounds_to_1e-8"] = (
-            int(np.median(hits)) if hits and all(h is not None for h in hits) else None
-        )
-        rows.append(row)
-    return rows
+        for results in out.runs.values():
+            yield from results
 
 
-def write_csv(outcomes: list[MethodOutcome], path: Path) -> Path:
-    """Per-round metrics of every run (all lrs and seeds) in long format."""
-    with open(path, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(CSV_COLUMNS)
-        for out in outcomes:
-            for lr, results in out.runs.items():
-                for seed_index, res in enumerate(results):
-                    seed = res.config.get("seed", seed_index)
-                    rel = res.relative_error if res.distance is not None else None
-                    for r in range(res.rounds + 1):
-                        writer.writerow(
-                            [
-                                out.label,
-                                lr,
-                                seed,
-                                r,
-                                *(
-                                    ("" if a is None else repr(float(a[r])))
-                                    for a in (
-                                        rel,
-                                        res.distance,
-                                        res.objective_gap,
-                                        res.gradient_norm,
-                                        res.consensus,
-                                    )
-                                ),
-                                int(res.participants[r]),
-                                repr(float(res.wall_time[r])),
-                            ]
-                        )
+def _write(path: Path, text: str) -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        handle.write(text)
     return path
 
 
-def plot(outcomes: list[MethodOutcome], path: Path, title: str = "") -> Path:
-    """Error against rounds, log scale: geometric mean over seeds and the min-max band."""
+def write_metrics(outcomes: list[MethodOutcome], path) -> Path:
+    """``metrics.csv``: :meth:`Result.csv_rows` of every run, one header. No timing in
+    it, so the same configuration gives the same bytes."""
+    parts = [res.csv_rows(header=i == 0) for i, res in enumerate(_all_runs(outcomes))]
+    return _write(Path(path), "".join(parts) or ",".join(COLUMNS) + "\n")
+
+
+def _cell(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (float, np.floating)):
+        return "" if np.isnan(value) else repr(float(value))
+    return str(value)
+
+
+def write_timing(outcomes: list[MethodOutcome], path) -> Path:
+    """``timing.csv``: method, lr, seed, round and the seconds since the run started."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(TIMING_COLUMNS)
+    for res in _all_runs(outcomes):
+        columns = res.columns(wall_time=True)
+        cells = (map(_cell, columns[name]) for name in TIMING_COLUMNS)
+        writer.writerows(zip(*cells, strict=True))
+    return _write(Path(path), buffer.getvalue())
+
+
+def write_config(exp: Experiment, path) -> Path:
+    """``config.resolved.toml``: :meth:`Experiment.resolved` as TOML."""
+    note = (
+        f"stochmix {__version__}: the configuration of this run with every default and seed\n"
+        "written out; `stochmix run` of this file repeats the run (same metrics.csv)."
+    )
+    return _write(Path(path), dumps(exp.resolved(), comment=note))
+
+
+def write_participation(process, path) -> Path:
+    """``participation.csv``: client, probability (the process's p_i); where the process
+    has no closed-form p_i, a comment line says so above the bare header."""
+    p = process.probabilities
+    if p is None:
+        text = (
+            f"# {process!r} has no closed-form participation probabilities p_i "
+            "(process.estimate_probabilities(rounds, seed) estimates them)\n"
+            "client,probability\n"
+        )
+    else:
+        p = np.asarray(p, dtype=float)
+        rows = map("{},{!r}".format, range(p.size), p.tolist())
+        text = "client,probability\n" + "\n".join(rows) + "\n"
+    return _write(Path(path), text)
+
+
+def _geometric_band(curves: list[np.ndarray]):
+    """``(rounds, mean, low, high)`` over the rounds where some curve has a finite value:
+    the geometric mean over the curves that have one there, and their min and max."""
+    length = max(c.size for c in curves)
+    stack = np.full((len(curves), length), np.nan)
+    for i, curve in enumerate(curves):  # one row per seed
+        stack[i, : curve.size] = curve
+    stack[~np.isfinite(stack)] = np.nan
+    rounds = np.flatnonzero(np.any(~np.isnan(stack), axis=0))
+    values = np.maximum(stack[:, rounds], 1e-300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.exp(np.nanmean(np.log(values), axis=0))
+    return rounds, mean, np.nanmin(values, axis=0), np.nanmax(values, axis=0)
+
+
+def plot(outcomes: list[MethodOutcome], path, title: str = "") -> Path:
+    """Error against rounds, log scale, each method at its best lr: the geometric mean over
+    seeds and the min-max band, over the rounds that have a value (a metric evaluated on
+    a schedule gets markers).
+
+    Raises:
+        ImportError: matplotlib is not installed.
+        ValueError: no run recorded an error metric.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    metric = "relative_error"
+    plotted = None
     for out in outcomes:
-        curves = []
-        for res in out.best:
-            metric = "relative_error" if res.distance is not None else "objective_gap"
-            curves.append(np.asarray(res.error(metric), dtype=float))
-        length = min(len(c) for c in curves)
-        stack = np.maximum(np.array([c[:length] for c in curves]), 1e-300)
-        mean = np.exp(np.log(stack).mean(axis=0))
-        (line,) = ax.semilogy(mean, label=f"{out.label} (lr {out.best_lr:.3g})")
-        if stack.shape[0] > 1:
-            ax.fill_between(
-                np.arange(length),
-                stack.min(axis=0),
-                stack.max(axis=0),
-                color=line.get_color(),
-                alpha=0.2,
-            )
+        metric = next((m for m in map(error_metric, out.best) if m is not None), None)
+        if metric is None:
+            continue
+        plotted = plotted or metric
+        curves = [np.asarray(res.error(metric), dtype=float) for res in out.best]
+        rounds, mean, low, high = _geometric_band(curves)
+        style = {"marker": "."} if rounds.size < max(c.size for c in curves) else {}
+        label = f"{out.label} (lr {out.best_lr:.3g})"
+        (line,) = ax.semilogy(rounds, mean, label=label, **style)
+        if len(curves) > 1:
+            ax.fill_between(rounds, low, high, color=line.get_color(), alpha=0.2)
+    if plotted is None:
+        plt.close(fig)
+        raise ValueError("nothing to plot: no run recorded an error metric")
     ax.set_xlabel("round")
-    ax.set_ylabel(metric.replace("_", " "))
+    ax.set_ylabel(plotted.replace("_", " "))
     if title:
         ax.set_title(title)
     ax.legend()
@@ -185,13 +235,31 @@ def plot(outcomes: list[MethodOutcome], path: Path, title: str = "") -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-    return path
+    return Path(path)
 
 
-def output_dir(name: str, out=None) -> Path:
-    """``out`` if given, else ``./runs/<name>-<YYYYmmdd-HHMMSS>/``; created."""
-    path = (
-        Path(out) if out is not None else Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    )
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+def _folder_name(name: str) -> str:
+    """``name`` with anything but letters, digits, '.', '_' and '-' replaced by '_'."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name).strip(".") or "run"
+
+
+def output_dir(name: str, out=None, *, root="runs", stamp: str | None = None) -> Path:
+    """The run folder, created: ``out`` if given (it may exist), else a new
+    ``<root>/<name>-<YYYYmmdd-HHMMSS>-<n>`` with n the first number free, so that runs
+    started in the same second get folders of their own (``mkdir`` without
+    ``exist_ok`` is the arbiter)."""
+    if out is not None:
+        path = Path(out)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    stem = f"{_folder_name(name)}-{stamp or time.strftime('%Y%m%d-%H%M%S')}"
+    for n in itertools.count(1):
+        path = root / f"{stem}-{n}"
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue
+        return path
+    raise AssertionError("unreachable")  # pragma: no cover
