@@ -432,11 +432,23 @@ def _settings(raw: dict, backend: str) -> dict:
     return settings
 
 
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def _slug(stem: str) -> str:
+    """A file's stem made a safe run name (the default name of a configuration file)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]", "_", stem).lstrip("._-")[:64]
+    return slug or "experiment"
+
+
 def _run_shape(raw: dict) -> tuple[str, int, list[int], str]:
     """name, rounds, seeds and backend, checked."""
     name = raw.get("name", None)
-    if not isinstance(name, str) or not name:
-        raise ConfigError(f"name must be a non-empty string, got {name!r}")
+    if not isinstance(name, str) or not _SAFE_NAME.fullmatch(name):
+        raise ConfigError(
+            "name must be 1-64 letters, digits, '.', '_' or '-', starting with a letter or "
+            f"digit (it names the run folder), got {name!r}"
+        )
     rounds = raw.get("rounds", 300)
     if not _integer(rounds) or rounds < 0:
         raise ConfigError(f"rounds must be a nonnegative integer, got {rounds!r}")
@@ -662,7 +674,13 @@ def load(path) -> Experiment:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
-    return parse(raw, default_name=path.stem)
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {error.start} is {error.object[error.start]:#04x})"
+        ) from None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot be read ({error.strerror or error})") from None
+    return parse(raw, default_name=_slug(path.stem))
 
 
 def default_table() -> dict:

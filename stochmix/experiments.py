@@ -17,7 +17,9 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import os
 import re
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -120,10 +122,20 @@ def _all_runs(outcomes: list[MethodOutcome]):
             yield from results
 
 
-def _write(path: Path, text: str) -> Path:
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        handle.write(text)
-    return path
+def _write(path: Path, text: str | bytes) -> Path:
+    """Write ``text`` to ``path``, refusing to follow a link at ``path`` (a link planted in
+    the run folder cannot redirect the write to another file)."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        handle = os.open(path, flags, 0o644)
+    except OSError as error:
+        if os.path.islink(path):
+            raise OSError(f"{path} is a link; stochmix does not write through links") from None
+        raise error
+    with os.fdopen(handle, "wb") as out:
+        out.write(data)
+    return Path(path)
 
 
 def write_metrics(outcomes: list[MethodOutcome], path) -> Path:
@@ -233,9 +245,10 @@ def plot(outcomes: list[MethodOutcome], path, title: str = "") -> Path:
     ax.legend()
     ax.grid(True, which="major", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=120)
     plt.close(fig)
-    return Path(path)
+    return _write(Path(path), image.getvalue())
 
 
 def _folder_name(name: str) -> str:
@@ -250,7 +263,17 @@ def output_dir(name: str, out=None, *, root="runs", stamp: str | None = None) ->
     ``exist_ok`` is the arbiter)."""
     if out is not None:
         path = Path(out)
-        path.mkdir(parents=True, exist_ok=True)
+        if path.exists() and not path.is_dir():
+            raise ValueError(f"--out {str(path)!r} is a file, not a folder")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            handle, probe = tempfile.mkstemp(prefix=".probe-", dir=path)
+            os.close(handle)
+            os.unlink(probe)
+        except OSError as error:
+            raise ValueError(
+                f"--out {str(path)!r} cannot be written: {error.strerror or error}"
+            ) from None
         return path
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
