@@ -34,6 +34,8 @@ class InverseProbabilities:
     def __init__(self, probabilities, cutoff: int = 50, key: str = "inverse_p"):
         if isinstance(probabilities, str):
             choice(probabilities, "probabilities", ("fedau",))
+        elif probabilities is not None:  # p_i: their number is checked against N at the run
+            probabilities = as_probabilities(probabilities, "probabilities")
         self.probabilities = probabilities
         self.cutoff = as_int(cutoff, "cutoff", minimum=1)
         self.key = key

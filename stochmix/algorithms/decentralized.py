@@ -21,7 +21,7 @@ import numpy as np
 from jaxtyping import Float
 
 from .._arrays import Array
-from .._validate import as_float, choice
+from .._validate import _show, as_bool, as_float, choice
 from ..engine import Block, Method, RunContext
 from ..mixing.checks import stochasticity_problem
 from ..mixing.rowsparse import RowSparse
@@ -50,12 +50,12 @@ class DecentralizedMethod(Method):
     def __init__(self, lr, graphs: GraphSequence, decay=0.0, check_mixing=True):
         self.lr = as_float(lr, "lr", positive=True)
         if not isinstance(graphs, GraphSequence):
-            raise TypeError(f"graphs must be a GraphSequence, got {type(graphs).__name__}")
+            raise TypeError(
+                f"graphs must be a GraphSequence, got {type(graphs).__name__}: {_show(graphs)}"
+            )
         self.graphs = graphs
         self.decay = as_float(decay, "decay", nonnegative=True)
-        if not isinstance(check_mixing, (bool, np.bool_)):
-            raise TypeError(f"check_mixing must be True or False, got {check_mixing!r}")
-        self.check_mixing = bool(check_mixing)
+        self.check_mixing = as_bool(check_mixing, "check_mixing")
         self._checked: set = set()
 
     def start(self, ctx: RunContext) -> None:

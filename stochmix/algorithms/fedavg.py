@@ -47,10 +47,9 @@ class FedAvg(Method):
         self.server_lr = as_float(server_lr, "server_lr", positive=True)
         self.weights = choice(weights, "weights", WEIGHT_RULES)
         self.probabilities = probabilities
-        self._inverse = InverseProbabilities(
-            "fedau" if weights == "fedau" else probabilities, cutoff
-        )
+        self._inverse = InverseProbabilities(probabilities, cutoff)  # checks them
         if weights == "fedau":
+            self._inverse = InverseProbabilities("fedau", cutoff)
             self.name = "FedAU"
 
     def blocks(self, n_clients: int) -> list[Block]:

@@ -49,8 +49,20 @@ import scipy.sparse.linalg as spla
 from jaxtyping import Bool, Float, Int
 from scipy import stats
 
-from .._validate import as_float, as_int, choice
+from .._validate import (
+    _show,
+    as_bool,
+    as_bool_array,
+    as_client_indices,
+    as_float,
+    as_int,
+    as_probabilities,
+    as_real_array,
+    choice,
+    is_scalar,
+)
 from ..engine import Layout, Method, Phase, RunContext
+from ..mixing.checks import check_matrix
 from ..problems import LeastSquares, Quadratic
 
 DENSE_LIMIT = 2000  # maps of at most this size are analysed with dense linear algebra
@@ -73,8 +85,8 @@ class AffineGradients:
     """
 
     def __init__(self, hessians: np.ndarray, linear: np.ndarray):
-        hessians = np.asarray(hessians, dtype=np.float64)
-        linear = np.asarray(linear, dtype=np.float64)
+        hessians = as_real_array(hessians, "hessians")
+        linear = as_real_array(linear, "linear")
         if linear.ndim != 2:
             raise ValueError(f"linear must have shape (N, d), got {linear.shape}")
         n, d = linear.shape
@@ -150,7 +162,7 @@ def affine_gradients(problem) -> AffineGradients:
     else:
         raise TypeError(
             "problem must have affine gradients (a Quadratic, a LeastSquares, or an object with "
-            f"hessians_and_linear_terms()), got {type(problem).__name__}"
+            f"hessians_and_linear_terms()), got {type(problem).__name__}: {_show(problem)}"
         )
     try:
         _AFFINE_CACHE[problem] = out
@@ -183,21 +195,32 @@ class AffineMap:
     """
 
     def __init__(self, linear, offset, state_shape: tuple[int, int] | None = None):
-        self.linear = sp.csr_array(linear)
-        self.offset = np.asarray(offset, dtype=np.float64).reshape(-1)
+        if not sp.issparse(linear):
+            linear = as_real_array(linear, "linear")
+        check_matrix(linear, "linear", square=True)
+        self.linear = sp.csr_array(linear, dtype=np.float64)
+        if not np.isfinite(self.linear.data).all():
+            raise ValueError("linear must be finite (it holds NaN or inf)")
         n = self.linear.shape[0]
-        if self.linear.shape != (n, n) or self.offset.shape != (n,):
+        self.offset = as_real_array(offset, "offset").reshape(-1)
+        if self.offset.shape != (n,):
             raise ValueError(
-                f"linear must be square and offset match it, got {self.linear.shape} and "
-                f"{self.offset.shape}"
+                f"offset must hold {n} entries to match linear, got {np.shape(offset)}"
             )
-        if state_shape is not None and state_shape[0] * state_shape[1] != n:
-            raise ValueError(f"state_shape {state_shape} does not hold {n} entries")
-        self.state_shape = None if state_shape is None else tuple(int(s) for s in state_shape)
+        if state_shape is not None:
+            if is_scalar(state_shape):
+                raise TypeError(f"state_shape must be a pair (m, d), got {_show(state_shape)}")
+            if len(state_shape) != 2:
+                raise ValueError(f"state_shape must be a pair (m, d), got {_show(state_shape)}")
+            state_shape = tuple(as_int(v, "state_shape", minimum=0) for v in state_shape)
+            if state_shape[0] * state_shape[1] != n:
+                raise ValueError(f"state_shape {state_shape} does not hold {n} entries")
+        self.state_shape = state_shape
 
     @classmethod
     def identity(cls, size: int, state_shape: tuple[int, int] | None = None) -> AffineMap:
         """The identity map on vectors of length ``size``."""
+        size = as_int(size, "size", minimum=0)
         return cls(sp.identity(size, format="csr"), np.zeros(size), state_shape)
 
     @property
@@ -219,15 +242,20 @@ class AffineMap:
 
     def __call__(self, z: Float[np.ndarray, "..."]) -> Float[np.ndarray, "..."]:
         """``T vec(z) + t``, returned in the shape of ``z`` ((n,) or (m, d))."""
-        z = np.asarray(z, dtype=np.float64)
+        z = as_real_array(z, "z", finite=False)
         if z.size != self.size:
             raise ValueError(f"z must hold {self.size} entries, got shape {z.shape}")
         return (self.linear @ z.reshape(-1) + self.offset).reshape(z.shape)
 
     def compose(self, other: AffineMap) -> AffineMap:
         """``self`` after ``other``: ``v -> T_s (T_o v + t_o) + t_s``."""
+        if not isinstance(other, AffineMap):
+            raise TypeError(f"other must be an AffineMap, got {_show(other)}")
         if other.size != self.size:
-            raise ValueError(f"cannot compose maps of sizes {self.size} and {other.size}")
+            raise ValueError(
+                f"other must act on vectors of length {self.size} like this map, got "
+                f"length {other.size}"
+            )
         return AffineMap(
             self.linear @ other.linear,
             self.linear @ other.offset + self.offset,
@@ -288,7 +316,7 @@ class AffineMap:
                 all (the map drifts along a fixed direction).
         """
         n, t = self.size, self.offset
-        z0 = None if start is None else np.asarray(start, dtype=np.float64).reshape(-1)
+        z0 = None if start is None else as_real_array(start, "start").reshape(-1)
         if z0 is not None and z0.shape != (n,):
             raise ValueError(f"start must hold {n} entries, got {np.shape(start)}")
         if n <= DENSE_LIMIT:
@@ -367,6 +395,7 @@ class AffineMap:
         Dense eigenvalues for maps of size at most ``DENSE_LIMIT``; above it ARPACK's
         largest-magnitude eigenvalues, dropping those within ``UNIT_ATOL`` of 1.
         """
+        exclude_unit = as_bool(exclude_unit, "exclude_unit")
         n = self.size
         if n <= DENSE_LIMIT:
             vals = scipy.linalg.eigvals(self.linear.toarray())
@@ -402,8 +431,14 @@ def run_context(method: Method, problem, probabilities=None) -> RunContext:
     FedAvg); pass the process's ``.probabilities``.
     """
     if not isinstance(method, Method):
-        raise TypeError(f"method must be a stochmix Method, got {type(method).__name__}")
+        raise TypeError(f"method must be a stochmix Method, got {_show(method)}")
+    if not (hasattr(problem, "n_clients") and hasattr(problem, "dim")):
+        raise TypeError(
+            f"problem must be a stochmix Problem (with n_clients and dim), got {_show(problem)}"
+        )
     n, d = int(problem.n_clients), int(problem.dim)
+    if probabilities is not None:
+        probabilities = as_probabilities(probabilities, "probabilities", n)
     ctx = RunContext(Layout(method.blocks(n)), n, d, probabilities)
     method.start(ctx)
     return ctx
@@ -443,17 +478,10 @@ def phase_operator(phase: Phase, layout: Layout, method: Method, problem) -> Aff
 
 
 def _participants(participants, n: int) -> np.ndarray:
-    arr = np.asarray(participants)
-    if arr.dtype == np.bool_:
-        if arr.shape != (n,):
-            raise ValueError(f"participants mask must have shape ({n},), got {arr.shape}")
-        return np.flatnonzero(arr)
-    if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
-        raise TypeError("participants must be a boolean mask or a 1-d array of client indices")
-    arr = np.unique(arr.astype(np.int64))
-    if arr.size and (arr[0] < 0 or arr[-1] >= n):
-        raise ValueError(f"participants must lie in [0, {n}), got range [{arr[0]}, {arr[-1]}]")
-    return arr
+    """Sorted client indices from a boolean mask of shape (n,) or distinct indices."""
+    if isinstance(participants, np.ndarray) and participants.dtype == np.bool_:
+        return np.flatnonzero(as_bool_array(participants, "participants", shape=(n,)))
+    return np.sort(as_client_indices(participants, n, "participants", distinct=True))
 
 
 def round_operator(
@@ -472,7 +500,10 @@ def round_operator(
     same ``ctx`` for consecutive rounds of a method that learns during the run (FedAU), whose
     ``round_phases`` updates ``ctx.memory``. Unpacks as ``T, t``.
     """
-    ctx = run_context(method, problem, probabilities) if ctx is None else ctx
+    if ctx is None:
+        ctx = run_context(method, problem, probabilities)
+    elif not isinstance(ctx, RunContext):
+        raise TypeError(f"ctx must be a RunContext (see run_context) or None, got {_show(ctx)}")
     aff = affine_gradients(problem)
     if aff.n_clients != ctx.n_clients or aff.dim != ctx.dim:
         raise ValueError(
@@ -490,9 +521,7 @@ def round_operator(
 
 
 def _masks(masks, n: int) -> np.ndarray:
-    arr = np.asarray(masks)
-    if arr.dtype != np.bool_:
-        raise TypeError(f"masks must be boolean, got dtype {arr.dtype}")
+    arr = as_bool_array(masks, "masks")
     if arr.ndim == 1:
         arr = arr[None, :]
     if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] != n:
@@ -572,7 +601,7 @@ def fixed_point_under_pattern(
     masks = _masks(masks, ctx.n_clients)
     period = masks.shape[0]
     first = _first_round(first_round, period)
-    x0 = np.zeros(ctx.dim) if x0 is None else np.asarray(x0, dtype=np.float64)
+    x0 = np.zeros(ctx.dim) if x0 is None else as_real_array(x0, "x0")
     if x0.shape != (ctx.dim,):
         raise ValueError(f"x0 must have shape ({ctx.dim},), got {x0.shape}")
     z = ctx.layout.initial(x0)
@@ -603,6 +632,7 @@ def periodic_rate(
     period's map do not depend on where the period starts, but round 0 may have extra
     phases.
     """
+    exclude_unit = as_bool(exclude_unit, "exclude_unit")
     ctx = run_context(method, problem, probabilities)
     masks = _masks(masks, ctx.n_clients)
     period = masks.shape[0]
@@ -819,6 +849,13 @@ def lyapunov_rate(
     length = rounds // batches
     if length < 1:
         raise ValueError(f"rounds ({rounds}) must be at least batches ({batches})")
+    if not callable(getattr(participation, "masks", None)) or not hasattr(
+        participation, "n_clients"
+    ):
+        raise TypeError(
+            f"participation must be a participation process (with masks(seed)), got "
+            f"{_show(participation)}"
+        )
     aff = affine_gradients(problem)
     if int(participation.n_clients) != aff.n_clients:
         raise ValueError(
@@ -831,6 +868,9 @@ def lyapunov_rate(
 
     if isinstance(conserved, str):
         choice(conserved, "conserved", ("auto",))
+    elif conserved is not None:
+        conserved = as_real_array(conserved, "conserved")
+    if isinstance(conserved, str):
         if m > CONSERVED_LIMIT:
             raise ValueError(
                 f"conserved='auto' needs a dense {m} x {m} scan (more than CONSERVED_LIMIT = "
@@ -845,7 +885,7 @@ def lyapunov_rate(
     elif conserved is None:
         basis = np.zeros((m, 0))
     else:
-        basis = np.asarray(conserved, dtype=np.float64)
+        basis = conserved
         if basis.ndim != 2 or basis.shape[0] != m:
             raise ValueError(f"conserved must have shape ({m}, k), got {basis.shape}")
         basis = scipy.linalg.orth(basis) if basis.shape[1] else basis

@@ -52,7 +52,16 @@ import scipy.sparse as sp
 import scipy.special
 from jaxtyping import Bool, Float
 
-from .._validate import as_int, as_nonnegative, as_probabilities
+from .._validate import (
+    _show,
+    as_bool,
+    as_int,
+    as_mask,
+    as_nonnegative,
+    as_probabilities,
+    as_real_array,
+    as_seed,
+)
 from ..mixing.federated import assign, average
 from ..participation import Bernoulli, Full, ParticipationProcess, UniformSample
 from .linear import affine_gradients
@@ -83,13 +92,24 @@ class WeightEstimate(NamedTuple):
 
 
 def _process(participation, n_clients) -> ParticipationProcess:
+    """The process, or Bernoulli(p) for ``participation = p``; errors name ``participation``."""
+    if n_clients is not None:
+        n_clients = as_int(n_clients, "n_clients", minimum=1)
     if isinstance(participation, ParticipationProcess):
-        if n_clients is not None and int(n_clients) != participation.n_clients:
+        if n_clients is not None and n_clients != participation.n_clients:
             raise ValueError(
                 f"n_clients = {n_clients} does not match the process's {participation.n_clients}"
             )
         return participation
-    return Bernoulli(participation, n_clients)
+    if isinstance(participation, str) or participation is None:
+        raise TypeError(
+            "participation must be a participation process or Bernoulli probabilities p, "
+            f"got {_show(participation)}"
+        )
+    try:
+        return Bernoulli(participation, n_clients)
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"participation (Bernoulli p): {error}") from None
 
 
 def bernoulli_expected_weights(p: Float[np.ndarray, " n"]) -> Float[np.ndarray, " n"]:
@@ -136,6 +156,10 @@ def expected_weights(
     from ``batches`` batch means.
     """
     proc = _process(participation, n_clients)
+    monte_carlo = as_bool(monte_carlo, "monte_carlo")
+    rounds = as_int(rounds, "rounds", minimum=2)
+    batches = as_int(batches, "batches", minimum=2)
+    seed = as_seed(seed)
     n = proc.n_clients
     if not monte_carlo:
         if isinstance(proc, Full):
@@ -146,8 +170,6 @@ def expected_weights(
             p = proc.probabilities
             empty = float(np.prod(1.0 - p))
             return WeightEstimate(bernoulli_expected_weights(p), np.zeros(n), empty, True)
-    rounds = as_int(rounds, "rounds", minimum=2)
-    batches = as_int(batches, "batches", minimum=2)
     length = rounds // batches
     if length < 1:
         raise ValueError(f"rounds ({rounds}) must be at least batches ({batches})")
@@ -169,8 +191,8 @@ def all_pull_round_matrix(mask: Bool[np.ndarray, " n"]) -> sp.csr_array:
     client pulls (FOCUS paper, appendix C). Every row is ``(0, q_1, ..., q_N)`` (``e_0`` in an
     empty round), built from :func:`stochmix.mixing.assign` and :func:`stochmix.mixing.average`.
     """
-    mask = np.asarray(mask)
-    size = int(mask.sum()) if mask.dtype == np.bool_ else 0
+    mask = as_mask(mask, None, "mask")
+    size = int(mask.sum())
     q = np.full(mask.shape, 1.0 / max(size, 1))
     return sp.csr_array(assign(np.ones(mask.shape, dtype=bool)) @ average(mask, q))
 
@@ -193,9 +215,9 @@ def expected_all_pull_matrix(
 def perron_vector(matrix: Float[np.ndarray, "m m"]) -> Float[np.ndarray, " m"]:
     """The left Perron vector of a (row-)stochastic matrix: ``pi W = pi``, ``sum pi = 1``
     (the left eigenvector of the eigenvalue of largest real part)."""
-    a = np.asarray(matrix, dtype=np.float64)
-    if a.ndim != 2 or a.shape[0] != a.shape[1]:
-        raise ValueError(f"matrix must be square, got shape {a.shape}")
+    a = as_real_array(matrix, "matrix")
+    if a.ndim != 2 or a.shape[0] != a.shape[1] or a.size == 0:
+        raise ValueError(f"matrix must be a non-empty square matrix, got shape {a.shape}")
     vals, vecs = scipy.linalg.eig(a.T)
     v = np.real(vecs[:, int(np.argmax(vals.real))])
     return v / v.sum()
@@ -208,7 +230,7 @@ def weighted_minimizer(problem, weights: Float[np.ndarray, " n"]) -> Float[np.nd
     aff = affine_gradients(problem)
     w = as_nonnegative(weights, "weights", aff.n_clients)
     if not w.sum() > 0:
-        raise ValueError("weights must have a positive sum")
+        raise ValueError(f"weights must have a positive sum, got sum {float(w.sum())}")
     hw, cw = aff.weighted(w / w.sum())
     return scipy.linalg.solve(hw, cw, assume_a="sym")
 

@@ -244,16 +244,68 @@ class Result:
 
     @classmethod
     def load(cls, path) -> Result:
-        """Read a result written by :meth:`save`."""
-        with np.load(Path(path), allow_pickle=False) as data:
-            meta = json.loads(str(data["meta"]))
-            arrays = {k: data[k] for k in data.files if k != "meta"}
-        return cls(
-            method=meta["method"],
-            diverged_at=meta["diverged_at"],
-            config=meta["config"],
-            **arrays,
-        )
+        """Read a result written by :meth:`save`.
+
+        The file is read with ``allow_pickle=False`` (loading never runs code) and checked:
+        a missing, unreadable or corrupt file, or one that is not a stochmix result (no
+        JSON metadata, a missing or misshapen array, an array it never writes), is one
+        ``ValueError`` naming the file and what is wrong.
+        """
+        import os
+
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be a file path (str or os.PathLike), got {path!r}")
+        path = Path(path)
+        saved = ("server", "participants", "wall_time", *CURVES[1:])  # what save() writes
+
+        def refuse(reason: str) -> ValueError:
+            return ValueError(f"cannot load a stochmix Result from {str(path)!r}: {reason}")
+
+        try:
+            data = np.load(path, allow_pickle=False)
+        except Exception as error:  # OSError, ValueError (pickled data), EOFError, BadZipFile
+            raise refuse(str(error) or type(error).__name__) from error
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise refuse("it holds a single array, not the .npz archive Result.save writes")
+        with data:
+            files = set(data.files)
+            unknown = sorted(files - {"meta", *saved})
+            missing = [k for k in ("meta", "server", "participants", "wall_time") if k not in files]
+            if unknown or missing:
+                raise refuse(f"unexpected arrays {unknown}" if unknown else f"no {missing[0]!r}")
+            try:
+                arrays = {k: data[k] for k in sorted(files)}
+            except Exception as error:  # pickled objects (ValueError), a corrupt member ...
+                raise refuse(str(error) or type(error).__name__) from error
+        meta = arrays.pop("meta")
+        if meta.dtype.kind != "U" or meta.ndim != 0:
+            raise refuse(f"its metadata is not a JSON string (dtype {meta.dtype})")
+        try:
+            meta = json.loads(str(meta))
+        except json.JSONDecodeError as error:
+            raise refuse(f"its metadata is not valid JSON ({error})") from None
+        if not isinstance(meta, dict) or not {"method", "diverged_at", "config"} <= set(meta):
+            raise refuse("its metadata lacks method, diverged_at or config")
+        method, diverged_at, config = meta["method"], meta["diverged_at"], meta["config"]
+        if not isinstance(method, str) or not isinstance(config, dict):
+            raise refuse("its metadata's method is not a string or its config not a dict")
+        if diverged_at is not None and type(diverged_at) is not int:
+            raise refuse(f"its diverged_at is not a round number: {diverged_at!r}")
+        server = arrays["server"]
+        if server.ndim != 2 or server.shape[0] < 1 or server.dtype.kind not in "iuf":
+            raise refuse(
+                f"server must be a (rounds + 1, dim) array of numbers, got dtype "
+                f"{server.dtype} and shape {server.shape}"
+            )
+        for key, value in arrays.items():
+            if key != "server" and (
+                value.shape != server.shape[:1] or value.dtype.kind not in "iuf"
+            ):
+                raise refuse(
+                    f"{key} must be a ({server.shape[0]},) array of numbers (one per round of "
+                    f"server), got dtype {value.dtype} and shape {value.shape}"
+                )
+        return cls(method=method, diverged_at=diverged_at, config=config, **arrays)
 
     def plot(self, ax=None, metric: str = "relative_error", **kwargs):
         """Plot ``metric`` against rounds on a log scale (only rounds with a value; a

@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 from jaxtyping import Real
 
-from .._validate import as_float
+from .._validate import _show, as_float, choice
 
 Matrix = Real[np.ndarray, "m n"] | sp.sparray | sp.spmatrix
 
@@ -36,27 +36,35 @@ _LABELS = {
 }
 
 
+def check_matrix(W, name: str = "W", *, square: bool = False) -> None:
+    """Raise unless ``W`` is a 2-d NumPy array or SciPy sparse matrix of real numbers
+    (``TypeError`` for another type or dtype, booleans and complex numbers included;
+    ``ValueError`` for another number of dimensions, or a non-square ``W`` when
+    ``square``). The one check every function of :mod:`stochmix.mixing` that takes a
+    matrix starts with."""
+    if not isinstance(W, np.ndarray) and not sp.issparse(W):
+        raise TypeError(
+            f"{name} must be a NumPy array or SciPy sparse matrix, got {type(W).__name__}: "
+            f"{_show(W)}"
+        )
+    if W.dtype.kind not in "fiu":
+        raise TypeError(f"{name} must have real entries, got dtype {W.dtype}")
+    if W.ndim != 2:
+        raise ValueError(f"{name} must be a 2-d matrix, got shape {W.shape}")
+    if square and W.shape[0] != W.shape[1]:
+        raise ValueError(f"{name} must be a square matrix, got shape {W.shape}")
+
+
 def _problem(W, kind: str, atol: float, name: str = "W") -> str | None:
     """What is wrong with ``W`` as a matrix of ``kind``, or ``None`` when nothing is.
 
     Input that is no matrix at all (wrong type, not 2-d, not real) raises instead.
     """
     atol = as_float(atol, "atol", nonnegative=True)
+    check_matrix(W, name)
     if isinstance(W, np.ndarray):
-        if W.ndim != 2:
-            raise ValueError(f"{name} must be a 2-d matrix, got shape {W.shape}")
-        if W.dtype.kind not in "fiu":
-            raise TypeError(f"{name} must have real entries, got dtype {W.dtype}")
         return _problem_dense(W.astype(float, copy=False), kind, atol)
-    if not isinstance(W, (sp.sparray, sp.spmatrix)):
-        raise TypeError(
-            f"{name} must be a NumPy array or SciPy sparse matrix, got {type(W).__name__}"
-        )
     coo = sp.coo_array(W)
-    if coo.ndim != 2:
-        raise ValueError(f"{name} must be a 2-d matrix, got shape {coo.shape}")
-    if coo.dtype.kind not in "fiu":
-        raise TypeError(f"{name} must have real entries, got dtype {coo.dtype}")
     rows, cols, shape = coo.row, coo.col, coo.shape
     vals = np.asarray(coo.data, dtype=float)
     bad = ~np.isfinite(vals)
@@ -120,12 +128,15 @@ def stochasticity_problem(W: Matrix, kind: str, atol: float = 1e-12) -> str | No
     """What keeps ``W`` from being a matrix of ``kind`` ("row", "column" or "doubly"
     stochastic; "rows_sum" / "columns_sum": sums one, signed entries allowed), as one
     line, or None when nothing does."""
-    if kind not in _LABELS:
-        raise ValueError(f"kind must be one of {sorted(_LABELS)}, got {kind!r}")
+    choice(kind, "kind", _LABELS)
     return _problem(W, kind, atol)
 
 
 def _raise(W, kind: str, atol: float, name: str) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a string (what messages call W), got {_show(name)}")
+    if not name.strip():
+        raise ValueError(f"name must be a non-empty string (what messages call W), got {name!r}")
     message = _problem(W, kind, atol, name)
     if message is not None:
         raise ValueError(f"{name} is not {_LABELS[kind]}: {message}")

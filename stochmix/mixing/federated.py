@@ -23,19 +23,25 @@ import numpy as np
 import scipy.sparse as sp
 from jaxtyping import Bool, Float, Int
 
-from .._validate import as_float, as_mask, as_nonnegative
+from .._validate import as_client_indices, as_float, as_int, as_mask, as_nonnegative
 from .rowsparse import Broadcast, Reduce, RowSparse
 
 
-def _nodes(participants) -> np.ndarray:
-    return np.asarray(participants, dtype=np.int64) + 1
+def _nodes(participants, n_clients) -> tuple[np.ndarray, int]:
+    """The participants' nodes (client i is node i + 1) and N, after checking both:
+    ``participants`` sorted, distinct integers in ``[0, N)`` (one pass over them)."""
+    n = as_int(n_clients, "n_clients", minimum=0)
+    return as_client_indices(participants, n, "participants", increasing=True) + 1, n
 
 
 def assign_rows(participants: Int[np.ndarray, " s"], n_clients: int) -> RowSparse:
-    """A_S: every participant's row copies the server's row 0."""
-    nodes = _nodes(participants)
-    return RowSparse.from_entries(
-        n_clients + 1, nodes, np.zeros_like(nodes), 1.0, pattern=Broadcast(nodes, 0)
+    """A_S: every participant's row copies the server's row 0.
+
+    ``participants``: the sorted, distinct indices of the participating clients in
+    ``[0, n_clients)`` (as every ``*_rows`` builder takes them)."""
+    nodes, n = _nodes(participants, n_clients)
+    return RowSparse._from_entries(
+        n + 1, nodes, np.zeros_like(nodes), 1.0, pattern=Broadcast(nodes, 0)
     )
 
 
@@ -47,29 +53,30 @@ def average_rows(
 ) -> RowSparse:
     """Row 0 becomes ``(1 - server_lr * sum q) e_0 + server_lr * sum_i q_i e_{i+1}``.
 
-    ``weights`` are the participants' q_i, aligned with ``participants``. With no
-    participant the matrix is the identity. Rows sum to one; the server's own entry is
-    negative when ``server_lr * sum q > 1``.
+    ``weights`` are the participants' q_i, aligned with ``participants``: finite and
+    nonnegative. With no participant the matrix is the identity. Rows sum to one; the
+    server's own entry is negative when ``server_lr * sum q > 1``.
     """
-    nodes = _nodes(participants)
-    q = np.asarray(weights, dtype=float)
+    nodes, n_clients = _nodes(participants, n_clients)
+    q = as_nonnegative(weights, "weights", nodes.size)
+    server_lr = as_float(server_lr, "server_lr", positive=True)
     if nodes.size == 0:
-        return RowSparse.from_entries(n_clients + 1, [], [], [])
+        return RowSparse._from_entries(n_clients + 1, [], [], [])
     cols = np.concatenate([[0], nodes])
     own = 1.0 - server_lr * float(q.sum())
     vals = np.concatenate([[own], server_lr * q])
     equal = bool((q == q[0]).all())  # uniform weights: one number for every node
     pattern = Reduce(0, own, nodes, server_lr * float(q[0]) if equal else server_lr * q)
-    return RowSparse.from_entries(n_clients + 1, np.zeros_like(cols), cols, vals, pattern=pattern)
+    return RowSparse._from_entries(n_clients + 1, np.zeros_like(cols), cols, vals, pattern=pattern)
 
 
 def collect_rows(participants: Int[np.ndarray, " s"], n_clients: int) -> RowSparse:
     """C_S: the server row adds the participants' rows, which become zero."""
-    nodes = _nodes(participants)
+    nodes, n_clients = _nodes(participants, n_clients)
     if nodes.size == 0:
-        return RowSparse.from_entries(n_clients + 1, [], [], [])
+        return RowSparse._from_entries(n_clients + 1, [], [], [])
     cols = np.concatenate([[0], nodes])
-    return RowSparse.from_entries(
+    return RowSparse._from_entries(
         n_clients + 1,
         np.zeros_like(cols),
         cols,
@@ -81,15 +88,12 @@ def collect_rows(participants: Int[np.ndarray, " s"], n_clients: int) -> RowSpar
 
 def local_diagonal_rows(participants: Int[np.ndarray, " s"], n_clients: int) -> RowSparse:
     """D_S: ones on the participants' diagonal entries, zero everywhere else."""
-    nodes = _nodes(participants)
-    return RowSparse.from_entries(n_clients + 1, nodes, nodes, 1.0, identity_elsewhere=False)
+    nodes, n_clients = _nodes(participants, n_clients)
+    return RowSparse._from_entries(n_clients + 1, nodes, nodes, 1.0, identity_elsewhere=False)
 
 
 def _participants(mask, name: str = "mask") -> tuple[np.ndarray, int]:
-    arr = np.asarray(mask)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be a 1-d boolean array, got shape {arr.shape}")
-    arr = as_mask(arr, arr.shape[0], name)
+    arr = as_mask(mask, None, name)
     return np.flatnonzero(arr), arr.shape[0]
 
 

@@ -17,7 +17,8 @@ import numpy as np
 import scipy.sparse as sp
 from jaxtyping import Real
 
-from .._validate import as_int
+from .._validate import _show, as_int
+from .checks import check_matrix
 
 
 def _show_node(node) -> str:
@@ -28,7 +29,9 @@ def _show_node(node) -> str:
 def _check_nodes(graph, n_nodes, name: str) -> int:
     """Validate the node labels; return the number of nodes n."""
     if not isinstance(graph, nx.Graph):
-        raise TypeError(f"{name} must be a networkx graph, got {type(graph).__name__}")
+        raise TypeError(
+            f"{name} must be a networkx graph, got {type(graph).__name__}: {_show(graph)}"
+        )
     for node in graph.nodes:
         if isinstance(node, (bool, np.bool_)) or not isinstance(node, numbers.Integral):
             raise TypeError(
@@ -131,17 +134,17 @@ def matrix_to_graph(W: Real[np.ndarray, "n n"] | sp.sparray | sp.spmatrix) -> nx
     :func:`graph_to_matrix`: ``graph_to_matrix(matrix_to_graph(W))`` equals ``W``.
 
     Args:
-        W: an ``(n, n)`` SciPy sparse matrix or NumPy array.
+        W: an ``(n, n)`` SciPy sparse matrix or NumPy array of finite real numbers.
     """
-    if isinstance(W, np.ndarray):
-        coo = sp.coo_array(W)
-    elif isinstance(W, (sp.sparray, sp.spmatrix)):
-        coo = sp.coo_array(W)
-    else:
-        raise TypeError(f"W must be a NumPy array or SciPy sparse matrix, got {type(W).__name__}")
-    if coo.ndim != 2 or coo.shape[0] != coo.shape[1]:
-        raise ValueError(f"W must be a square matrix, got shape {coo.shape}")
+    check_matrix(W, "W", square=True)
+    coo = sp.coo_array(W)
     coo.sum_duplicates()
+    bad = ~np.isfinite(coo.data)
+    if bad.any():
+        t = int(np.flatnonzero(bad)[0])
+        raise ValueError(
+            f"W must be finite; entry [{coo.row[t]}, {coo.col[t]}] is {float(coo.data[t])}"
+        )
     keep = coo.data != 0
     rows, cols, vals = coo.row[keep], coo.col[keep], coo.data[keep]
     graph = nx.DiGraph()

@@ -13,6 +13,8 @@ import numpy as np
 import scipy.sparse as sp
 from jaxtyping import Int
 
+from .._validate import _show, as_bool, as_client_indices, as_int, as_real_array
+
 
 @dataclass(frozen=True)
 class Broadcast:
@@ -67,16 +69,19 @@ class RowSparse:
     ):
         if (values is None) == (entries is None):
             raise ValueError("give RowSparse either values or entries")
-        self.size = int(size)
-        self.rows = rows
-        self.identity_elsewhere = bool(identity_elsewhere)
+        self.size = as_int(size, "size", minimum=0)
+        self.rows = as_client_indices(rows, self.size, "rows", increasing=True)
+        self.identity_elsewhere = as_bool(identity_elsewhere, "identity_elsewhere")
         self._values = values
         self._entries = entries
         self.pattern = pattern
-        if values is not None and values.shape != (len(rows), self.size):
-            raise ValueError(
-                f"values must have shape ({len(rows)}, {self.size}), got {values.shape}"
-            )
+        if values is not None:
+            if not sp.issparse(values):
+                raise TypeError(f"values must be a SciPy sparse matrix, got {_show(values)}")
+            if values.shape != (len(self.rows), self.size):
+                raise ValueError(
+                    f"values must have shape ({len(self.rows)}, {self.size}), got {values.shape}"
+                )
 
     @classmethod
     def from_entries(
@@ -92,9 +97,46 @@ class RowSparse:
     ) -> RowSparse:
         """Build from COO entries ``M[rows[t], cols[t]] += vals[t]``.
 
-        ``set_rows`` lists rows that are set even if they have no entry (zero rows);
-        the rows that carry an entry are always set. ``pattern``: see the class.
+        ``rows`` and ``cols`` are integers in ``[0, size)`` (repeats add up), ``vals`` finite
+        real numbers (one per entry, or one for all). ``set_rows`` lists rows that are set
+        even if they have no entry (zero rows); the rows that carry an entry are always set.
+        ``pattern``: see the class.
         """
+        size = as_int(size, "size", minimum=0)
+        rows = as_client_indices(rows, size, "rows")
+        cols = as_client_indices(cols, size, "cols")
+        if cols.shape != rows.shape:
+            raise ValueError(f"cols must have the shape of rows {rows.shape}, got {cols.shape}")
+        vals = as_real_array(vals, "vals")
+        if vals.ndim and vals.shape != rows.shape:
+            raise ValueError(f"vals must be one number or of shape {rows.shape}, got {vals.shape}")
+        if set_rows is not None:
+            set_rows = as_client_indices(set_rows, size, "set_rows")
+        identity_elsewhere = as_bool(identity_elsewhere, "identity_elsewhere")
+        return cls._from_entries(
+            size,
+            rows,
+            cols,
+            vals,
+            identity_elsewhere=identity_elsewhere,
+            set_rows=set_rows,
+            pattern=pattern,
+        )
+
+    @classmethod
+    def _from_entries(
+        cls,
+        size: int,
+        rows,
+        cols,
+        vals,
+        *,
+        identity_elsewhere: bool = True,
+        set_rows=None,
+        pattern: Broadcast | Reduce | None = None,
+    ) -> RowSparse:
+        """:meth:`from_entries` without the argument checks, for the builders that made the
+        entries themselves (the hot path of every round)."""
         rows = np.asarray(rows, dtype=np.int64)
         cols = np.asarray(cols, dtype=np.int64)
         vals = np.asarray(vals, dtype=float)
@@ -105,13 +147,10 @@ class RowSparse:
         if rows.size > 1 and (rows[1:] < rows[:-1]).any():
             order = np.argsort(rows, kind="stable")
             rows, cols, vals = rows[order], cols[order], vals[order]
-        return cls(
-            size,
-            unique,
-            identity_elsewhere=identity_elsewhere,
-            entries=(rows, cols, vals),
-            pattern=pattern,
-        )
+        out = cls.__new__(cls)
+        out.size, out.rows, out.identity_elsewhere = int(size), unique, bool(identity_elsewhere)
+        out._values, out._entries, out.pattern = None, (rows, cols, vals), pattern
+        return out
 
     @property
     def values(self) -> sp.csr_array:

@@ -32,7 +32,7 @@ import scipy.sparse as sp
 from jaxtyping import Int
 from scipy.sparse.csgraph import connected_components
 
-from .._validate import as_float, as_int, choice
+from .._validate import _show, as_bool, as_float, as_int, choice, is_scalar
 from .graphs import _check_nodes, graph_to_matrix
 from .weights import _adjacency, metropolis_hastings, uniform_in_neighbors, uniform_out_neighbors
 
@@ -157,13 +157,16 @@ class PeriodicSequence(GraphSequence):
     """
 
     def __init__(self, graphs: Sequence[nx.Graph], n_nodes: int | None = None):
+        if isinstance(graphs, nx.Graph) or is_scalar(graphs):
+            raise TypeError(f"graphs must be a list of networkx graphs, got {_show(graphs)}")
         graphs = list(graphs)
         if not graphs:
-            raise ValueError("graphs must hold at least one graph")
+            raise ValueError("graphs must hold at least one graph, got []")
         if n_nodes is None:
             n_nodes = _check_nodes(graphs[0], None, "graphs[0]")
+        n_nodes = as_int(n_nodes, "n_nodes", minimum=1)
         stored = [_frozen_digraph(g, n_nodes, f"graphs[{t}]")[0] for t, g in enumerate(graphs)]
-        self._graphs, self._n = stored, as_int(n_nodes, "n_nodes", minimum=1)
+        self._graphs, self._n = stored, n_nodes
         self.period = len(stored)
 
     @property
@@ -196,9 +199,11 @@ class DirectedRingSequence(GraphSequence):
 
     def __init__(self, n_nodes: int, shifts: Sequence[int] = (1,)):
         self._n = as_int(n_nodes, "n_nodes", minimum=1)
-        shifts = [as_int(s, "shifts") for s in shifts]
+        if is_scalar(shifts):
+            raise TypeError(f"shifts must be a sequence of integer shifts, got {_show(shifts)}")
+        shifts = [as_int(s, f"shifts[{t}]") for t, s in enumerate(shifts)]
         if not shifts:
-            raise ValueError("shifts must hold at least one shift")
+            raise ValueError("shifts must hold at least one shift, got []")
         self.shifts = tuple(shifts)
         self.period = len(shifts)
 
@@ -315,9 +320,7 @@ class RandomSequence(GraphSequence):
         if seed is None:
             seed = int(np.random.SeedSequence().entropy)
         self.seed = as_int(seed, "seed", minimum=0)
-        if not isinstance(connected, bool):
-            raise TypeError(f"connected must be a bool, got {connected!r}")
-        self.connected = connected
+        self.connected = as_bool(connected, "connected")
         self._last: tuple[int, np.ndarray, np.ndarray] | None = None
 
     @property
@@ -417,7 +420,7 @@ def is_strongly_connected_union(seq: GraphSequence, start: int, length: int) -> 
     Self-loops and edge weights do not matter; a single node is strongly connected.
     """
     if not isinstance(seq, GraphSequence):
-        raise TypeError(f"seq must be a GraphSequence, got {type(seq).__name__}")
+        raise TypeError(f"seq must be a GraphSequence, got {type(seq).__name__}: {_show(seq)}")
     start = as_int(start, "start", minimum=0)
     length = as_int(length, "length", minimum=1)
     union = seq.adjacency(start)

@@ -55,8 +55,19 @@ import scipy.sparse.linalg as spla
 from jaxtyping import Complex, Float, Real
 from scipy.sparse.csgraph import connected_components
 
-from .._validate import as_float, as_int, choice
+from .._validate import (
+    _show,
+    as_bool,
+    as_bool_array,
+    as_float,
+    as_int,
+    as_nonnegative,
+    as_real_array,
+    as_seed,
+    choice,
+)
 from .checks import (
+    check_matrix,
     columns_sum_to_one,
     is_column_stochastic,
     is_row_stochastic,
@@ -89,25 +100,14 @@ def _matrix(W, name: str = "W", square: bool = True) -> np.ndarray | sp.csr_arra
     """``W`` as a float ndarray or canonical float CSR array, after validation."""
     if isinstance(W, RowSparse):
         W = W.tocsr()
+    check_matrix(W, name)
     if isinstance(W, np.ndarray):
-        if W.ndim != 2:
-            raise ValueError(f"{name} must be a 2-d matrix, got shape {W.shape}")
-        if W.dtype.kind not in "fiu":
-            raise TypeError(f"{name} must have real entries, got dtype {W.dtype}")
         A = np.array(W, dtype=float)
         values = A
-    elif sp.issparse(W):
-        if W.ndim != 2:
-            raise ValueError(f"{name} must be a 2-d matrix, got shape {W.shape}")
-        if W.dtype.kind not in "fiu":
-            raise TypeError(f"{name} must have real entries, got dtype {W.dtype}")
+    else:
         A = sp.csr_array(W).astype(float)
         A.sum_duplicates()
         values = A.data
-    else:
-        raise TypeError(
-            f"{name} must be a NumPy array or a SciPy sparse matrix, got {type(W).__name__}"
-        )
     if square and A.shape[0] != A.shape[1]:
         raise ValueError(f"{name} must be a square matrix, got shape {A.shape}")
     if A.shape[0] == 0:
@@ -558,11 +558,7 @@ def consensus_contraction(
     if pi is None:
         pi = perron_vector(A, "left", method=method)
     else:
-        pi = np.asarray(pi, dtype=float)
-        if pi.shape != (n,):
-            raise ValueError(f"pi must have shape ({n},), got {pi.shape}")
-        if not np.isfinite(pi).all():
-            raise ValueError("pi must have finite entries")
+        pi = as_real_array(pi, "pi", shape=(n,))
     ones = np.ones(n)
     if not sparse or n < 3:
         return float(np.linalg.norm(_dense(A) - np.outer(ones, pi), 2))
@@ -708,6 +704,12 @@ def product(matrices: Iterable[Matrix]) -> Result:
     Args:
         matrices: a non-empty iterable of ``(n, n)`` dense arrays or sparse matrices.
     """
+    if (
+        isinstance(matrices, (str, bytes, np.ndarray, RowSparse))
+        or sp.issparse(matrices)
+        or not hasattr(matrices, "__iter__")
+    ):
+        raise TypeError(f"matrices must be an iterable of matrices (a list), got {_show(matrices)}")
     result = None
     for t, matrix in enumerate(matrices):
         A = _matrix(matrix, f"matrices[{t}]")
@@ -741,7 +743,7 @@ def sequence_product(sequence, start: int, length: int, rule: str = "row") -> Re
     if not callable(getattr(sequence, "matrix", None)):
         raise TypeError(
             f"sequence must be a GraphSequence (with matrix(k, rule)), got"
-            f" {type(sequence).__name__}"
+            f" {type(sequence).__name__}: {_show(sequence)}"
         )
     start = as_int(start, "start", minimum=0)
     length = as_int(length, "length", minimum=1)
@@ -761,12 +763,14 @@ def _mask_stream(process_or_masks, rounds, seed) -> tuple[Iterable, int]:
         if callable(getattr(process_or_masks, "masks", None)):
             return itertools.islice(process_or_masks.masks(seed), rounds), rounds
         return process_or_masks.sample(rounds, seed), rounds
-    masks = np.asarray(process_or_masks)
-    if masks.dtype != np.bool_:
+    try:
+        masks = as_bool_array(process_or_masks, "process_or_masks")
+    except TypeError:
         raise TypeError(
             "process_or_masks must be a participation process (with .masks(seed)) or a"
-            f" boolean (rounds, N) array, got dtype {masks.dtype}"
-        )
+            f" boolean (rounds, N) array, got {type(process_or_masks).__name__}"
+            f" {_show(process_or_masks)} (dtype {np.asarray(process_or_masks).dtype})"
+        ) from None
     if masks.ndim != 2 or masks.shape[0] == 0:
         raise ValueError(
             f"process_or_masks must have shape (rounds, N) with rounds >= 1, got {masks.shape}"
@@ -810,7 +814,9 @@ def expected_matrix(
         with ``std_error=True`` the pair ``(mean, standard_error)`` in the same format.
     """
     if not callable(builder):
-        raise TypeError(f"builder must be callable, got {type(builder).__name__}")
+        raise TypeError(f"builder must be callable, got {_show(builder)}")
+    seed = as_seed(seed)
+    std_error = as_bool(std_error, "std_error")
     masks, count = _mask_stream(process_or_masks, rounds, seed)
     if std_error and count < 2:
         raise ValueError(f"std_error needs at least 2 rounds, got {count}")
@@ -862,7 +868,7 @@ def expected_matrix(
 
 
 def _marginals(p, name: str = "p") -> np.ndarray:
-    arr = np.asarray(p, dtype=float)
+    arr = as_real_array(p, name, finite=False)
     if arr.ndim != 1 or arr.size == 0:
         raise ValueError(f"{name} must be a non-empty 1-d array, got shape {arr.shape}")
     bad = ~((arr >= 0) & (arr <= 1))
@@ -941,11 +947,9 @@ def expected_average(
         ``(N+1, N+1)`` CSR array whose rows sum to one.
     """
     p = _marginals(p)
-    q = np.asarray(weights, dtype=float)
+    q = as_nonnegative(weights, "weights")
     if q.shape != p.shape:
-        raise ValueError(f"weights must have shape {p.shape}, got {q.shape}")
-    if not np.isfinite(q).all() or (q < 0).any():
-        raise ValueError("weights must be finite and nonnegative")
+        raise ValueError(f"weights must have the shape of p {p.shape}, got {q.shape}")
     eta = as_float(server_lr, "server_lr", positive=True)
     n, nodes = p.size, np.arange(1, p.size + 1)
     pull = eta * p * q
@@ -1064,10 +1068,20 @@ def summary_table(matrices: Mapping[str, object], method: str = "auto") -> str:
     6 significant digits.
     """
     if not isinstance(matrices, Mapping):
-        raise TypeError(f"matrices must be a mapping name -> matrix, got {type(matrices).__name__}")
+        raise TypeError(
+            f"matrices must be a mapping name -> matrix, got {type(matrices).__name__}: "
+            f"{_show(matrices)}"
+        )
+    choice(method, "method", METHODS)
     lines = [[title for title, _ in _COLUMNS]]
     for name, value in matrices.items():
-        summary = value if isinstance(value, Mapping) else mixing_summary(value, method=method)
+        if isinstance(value, Mapping):
+            summary = value
+        else:
+            try:
+                summary = mixing_summary(value, method=method)
+            except (TypeError, ValueError) as error:
+                raise type(error)(f"matrices[{name!r}]: {error}") from None
         lines.append([str(name)] + [_cell(summary.get(key)) for _, key in _COLUMNS[1:]])
     widths = [max(len(line[c]) for line in lines) for c in range(len(_COLUMNS))]
     rule = ["-" * len(title) for title, _ in _COLUMNS]

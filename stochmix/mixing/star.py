@@ -52,10 +52,7 @@ def star_graph(
         ``assign(mask)``, ``average(mask, weights, server_lr)``, ``collect(mask)`` or
         ``local_diagonal(mask)``.
     """
-    arr = np.asarray(mask)
-    if arr.ndim != 1:
-        raise ValueError(f"mask must be a 1-d boolean array, got shape {arr.shape}")
-    arr = as_mask(arr, arr.shape[0], "mask")
+    arr = as_mask(mask, None, "mask")
     block = choice(block, "block", BLOCKS)
     n = arr.shape[0]
     participants = np.flatnonzero(arr)
@@ -64,7 +61,7 @@ def star_graph(
 
     if block == "average":
         if weights is None:
-            raise ValueError("weights are required for block='average'")
+            raise ValueError("weights are required for block='average', got None")
         q = as_nonnegative(weights, "weights", n)
         eta = as_float(server_lr, "server_lr", positive=True)
     else:

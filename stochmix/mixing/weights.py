@@ -27,6 +27,8 @@ import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 
+from .._validate import _show, as_int
+from .checks import check_matrix
 from .graphs import _edge_arrays
 
 GraphLike = nx.Graph | sp.sparray | sp.spmatrix
@@ -37,16 +39,18 @@ def _adjacency(graph, n_nodes: int | None, name: str = "graph") -> sp.csr_array:
     if isinstance(graph, nx.Graph):
         src, dst, _, n = _edge_arrays(graph, n_nodes, name, weights=False)
     elif isinstance(graph, (sp.sparray, sp.spmatrix)):
+        check_matrix(graph, name, square=True)
         coo = sp.coo_array(graph)
-        if coo.ndim != 2 or coo.shape[0] != coo.shape[1]:
-            raise ValueError(f"{name} must be a square matrix, got shape {coo.shape}")
-        if n_nodes is not None and coo.shape[0] != n_nodes:
-            raise ValueError(f"{name} has shape {coo.shape}, expected n_nodes={n_nodes}")
+        if n_nodes is not None:
+            n_nodes = as_int(n_nodes, "n_nodes", minimum=0)
+            if coo.shape[0] != n_nodes:
+                raise ValueError(f"{name} has shape {coo.shape}, expected n_nodes={n_nodes}")
         nonzero = coo.data != 0
         dst, src, n = coo.row[nonzero], coo.col[nonzero], coo.shape[0]
     else:
         raise TypeError(
-            f"{name} must be a networkx graph or a SciPy sparse matrix, got {type(graph).__name__}"
+            f"{name} must be a networkx graph or a SciPy sparse matrix, got "
+            f"{type(graph).__name__}: {_show(graph)}"
         )
     off = src != dst
     src, dst = src[off].astype(np.int64), dst[off].astype(np.int64)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from jaxtyping import Float, Int
 
-from .._validate import as_int
+from .._validate import as_client_indices, as_int
 
 
 class FedAUEstimator:
@@ -49,7 +49,14 @@ class FedAUEstimator:
             setattr(self, key, value.astype(mine.dtype, copy=True))
 
     def update(self, r: int, participants: Int[np.ndarray, " s"]) -> Float[np.ndarray, " s"]:
-        """Record round ``r`` for its participants and return their omega_i, shape (s,)."""
+        """Record round ``r`` for its participants and return their omega_i, shape (s,).
+
+        ``participants`` are sorted, distinct client indices in ``[0, N)``; ``r >= 0`` must
+        grow from call to call."""
+        r = as_int(r, "r", minimum=0)
+        participants = as_client_indices(
+            participants, self.n_clients, "participants", increasing=True
+        )
         gap = r - self.last[participants]
         if (gap <= 0).any():
             raise ValueError(f"r must increase from call to call; got round {r} again")

@@ -21,13 +21,18 @@ import numpy as np
 from jaxtyping import Bool, Float, Int, Real
 
 from .._validate import (
+    as_bool,
     as_float,
     as_int,
+    as_int_array,
     as_nonnegative,
     as_probabilities,
+    as_real_array,
     choice,
+    is_scalar,
     make_rng,
 )
+from .statistics import _check_masks
 
 IntLike = int | np.integer
 FloatLike = float | np.floating
@@ -209,7 +214,7 @@ class WeightedSample(ParticipationProcess):
     def __init__(self, weights: Real[np.ndarray, " n"] | Sequence[float], size: IntLike):
         w = as_nonnegative(weights, "weights")
         if w.size == 0:
-            raise ValueError("weights must not be empty")
+            raise ValueError("weights must not be empty, got shape (0,)")
         positive = int(np.count_nonzero(w))
         if positive == 0:
             raise ValueError("weights must have a positive entry, got all zeros")
@@ -290,18 +295,18 @@ class Bernoulli(ParticipationProcess):
         p: FloatLike | Real[np.ndarray, " n"] | Sequence[float],
         n_clients: IntLike | None = None,
     ):
-        if np.ndim(p) == 0:
-            if n_clients is None:
-                raise ValueError("n_clients is required when p is a scalar")
-            n = as_int(n_clients, "n_clients", minimum=1)
+        if is_scalar(p):
             value = as_float(p, "p")
             if not 0 < value <= 1:
                 raise ValueError(f"p must lie in (0, 1], got {value!r}")
+            if n_clients is None:
+                raise ValueError("n_clients is required when p is a scalar")
+            n = as_int(n_clients, "n_clients", minimum=1)
             self.p = np.full(n, value)
         else:
             self.p = as_probabilities(p, "p")
             if self.p.size == 0:
-                raise ValueError("p must not be empty")
+                raise ValueError("p must not be empty, got shape (0,)")
             if n_clients is not None:
                 n = as_int(n_clients, "n_clients", minimum=1)
                 if n != self.p.size:
@@ -440,22 +445,20 @@ class Periodic(ParticipationProcess):
         size: IntLike | None = None,
         selection: str = "regularized",
     ):
-        if np.ndim(groups) == 0:
+        if is_scalar(groups):
+            g = as_int(groups, "groups", minimum=1)
             if n_clients is None:
                 raise ValueError("n_clients is required when groups is a number of groups")
             n = as_int(n_clients, "n_clients", minimum=1)
-            g = as_int(groups, "groups", minimum=1)
             if g > n:
                 raise ValueError(f"groups must be <= n_clients = {n}, got {g}")
             labels = (np.arange(n, dtype=np.int64) * g) // n
         else:
-            raw = np.asarray(groups)
-            if raw.ndim != 1 or raw.size == 0:
+            raw = as_int_array(groups, "groups", ndim=1)
+            if raw.size == 0:
                 raise ValueError(
                     f"groups must be a non-empty 1-d array of labels, got shape {raw.shape}"
                 )
-            if not np.issubdtype(raw.dtype, np.integer):
-                raise TypeError(f"groups must hold integer labels, got dtype {raw.dtype}")
             if n_clients is not None:
                 n = as_int(n_clients, "n_clients", minimum=1)
                 if n != raw.size:
@@ -497,19 +500,20 @@ class Periodic(ParticipationProcess):
         windows, 10 clients per round chosen regularized, random offset.
 
         ``majority_labels`` (shape ``(N,)``, values 0..9) groups the clients by majority
-        label, ``labels_per_group`` labels per group; without it the ``n_clients`` clients
-        are split into 5 contiguous groups (10 labels / 2), as if sorted by label.
+        label, ``labels_per_group`` labels per group (``n_clients`` is then their number and
+        is not used); without it the ``n_clients`` clients are split into 5 contiguous groups
+        (10 labels / 2), as if sorted by label.
         """
+        n_clients = as_int(n_clients, "n_clients", minimum=1)
         per = as_int(labels_per_group, "labels_per_group", minimum=1)
+        size = as_int(size, "size", minimum=1)
         if majority_labels is None:
             n_groups = -(-10 // per)
             return cls(n_groups, active_rounds, offset, n_clients=n_clients, size=size)
-        labels = np.asarray(majority_labels)
-        if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
-            raise TypeError(
-                f"majority_labels must be a 1-d integer array, got {labels.dtype} {labels.shape}"
-            )
-        if labels.size and labels.min() < 0:
+        labels = as_int_array(majority_labels, "majority_labels", ndim=1)
+        if labels.size == 0:
+            raise ValueError("majority_labels must not be empty, got shape (0,)")
+        if labels.min() < 0:
             raise ValueError(f"majority_labels must be >= 0, got {int(labels.min())}")
         return cls(labels // per, active_rounds, offset, size=size)
 
@@ -597,7 +601,13 @@ class Markov(ParticipationProcess):
         p_off: FloatLike | Real[np.ndarray, " n"] | Sequence[float],
         n_clients: IntLike | None = None,
     ):
-        sizes = [np.size(v) for v in (p_on, p_off) if np.ndim(v) > 0]
+        rates = {}
+        for name, values in (("p_on", p_on), ("p_off", p_off)):
+            if is_scalar(values):
+                rates[name] = as_float(values, name)
+            else:
+                rates[name] = as_real_array(values, name, ndim=1, finite=False)
+        sizes = [v.size for v in rates.values() if isinstance(v, np.ndarray)]
         if n_clients is not None:
             n = as_int(n_clients, "n_clients", minimum=1)
         elif sizes:
@@ -605,15 +615,13 @@ class Markov(ParticipationProcess):
         else:
             raise ValueError("n_clients is required when p_on and p_off are both scalars")
         self.n_clients = int(n)
-        self.p_on = self._rates(p_on, "p_on", n, allow_zero=False)
-        self.p_off = self._rates(p_off, "p_off", n, allow_zero=True)
+        self.p_on = self._rates(rates["p_on"], "p_on", n, allow_zero=False)
+        self.p_off = self._rates(rates["p_off"], "p_off", n, allow_zero=True)
 
     @staticmethod
     def _rates(values, name: str, n: int, allow_zero: bool) -> np.ndarray:
-        if np.ndim(values) == 0:
-            values = np.full(n, as_float(values, name))
-        arr = np.asarray(values, dtype=float)
-        if arr.ndim != 1 or arr.shape != (n,):
+        arr = np.full(n, values) if isinstance(values, float) else values
+        if arr.shape != (n,):
             raise ValueError(f"{name} must be a scalar or have shape ({n},), got {arr.shape}")
         low_ok = arr >= 0 if allow_zero else arr > 0
         bad = ~(low_ok & (arr <= 1))
@@ -647,6 +655,10 @@ class Markov(ParticipationProcess):
 class Trace(ParticipationProcess):
     """Replay of a recorded ``(rounds, N)`` boolean array, or of a ``.npy`` file holding one.
 
+    A file is read with ``allow_pickle=False``, so loading a trace never runs code; a file
+    that cannot be read, holds pickled objects, an ``.npz`` archive or anything but a
+    ``(rounds, N)`` boolean array is refused with one error naming the file.
+
     Every stream starts at row 0 (the seed is ignored). Past the last row the stream raises
     ``ValueError`` naming the trace length, unless ``repeat=True``, in which case it starts
     again from row 0. Probabilities are ``None``; the trace's own frequencies are
@@ -658,29 +670,21 @@ class Trace(ParticipationProcess):
         masks: Bool[np.ndarray, "rounds n"] | str | os.PathLike,
         repeat: bool = False,
     ):
-        if isinstance(masks, (str, os.PathLike)):
-            self.source = os.fspath(masks)
-            try:
-                loaded = np.load(self.source, allow_pickle=False)
-            except (OSError, ValueError) as err:
-                raise ValueError(f"masks: cannot load a trace from {self.source!r}: {err}") from err
-            if not isinstance(loaded, np.ndarray):
-                raise TypeError(f"masks: {self.source!r} must hold a single .npy array")
-            masks = loaded
+        if isinstance(masks, (str, bytes, os.PathLike)):
+            self.source = os.fsdecode(masks)
+            masks = _load_trace(self.source)
+            name = f"masks (from {self.source!r})"
         else:
             self.source = None
-        arr = np.asarray(masks)
-        if arr.dtype != np.bool_:
-            raise TypeError(f"masks must be a boolean array, got dtype {arr.dtype}")
-        if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
+            name = "masks"
+        arr = _check_masks(masks, name)
+        if arr.shape[1] < 1:
             raise ValueError(
-                f"masks must have shape (rounds, n_clients) with both >= 1, got {arr.shape}"
+                f"{name} must have shape (rounds, n_clients) with both >= 1, got {arr.shape}"
             )
-        if not isinstance(repeat, (bool, np.bool_)):
-            raise TypeError(f"repeat must be a bool, got {repeat!r}")
+        self.repeat = as_bool(repeat, "repeat")
         self.masks_array = np.array(arr, dtype=bool, copy=True)
         self.masks_array.flags.writeable = False
-        self.repeat = bool(repeat)
         self.n_clients = int(arr.shape[1])
 
     @property
@@ -706,6 +710,23 @@ class Trace(ParticipationProcess):
         if self.repeat:
             fields["repeat"] = True
         return fields
+
+
+def _load_trace(path: str) -> np.ndarray:
+    """The array of a ``.npy`` file, read without ever unpickling (``allow_pickle=False``);
+    any failure is one error naming the file."""
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except Exception as error:  # OSError, ValueError (pickled data), EOFError, ...
+        reason = str(error) or type(error).__name__
+        raise ValueError(f"masks: cannot load a trace from {path!r}: {reason}") from error
+    if not isinstance(loaded, np.ndarray):
+        if hasattr(loaded, "close"):
+            loaded.close()
+        raise TypeError(
+            f"masks: {path!r} must hold a single .npy array, got a {type(loaded).__name__}"
+        )
+    return loaded
 
 
 __all__ = [

@@ -9,16 +9,15 @@ from __future__ import annotations
 import numpy as np
 from jaxtyping import Bool, Float, Int
 
-from .._validate import as_float, as_int
+from .._validate import as_bool_array, as_float, as_int, as_real_array
 
 IntLike = int | np.integer
 FloatLike = float | np.floating
 
 
 def _check_masks(masks, name: str = "masks") -> np.ndarray:
-    arr = np.asarray(masks)
-    if arr.dtype != np.bool_:
-        raise TypeError(f"{name} must be a boolean array, got dtype {arr.dtype}")
+    """A ``(rounds, n_clients)`` boolean array with at least one round."""
+    arr = as_bool_array(masks, name)
     if arr.ndim != 2 or arr.shape[0] < 1:
         raise ValueError(
             f"{name} must have shape (rounds, n_clients) with rounds >= 1, got {arr.shape}"
@@ -73,11 +72,9 @@ def period_averaged_weights(
     Row ``b`` is ``(1/P) sum_{t = bP}^{bP+P-1} q_t``; only complete blocks count, so the
     shape is ``(rounds // period, N)``.
     """
-    q = np.asarray(weights_per_round, dtype=float)
+    q = as_real_array(weights_per_round, "weights_per_round")
     if q.ndim != 2:
         raise ValueError(f"weights_per_round must have shape (rounds, n_clients), got {q.shape}")
-    if not np.isfinite(q).all():
-        raise ValueError("weights_per_round must be finite")
     period = as_int(period, "period", minimum=1)
     blocks = q.shape[0] // period
     if blocks == 0:

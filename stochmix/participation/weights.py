@@ -15,19 +15,8 @@ IntLike = int | np.integer
 
 
 def _check_participants(participants, n_clients: int | None = None) -> np.ndarray:
-    arr = np.asarray(participants)
-    if arr.ndim != 1:
-        raise ValueError(f"participants must be a 1-d array, got shape {arr.shape}")
-    if arr.size and arr.dtype.kind not in "iu":
-        raise TypeError(f"participants must hold integers, got dtype {arr.dtype}")
-    arr = arr.astype(np.int64, copy=False)
-    if n_clients is not None:
-        arr = as_client_indices(arr, n_clients, "participants")
-    elif arr.size and arr.min() < 0:
-        raise ValueError(f"participants must be >= 0, got {int(arr.min())}")
-    if arr.size > 1 and not (np.diff(arr) > 0).all():
-        raise ValueError("participants must be sorted and distinct")
-    return arr
+    """Sorted, distinct client indices (in ``[0, n_clients)`` when it is given)."""
+    return as_client_indices(participants, n_clients, "participants", increasing=True)
 
 
 def uniform_weights(participants: Int[np.ndarray, " s"]) -> Float[np.ndarray, " s"]:

@@ -13,19 +13,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .._validate import _show, as_int
+from .._validate import _show, as_int, as_int_array, as_labels
 from .base import _float_array
 
 
 def check_counts(counts, n_rows: int) -> np.ndarray:
     """``counts`` as int64 (N,): non-empty, 1-d, integers, every entry >= 1, summing to
     ``n_rows``."""
-    cnt = np.asarray(counts)
+    cnt = as_int_array(counts, "counts", ndim=None)
     if cnt.ndim != 1 or cnt.size < 1:
         raise ValueError(f"counts must be a non-empty 1-d array, got shape {cnt.shape}")
-    if not np.issubdtype(cnt.dtype, np.integer):
-        raise TypeError(f"counts must hold integers, got dtype {cnt.dtype}")
-    cnt = cnt.astype(np.int64)
     if (cnt < 1).any():
         i = int(np.flatnonzero(cnt < 1)[0])
         raise ValueError(f"counts must be >= 1 (every client holds a row); entry {i} is {cnt[i]}")
@@ -49,6 +46,13 @@ def random_counts(rows_per_client, n: int, rng: np.random.Generator) -> np.ndarr
     return np.full(n, as_int(rows_per_client, "rows_per_client", minimum=1))
 
 
+def _second(values, name: str, floats: bool) -> np.ndarray:
+    """The targets (``floats``: real numbers, as float64) or the class labels (int64)."""
+    if floats:  # real numbers only: no booleans, complex numbers, strings or objects
+        return _float_array(values, name).astype(np.float64)
+    return as_labels(values, name, ndim=None, integral_floats=True)
+
+
 def stack_clients(
     features, second, name: str, *, floats: bool, require_array: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -59,8 +63,9 @@ def stack_clients(
         features: an array (N, n, d) or a sequence of N arrays (n_i, d), n_i >= 1.
         second: the matching (N, n) array or sequence of N vectors (n_i,).
         name: what messages call ``second`` (``"targets"``, ``"labels"``).
-        floats: convert ``second`` to floats (real numbers only, stacked as float64);
-            otherwise it is stacked as given (``np.asarray``), for the caller to convert.
+        floats: ``second`` holds real numbers (no booleans, complex numbers or strings),
+            stacked as float64; otherwise nonnegative integer class labels (integral
+            floats accepted), stacked as int64.
         require_array: with an array ``features``, refuse a ``second`` that is not an
             array (TypeError) instead of passing it to ``np.asarray``.
     """
@@ -74,9 +79,9 @@ def stack_clients(
         if require_array and not isinstance(second, np.ndarray):
             raise TypeError(
                 f"{name} must be an array of shape {a.shape[:2]} when features is an array, "
-                f"got {type(second).__name__}"
+                f"got {type(second).__name__}: {_show(second)}"
             )
-        b = _float_array(second, name).astype(np.float64) if floats else np.asarray(second)
+        b = _second(second, name, floats)
         if b.shape != a.shape[:2]:
             raise ValueError(
                 f"{name} must have shape {a.shape[:2]} to match features, got {b.shape}"
@@ -87,10 +92,13 @@ def stack_clients(
     if isinstance(features, (str, bytes)) or not isinstance(features, Sequence):
         raise TypeError(
             f"features must be an array (N, n, d) or a sequence of (n_i, d) arrays, got "
-            f"{type(features).__name__}"
+            f"{type(features).__name__}: {_show(features)}"
         )
     if isinstance(second, (str, bytes)) or not isinstance(second, (Sequence, np.ndarray)):
-        raise TypeError(f"{name} must be a sequence of (n_i,) arrays, got {type(second).__name__}")
+        raise TypeError(
+            f"{name} must be a sequence of (n_i,) arrays, got {type(second).__name__}: "
+            f"{_show(second)}"
+        )
     if len(features) == 0:
         raise ValueError("features must hold at least one client, got an empty sequence")
     if len(second) != len(features):
@@ -110,7 +118,7 @@ def stack_clients(
             raise ValueError(
                 f"features[{i}] must have {d} columns like features[0], got shape {a.shape}"
             )
-        b = _float_array(bi, f"{name}[{i}]") if floats else np.asarray(bi)
+        b = _second(bi, f"{name}[{i}]", floats)
         if b.shape != (a.shape[0],):
             raise ValueError(
                 f"{name}[{i}] must have shape ({a.shape[0]},) to match features[{i}], got {b.shape}"

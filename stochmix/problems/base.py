@@ -19,7 +19,7 @@ from jaxtyping import Float, Int
 
 from .._arrays import Array, cache_key, is_numpy, namespace
 from .._arrays import like as _like
-from .._validate import as_client_indices
+from .._validate import as_client_indices, as_real_array, check_finite
 
 # Gathers are done in chunks of about this many array elements, so that the temporaries stay
 # in cache instead of being written to (and faulted into) fresh memory.
@@ -28,20 +28,10 @@ _CHUNK_ELEMENTS = 1 << 16
 
 def _float_array(value, name: str) -> np.ndarray:
     """``value`` as a floating array; integers are promoted to float64, other dtypes refused."""
-    arr = np.asarray(value)
-    if arr.dtype == np.bool_ or not (
-        np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
-    ):
-        raise TypeError(f"{name} must hold real numbers, got dtype {arr.dtype}")
-    if not np.issubdtype(arr.dtype, np.floating):
-        arr = arr.astype(np.float64)
-    return arr
+    return as_real_array(value, name, finite=False, keep_float=True)
 
 
-def _finite(arr: np.ndarray, name: str) -> np.ndarray:
-    if not np.isfinite(arr).all():
-        raise ValueError(f"{name} must be finite (it holds NaN or inf)")
-    return arr
+_finite = check_finite
 
 
 def _client_rows(xp, array, idx):

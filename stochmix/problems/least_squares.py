@@ -330,9 +330,15 @@ class LeastSquares(Problem):
         d = as_int(dim, "dim", minimum=1)
         spread = as_float(heterogeneity, "heterogeneity", nonnegative=True)
         sigma = as_float(noise, "noise", nonnegative=True)
+        reg = as_float(reg, "reg", nonnegative=True)
         rng = make_rng(seed)
         counts = random_counts(rows_per_client, n, rng)
         total = int(counts.sum())
+        if reg == 0 and total < d:
+            raise ValueError(
+                f"rows_per_client: {total} rows in all for dim = {d} make the problem singular; "
+                f"ask for at least {d} rows in all (rows_per_client * n_clients), or reg > 0"
+            )
         truth = rng.standard_normal(d) + spread * rng.standard_normal((n, d))
         rows = rng.standard_normal((total, d))
         owner = np.repeat(np.arange(n), counts)

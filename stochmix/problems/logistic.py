@@ -31,7 +31,7 @@ import scipy.sparse.linalg
 from jaxtyping import Float, Int, Real
 
 from .._arrays import Array, to_numpy
-from .._validate import as_float, as_int, make_rng
+from .._validate import as_bool, as_float, as_int, as_labels, make_rng
 from ._clients import check_counts, random_counts, stack_clients
 from .base import Problem, _client_rows, _DataCache, _finite, _float_array
 
@@ -51,8 +51,8 @@ class Logistic(Problem):
         features: one array (N, n, d) (every client holds n samples) or a sequence of N
             arrays A_i of shape (n_i, d), at least one row each (clients may be ragged).
         labels: (N, n) or a sequence of N vectors y_i of shape (n_i,) of integer class
-            labels (integral floats are accepted), in {0, 1} for the binary model and in
-            {0..C-1} for the multinomial one.
+            labels (integral floats are accepted, booleans are not), in {0, 1} for the
+            binary model and in {0..C-1} for the multinomial one.
         reg: the L2 coefficient. ``reg > 0`` makes f reg-strongly convex with a unique
             minimiser; ``reg = 0`` is refused unless ``allow_no_minimiser=True`` (then
             ``x_star`` is None: separable data have no minimiser, and the softmax model is
@@ -63,6 +63,9 @@ class Logistic(Problem):
         softmax: force the multinomial model (``True``, also for C = 2) or the binary one
             (``False``, needs C = 2); ``None`` (default) decides from C.
         allow_no_minimiser: accept ``reg = 0``.
+
+        ``intercept``, ``softmax`` and ``allow_no_minimiser`` are ``True`` or ``False``
+        (``softmax`` also ``None``); other values, truthy or not, are a ``TypeError``.
 
     Attributes:
         dim: p for the binary model, p C for the multinomial one.
@@ -124,7 +127,7 @@ class Logistic(Problem):
             raise ValueError(
                 f"features must have shape (rows, dim) with no zero size, got {a.shape}"
             )
-        y = np.asarray(labels)
+        y = as_labels(labels, "labels", ndim=None, integral_floats=True)
         if y.shape != (a.shape[0],):
             raise ValueError(f"labels must have shape ({a.shape[0]},), got {y.shape}")
         cnt = check_counts(counts, a.shape[0])
@@ -133,6 +136,9 @@ class Logistic(Problem):
         return obj
 
     def _setup(self, rows, labels, counts, reg, n_classes, intercept, softmax, allow) -> None:
+        intercept = as_bool(intercept, "intercept")
+        softmax = as_bool(softmax, "softmax", optional=True)
+        allow = as_bool(allow, "allow_no_minimiser")
         reg = as_float(reg, "reg")
         if reg < 0:
             raise ValueError(f"reg must be >= 0 (a negative ridge term is not convex), got {reg}")
@@ -143,7 +149,7 @@ class Logistic(Problem):
                 "allow_no_minimiser=True to accept reg = 0 (x_star is then None)"
             )
         _finite(rows, "features")
-        y = _as_labels(labels)
+        y = as_labels(labels, "labels", ndim=None, integral_floats=True)
         top = int(y.max())
         if n_classes is None:
             c = max(2, top + 1)
@@ -386,7 +392,8 @@ class Logistic(Problem):
         self, x: Float[Array, " d"], features: Real[np.ndarray, "n f"]
     ) -> Int[np.ndarray, " n"]:
         """The predicted class of every row of ``features`` (n, d), shape (n,), int64."""
-        x = self._check_point(to_numpy(x)).astype(np.float64, copy=False)
+        x = self._check_point(to_numpy(x) if hasattr(x, "detach") else x)  # a tensor, too
+        x = x.astype(np.float64, copy=False)
         logits = self._logits(x, self._augment(features))
         if self._softmax:
             return np.argmax(logits, axis=1).astype(np.int64)
@@ -399,10 +406,11 @@ class Logistic(Problem):
         labels: Real[np.ndarray, " n"],
     ) -> float:
         """The fraction of rows of ``features`` (n, d) whose predicted class is ``labels``."""
-        y = np.asarray(labels)
-        if y.shape != (np.shape(features)[0],):
-            raise ValueError(f"labels must have shape ({np.shape(features)[0]},), got {y.shape}")
-        return float(np.mean(self.predict(x, features) == y))
+        predicted = self.predict(x, features)
+        y = as_labels(labels, "labels", ndim=None, integral_floats=True)
+        if y.shape != predicted.shape:
+            raise ValueError(f"labels must have shape {predicted.shape}, got {y.shape}")
+        return float(np.mean(predicted == y))
 
     # ----------------------------------------------------------------------- the solver
     def _hessian(self, x: np.ndarray) -> np.ndarray:
@@ -559,22 +567,3 @@ def _sigmoid_np(z: np.ndarray) -> np.ndarray:
 def _softmax_np(logits: np.ndarray) -> np.ndarray:
     e = np.exp(logits - logits.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
-
-
-def _as_labels(labels) -> np.ndarray:
-    """Nonnegative integer class labels as int64 (integral floats accepted)."""
-    y = np.asarray(labels)
-    if y.dtype == np.bool_:
-        y = y.astype(np.int64)
-    if np.issubdtype(y.dtype, np.floating):
-        if not np.isfinite(y).all() or (y != np.round(y)).any():
-            raise ValueError("labels must be integer class labels (got non-integral values)")
-        y = y.astype(np.int64)
-    elif not np.issubdtype(y.dtype, np.integer):
-        raise TypeError(f"labels must hold integer class labels, got dtype {y.dtype}")
-    y = y.astype(np.int64, copy=False)
-    if y.size and y.min() < 0:
-        raise ValueError(
-            f"labels must be class labels in 0..C-1 (binary: 0 and 1), got label {y.min()}"
-        )
-    return y

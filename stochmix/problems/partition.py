@@ -26,7 +26,17 @@ import scipy.sparse
 import scipy.sparse.csgraph
 from jaxtyping import Bool, Float, Int, Real
 
-from .._validate import as_client_indices, as_float, as_int, make_rng
+from .._validate import (
+    _show,
+    as_bool_array,
+    as_client_indices,
+    as_float,
+    as_int,
+    as_int_array,
+    as_labels,
+    as_real_array,
+    make_rng,
+)
 
 IntLike = int | np.integer
 FloatLike = float | np.floating
@@ -40,17 +50,11 @@ Parts = Sequence[Int[np.ndarray, " _"]]
 
 def _as_labels(labels, name: str = "labels") -> np.ndarray:
     """A non-empty 1-d int64 vector of nonnegative class labels."""
-    arr = np.asarray(labels)
-    if arr.ndim != 1:
-        raise ValueError(f"{name} must be a 1-d array, got shape {arr.shape}")
+    if isinstance(labels, (list, tuple)) and len(labels) == 0:
+        raise ValueError(f"{name} must hold at least one sample, got an empty array")
+    arr = as_labels(labels, name)
     if arr.size == 0:
         raise ValueError(f"{name} must hold at least one sample, got an empty array")
-    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer):
-        raise TypeError(f"{name} must hold integer class labels, got dtype {arr.dtype}")
-    arr = arr.astype(np.int64, copy=False)
-    if arr.min() < 0:
-        i = int(np.flatnonzero(arr < 0)[0])
-        raise ValueError(f"{name} must be nonnegative class labels; entry {i} is {arr[i]}")
     return arr
 
 
@@ -66,28 +70,30 @@ def _n_clients(n_clients, n_samples: int, per_client: int = 1) -> int:
 
 def _as_parts(parts, n_samples: int | None, name: str = "parts", *, disjoint: bool = False):
     """The parts as int64 arrays in [0, n_samples); optionally check that none overlap."""
-    if isinstance(parts, np.ndarray) or not isinstance(parts, Sequence) or len(parts) == 0:
+    if isinstance(parts, (np.ndarray, str, bytes)) or not isinstance(parts, Sequence):
+        raise TypeError(
+            f"{name} must be a list of index arrays, one per client, got {_show(parts)}"
+        )
+    if len(parts) == 0:
         raise ValueError(f"{name} must be a non-empty list of index arrays, one per client")
-    out = []
-    for i, p in enumerate(parts):
-        arr = np.asarray(p)
-        if arr.ndim != 1:
-            raise ValueError(f"{name}[{i}] must be a 1-d index array, got shape {arr.shape}")
-        if arr.size and (arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer)):
-            raise TypeError(f"{name}[{i}] must hold integer indices, got dtype {arr.dtype}")
-        arr = arr.astype(np.int64, copy=False)
-        if arr.size and (arr.min() < 0 or (n_samples is not None and arr.max() >= n_samples)):
-            raise ValueError(
-                f"{name}[{i}] must hold indices in [0, {n_samples}), got range "
-                f"[{arr.min()}, {arr.max()}]"
-            )
-        out.append(arr)
+    out = [as_client_indices(p, n_samples, f"{name}[{i}]") for i, p in enumerate(parts)]
     if disjoint:
         counts = np.bincount(np.concatenate(out), minlength=n_samples or 0)
         if (counts > 1).any():
             j = int(np.flatnonzero(counts > 1)[0])
             raise ValueError(f"{name} must not share samples; sample {j} is in {counts[j]} parts")
     return out
+
+
+def _is_mask(value) -> bool:
+    """Whether ``value`` is meant as a boolean mask (an array or list of booleans)."""
+    if isinstance(value, np.ndarray):
+        return value.dtype == np.bool_
+    return (
+        isinstance(value, (list, tuple))
+        and len(value) > 0
+        and all(isinstance(v, (bool, np.bool_)) for v in value)
+    )
 
 
 def _split_by_owner(owner: np.ndarray, n_clients: int) -> list[np.ndarray]:
@@ -312,11 +318,9 @@ def majority_partition(
             per_class[np.argsort(-class_counts, kind="stable")[:clients]] = 1
         group = np.repeat(np.arange(n_cls), per_class)
     else:
-        given = np.asarray(majority_labels)
+        given = as_int_array(majority_labels, "majority_labels", ndim=None)
         if given.shape != (clients,):
             raise ValueError(f"majority_labels must have shape ({clients},), got {given.shape}")
-        if given.dtype == np.bool_ or not np.issubdtype(given.dtype, np.integer):
-            raise TypeError(f"majority_labels must hold integer labels, got dtype {given.dtype}")
         group = np.searchsorted(classes, given)
         bad = (group >= n_cls) | (classes[np.minimum(group, n_cls - 1)] != given)
         if bad.any():
@@ -541,16 +545,16 @@ def label_swap(
     y = _as_labels(labels)
     parts = _as_parts(clients_partition, y.size, "clients_partition", disjoint=True)
     clients = len(parts)
-    g = np.asarray(group)
-    if g.dtype == np.bool_:
-        if g.shape != (clients,):
-            raise ValueError(f"group must have shape ({clients},) as a mask, got {g.shape}")
-        chosen = np.flatnonzero(g)
+    if _is_mask(group):
+        chosen = np.flatnonzero(as_bool_array(group, "group", shape=(clients,)))
     else:
-        chosen = np.unique(as_client_indices(g.reshape(-1) if g.ndim == 0 else g, clients, "group"))
+        single = isinstance(group, (int, np.integer)) and not isinstance(group, bool)
+        chosen = np.unique(as_client_indices([group] if single else group, clients, "group"))
     frac = as_float(fraction, "fraction", nonnegative=True, maximum=1.0)
-    if not isinstance(swap, Sequence) or len(swap) != 2:
-        raise ValueError(f"swap must be a pair of labels (a, b), got {swap!r}")
+    if isinstance(swap, (str, bytes)) or not isinstance(swap, Sequence):
+        raise TypeError(f"swap must be a pair of labels (a, b), got {_show(swap)}")
+    if len(swap) != 2:
+        raise ValueError(f"swap must be a pair of labels (a, b), got {_show(swap)}")
     a = as_int(swap[0], "swap[0]", minimum=0)
     b = as_int(swap[1], "swap[1]", minimum=0)
     if a == b:
@@ -613,11 +617,15 @@ def label_entropy(counts: Real[np.ndarray, "*N C"]) -> Float[np.ndarray, "*N"] |
     Returns:
         (...,) entropies in nats; a float for a 1-d ``counts``.
     """
-    arr = np.asarray(counts, dtype=np.float64)
+    arr = as_real_array(counts, "counts")
     if arr.ndim < 1 or arr.shape[-1] < 1:
         raise ValueError(f"counts must have a last axis of classes, got shape {arr.shape}")
-    if not np.isfinite(arr).all() or (arr < 0).any():
-        raise ValueError("counts must be finite and nonnegative")
+    if (arr < 0).any():
+        index = np.argwhere(arr < 0)[0]
+        raise ValueError(
+            f"counts must be nonnegative; entry {tuple(int(i) for i in index)} is "
+            f"{arr[tuple(index)]}"
+        )
     totals = arr.sum(axis=-1, keepdims=True)
     p = np.divide(arr, totals, out=np.zeros_like(arr), where=totals > 0)
     logp = np.log(p, out=np.zeros_like(p), where=p > 0)
@@ -652,15 +660,16 @@ def client_arrays(
     ``LeastSquares(*client_arrays(X, y, parts), reg)``; that needs every part non-empty.
 
     Raises:
-        ValueError: ``features`` not 2-d, ``targets`` of the wrong length, or indices out
-            of range.
+        ValueError: ``features`` not 2-d or not finite, ``targets`` of the wrong length, or
+            indices out of range.
+        TypeError: ``features`` or ``targets`` that do not hold real numbers, or indices
+            that are not integers.
     """
-    x = np.asarray(features)
+    x = as_real_array(features, "features", keep_float=True)
     if x.ndim != 2:
         raise ValueError(f"features must have shape (n, d), got {x.shape}")
-    if not np.issubdtype(x.dtype, np.floating):
-        x = x.astype(np.float64)
-    t = np.asarray(targets)
+    as_real_array(targets, "targets", finite=False)  # the check: real numbers
+    t = np.asarray(targets)  # as given: integer labels stay integers
     if t.shape != (x.shape[0],):
         raise ValueError(f"targets must have shape ({x.shape[0]},), got {t.shape}")
     p = _as_parts(parts, x.shape[0])

@@ -6,7 +6,7 @@ import numpy as np
 import scipy.linalg
 from jaxtyping import Float, Real
 
-from .._validate import as_float, as_int, make_rng
+from .._validate import as_bool, as_float, as_int, make_rng
 from .base import Problem, _client_rows, _DataCache, _finite, _float_array
 
 
@@ -217,8 +217,7 @@ class Quadratic(Problem):
         """
         n = as_int(n_clients, "n_clients", minimum=1)
         d = as_int(dim, "dim", minimum=1)
-        if not isinstance(diagonal, (bool, np.bool_)):
-            raise TypeError(f"diagonal must be a bool, got {diagonal!r}")
+        diagonal = as_bool(diagonal, "diagonal")
         kappa = as_float(condition, "condition")
         if kappa < 1:
             raise ValueError(f"condition must be >= 1, got {kappa}")

@@ -13,7 +13,7 @@ from jaxtyping import Float, Int
 
 from .._arrays import Array, is_numpy, namespace
 from .._arrays import like as _like
-from .._validate import as_float, as_int
+from .._validate import _show, as_float, as_int
 from .base import Problem
 
 
@@ -22,7 +22,9 @@ class _Stochastic(Problem):
 
     def __init__(self, problem: Problem, seed=None):
         if not isinstance(problem, Problem):
-            raise TypeError(f"problem must be a stochmix Problem, got {type(problem).__name__}")
+            raise TypeError(f"problem must be a stochmix Problem, got {_show(problem)}")
+        if seed is not None:  # only an integer seeds the draws (with the run's seed)
+            seed = as_int(seed, "seed", minimum=0)
         super().__init__(problem.n_clients, problem.dim)
         self.problem = problem
         self.seed = seed
@@ -66,6 +68,8 @@ class Minibatch(_Stochastic):
     unbiased estimate of grad F_i."""
 
     def __init__(self, problem: Problem, batch_size: int, seed=None):
+        if not isinstance(problem, Problem):
+            raise TypeError(f"problem must be a stochmix Problem, got {_show(problem)}")
         if not hasattr(problem, "_sampled_gradient_formula"):
             raise TypeError(
                 f"problem {type(problem).__name__} holds no samples to draw minibatches from; "
