@@ -30,11 +30,13 @@ import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 from jaxtyping import Int
-from scipy.sparse.csgraph import connected_components
 
+from .._lazy import lazy_module
 from .._validate import _show, as_bool, as_float, as_int, choice, is_scalar
 from .graphs import _check_nodes, graph_to_matrix
 from .weights import _adjacency, metropolis_hastings, uniform_in_neighbors, uniform_out_neighbors
+
+csgraph = lazy_module("scipy.sparse.csgraph")
 
 RULES = ("natural", "metropolis", "row", "column")
 
@@ -403,7 +405,7 @@ def _random_ordered_pairs(n: int, p: float, rng: np.random.Generator):
 
 def _chain_components(src: np.ndarray, dst: np.ndarray, n: int, rng: np.random.Generator):
     """Edges linking the components of an undirected graph in a random chain."""
-    count, labels = connected_components(_pattern(src, dst, n), directed=False)
+    count, labels = csgraph.connected_components(_pattern(src, dst, n), directed=False)
     if count == 1:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     order = rng.permutation(n)
@@ -426,7 +428,7 @@ def is_strongly_connected_union(seq: GraphSequence, start: int, length: int) -> 
     union = seq.adjacency(start)
     for k in range(start + 1, start + length):
         union = union + seq.adjacency(k)
-    count, _ = connected_components(union, directed=True, connection="strong")
+    count, _ = csgraph.connected_components(union, directed=True, connection="strong")
     return count == 1
 
 

@@ -49,12 +49,10 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
-import scipy.linalg as la
 import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 from jaxtyping import Complex, Float, Real
-from scipy.sparse.csgraph import connected_components
 
+from .._lazy import lazy_module
 from .._validate import (
     _show,
     as_bool,
@@ -74,6 +72,10 @@ from .checks import (
     rows_sum_to_one,
 )
 from .rowsparse import RowSparse
+
+la = lazy_module("scipy.linalg")
+spla = lazy_module("scipy.sparse.linalg")
+csgraph = lazy_module("scipy.sparse.csgraph")
 
 Matrix = Real[np.ndarray, "m n"] | sp.sparray | sp.spmatrix | RowSparse
 Result = Float[np.ndarray, "n n"] | sp.csr_array
@@ -340,7 +342,7 @@ def _closed_classes(P) -> list[np.ndarray]:
     keep = coo.data > 0
     rows, cols = coo.row[keep], coo.col[keep]
     graph = sp.csr_array((np.ones(rows.size), (rows, cols)), shape=(n, n))
-    count, labels = connected_components(graph, directed=True, connection="strong")
+    count, labels = csgraph.connected_components(graph, directed=True, connection="strong")
     leaving = labels[rows] != labels[cols]
     is_open = np.zeros(count, dtype=bool)
     is_open[labels[rows[leaving]]] = True

@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-import scipy.linalg
 from jaxtyping import Float, Int, Real
 
+from .._lazy import lazy_module
 from .._validate import as_float, as_int, choice, make_rng
 from ._clients import check_counts, random_counts, stack_clients
 from .base import Problem, _client_rows, _DataCache, _finite, _float_array
+
+la = lazy_module("scipy.linalg")
 
 _FORMS = ("auto", "padded", "gram")
 
@@ -124,7 +126,7 @@ class LeastSquares(Problem):
                 f"eigenvalues in [{eig[0]:.3g}, {eig[-1]:.3g}] with reg={reg}), so x_star is "
                 "not unique; give more rows in all than the dimension, or reg > 0"
             )
-        self._x_star = scipy.linalg.solve(normal, rhs_sum, assume_a="pos")
+        self._x_star = la.solve(normal, rhs_sum, assume_a="pos")
         self._mean_gram = gram_sum / n
         self._mean_rhs = rhs_sum / n
         self._strong_convexity = float(eig[0]) / n

@@ -26,14 +26,16 @@ import warnings
 from collections.abc import Sequence
 
 import numpy as np
-import scipy.linalg
-import scipy.sparse.linalg
 from jaxtyping import Float, Int, Real
 
 from .._arrays import Array, to_numpy
+from .._lazy import lazy_module
 from .._validate import as_bool, as_float, as_int, as_labels, make_rng
 from ._clients import check_counts, random_counts, stack_clients
 from .base import Problem, _client_rows, _DataCache, _finite, _float_array
+
+la = lazy_module("scipy.linalg")
+spla = lazy_module("scipy.sparse.linalg")
 
 # Newton's method stops at ||grad f(x)|| <= _NEWTON_TOL ||grad f(0)||; x_star is trusted to
 # _ACCEPT_TOL (a RuntimeWarning says so when the solver could not get there).
@@ -467,13 +469,13 @@ class Logistic(Problem):
                 break
             if dense:
                 h = self._hessian(x)
-                step = -scipy.linalg.solve(h, g, assume_a="pos")
+                step = -la.solve(h, g, assume_a="pos")
             else:
-                op = scipy.sparse.linalg.LinearOperator(
+                op = spla.LinearOperator(
                     (self.dim, self.dim), matvec=lambda u, x=x: self._hessian_vector(x, u)
                 )
                 rtol = max(1e-15, min(0.1, gn / scale))
-                step, _ = scipy.sparse.linalg.cg(op, -g, rtol=rtol, maxiter=20 * self.dim)
+                step, _ = spla.cg(op, -g, rtol=rtol, maxiter=20 * self.dim)
             slope = float(g @ step)
             t, accepted = 1.0, False
             while t > 1e-12:

@@ -23,9 +23,9 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse
-import scipy.sparse.csgraph
 from jaxtyping import Bool, Float, Int, Real
 
+from .._lazy import lazy_module
 from .._validate import (
     _show,
     as_bool_array,
@@ -37,6 +37,8 @@ from .._validate import (
     as_real_array,
     make_rng,
 )
+
+csgraph = lazy_module("scipy.sparse.csgraph")
 
 IntLike = int | np.integer
 FloatLike = float | np.floating
@@ -503,7 +505,7 @@ def _flow_transport(rows: np.ndarray, cols: np.ndarray) -> np.ndarray | None:
     block = np.minimum(rows[:, None], cols[None, :]) * (1 - np.eye(n_cls, dtype=np.int64))
     cap[1 : n_cls + 1, n_cls + 1 : 2 * n_cls + 1] = block
     cap[n_cls + 1 : 2 * n_cls + 1, -1] = cols
-    result = scipy.sparse.csgraph.maximum_flow(scipy.sparse.csr_matrix(cap), 0, size - 1)
+    result = csgraph.maximum_flow(scipy.sparse.csr_matrix(cap), 0, size - 1)
     if result.flow_value != total:
         return None
     flow = result.flow.toarray()

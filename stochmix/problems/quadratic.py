@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 from jaxtyping import Float, Real
 
+from .._lazy import lazy_module
 from .._validate import as_bool, as_float, as_int, make_rng
 from .base import Problem, _client_rows, _DataCache, _finite, _float_array
+
+la = lazy_module("scipy.linalg")
 
 
 class Quadratic(Problem):
@@ -97,7 +99,7 @@ class Quadratic(Problem):
             mu = float(mean_eig[0])
             self._check_mean_definite(mu, float(mean_eig[-1]))
             hz = np.einsum("nij,nj->i", h, z) / n
-            self._x_star = scipy.linalg.solve(mean_h, hz, assume_a="pos")
+            self._x_star = la.solve(mean_h, hz, assume_a="pos")
             self._mean_h = mean_h
             self._mean_hz = hz
         self._strong_convexity = mu
