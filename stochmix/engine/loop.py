@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 
 from .._fingerprint import digest, seed_identity
-from .._validate import as_float, as_int, choice
+from .._validate import as_float, as_int, as_seed, choice
 from . import checkpoint as checkpoints
 from .backends import make_backend
 from .execute import execute, plan_round, row_gradient
@@ -59,14 +59,12 @@ def _check_starting_point(x0, dim: int) -> np.ndarray:
 
 
 def _seed_label(seed):
-    """How a run's seed is written into its Result and checkpoint: the integer itself
-    (Python or NumPy), None, or "custom" for a SeedSequence or Generator."""
-    if isinstance(seed, (bool, np.bool_)):
-        raise TypeError(
-            f"seed must be an integer, a SeedSequence, a Generator or None, got {seed!r}"
-        )
-    if isinstance(seed, (int, np.integer)):
-        return int(seed)
+    """How a run's seed is written into its Result: the integer itself (Python or NumPy),
+    None, or "custom" for a SeedSequence or Generator. A bad seed is refused here, before
+    any set-up."""
+    seed = as_seed(seed)
+    if isinstance(seed, int):
+        return seed
     return None if seed is None else "custom"
 
 
