@@ -240,3 +240,46 @@ def test_scheduled_metrics_resume_with_their_schedule(tmp_path):
     np.testing.assert_array_equal(resumed.objective_gap[:7], whole.objective_gap[:7])
     np.testing.assert_array_equal(resumed.server, whole.server)
     assert np.flatnonzero(~np.isnan(resumed.objective_gap[8:])).tolist() == [2, 4]
+
+
+def test_killed_while_writing_a_checkpoint_resumes_to_the_same_trajectory(tmp_path):
+    """SIGKILL after the scratch file of round 140's checkpoint is written, before it is
+    renamed: the checkpoint of round 120 stays whole, the orphan is cleared on resume, and
+    the resumed run is the uninterrupted one, bit for bit."""
+    path = tmp_path / "run.ckpt"
+    script = SETUP + textwrap.dedent(
+        f"""
+        import os, signal
+        from stochmix import run
+        from stochmix.engine import checkpoint
+        real_replace = os.replace
+        def replace(src, dst):
+            saved = checkpoint.load({str(path)!r})
+            if saved is not None and saved["done"] == 120:
+                os.kill(os.getpid(), signal.SIGKILL)  # scratch written, not renamed
+            real_replace(src, dst)
+        checkpoint.os.replace = replace
+        run(method, problem, participation, 200, seed=11, progress=False,
+            checkpoint={str(path)!r}, checkpoint_every=20)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    assert checkpoints.load(path)["done"] == 120
+    assert list(tmp_path.glob(".run.ckpt.*.tmp"))  # the scratch file of round 140
+    namespace = {}
+    exec(SETUP, namespace)
+    resumed = run(
+        namespace["method"],
+        namespace["problem"],
+        namespace["participation"],
+        200,
+        seed=11,
+        progress=False,
+        checkpoint=path,
+        checkpoint_every=20,
+    )
+    assert not list(tmp_path.glob(".run.ckpt.*.tmp"))
+    whole = reference()
+    np.testing.assert_array_equal(resumed.server, whole.server)
+    np.testing.assert_array_equal(resumed.distance, whole.distance)
