@@ -110,6 +110,30 @@ BAD_INPUTS = [
         "x0",
     ),
     (
+        "complex x0",
+        lambda: sm.run(alg.FedAvg(0.1), Q, FULL, 2, x0=np.ones(2) * 1j),
+        TypeError,
+        "x0 must hold real numbers",
+    ),
+    (
+        "backend=None",
+        lambda: sm.run(alg.FedAvg(0.1), Q, FULL, 2, backend=None),
+        TypeError,
+        "backend must be",
+    ),
+    (
+        "problem and participation swapped",
+        lambda: sm.run(alg.FedAvg(0.1), FULL, Q, 2),
+        TypeError,
+        "problem must be a stochmix problem",
+    ),
+    (
+        "progress that is not a flag",
+        lambda: sm.run(alg.FedAvg(0.1), Q, FULL, 2, progress=1),
+        ValueError,
+        "progress must be",
+    ),
+    (
         "NaN in x0",
         lambda: sm.run(alg.FedAvg(0.1), Q, FULL, 2, x0=np.array([0.0, np.nan])),
         ValueError,

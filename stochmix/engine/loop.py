@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 
 from .._fingerprint import digest, seed_identity
-from .._validate import as_float, as_int, as_seed, choice
+from .._validate import as_float, as_int, as_real_array, as_seed, choice
 from . import checkpoint as checkpoints
 from .backends import make_backend
 from .execute import execute, plan_round, row_gradient
@@ -50,12 +50,36 @@ class DivergenceError(FloatingPointError):
 def _check_starting_point(x0, dim: int) -> np.ndarray:
     if x0 is None:
         return np.zeros(dim)
-    x0 = np.asarray(x0, dtype=float)
+    x0 = as_real_array(x0, "x0", finite=False)  # refuses bool, complex, strings
     if x0.shape != (dim,):
         raise ValueError(f"x0 must have shape ({dim},), got {x0.shape}")
     if not np.isfinite(x0).all():
         raise ValueError("x0 must be finite")
     return x0
+
+
+def _check_parts(problem, participation, backend, progress) -> None:
+    """What ``run`` needs of its arguments, checked before any work (each is a duck type:
+    see the module docstring), so that swapped or missing ones get an error naming them."""
+    for attr in ("n_clients", "dim", "gradients"):
+        if not hasattr(problem, attr):
+            raise TypeError(
+                f"problem must be a stochmix problem (with n_clients, dim and gradients), "
+                f"got {type(problem).__name__}"
+            )
+    if not hasattr(participation, "n_clients") or not (
+        hasattr(participation, "masks") or hasattr(participation, "participants")
+    ):
+        raise TypeError(
+            "participation must be a participation process (with n_clients and masks), "
+            f"got {type(participation).__name__}"
+        )
+    if not isinstance(backend, str) and not (
+        hasattr(backend, "asarray") and hasattr(backend, "apply")
+    ):
+        raise TypeError(f'backend must be "numpy", "torch" or a backend object, got {backend!r}')
+    if progress != "auto" and not isinstance(progress, (bool, np.bool_)):
+        raise ValueError(f'progress must be "auto", True or False, got {progress!r}')
 
 
 def _seed_label(seed):
@@ -173,6 +197,7 @@ def run(
     if not isinstance(method, Method):
         raise TypeError(f"method must be a stochmix Method, got {type(method).__name__}")
     rounds = as_int(rounds, "rounds", minimum=0)
+    _check_parts(problem, participation, backend, progress)
     choice(on_divergence, "on_divergence", ("warn", "raise"))
     if isinstance(metrics, str) or not hasattr(metrics, "__iter__"):
         raise TypeError(f"metrics must be a tuple of metric names among {METRICS}, got {metrics!r}")
