@@ -99,6 +99,13 @@ def _show_option(args: argparse.Namespace, name: str) -> str:
     return f"--{name} {shown}"
 
 
+def _refuse_given(args: argparse.Namespace, names: tuple[str, ...], why: str) -> None:
+    """Refuse the first option among ``names`` given on the command line, saying ``why``."""
+    given = _given(args, names)
+    if given:
+        raise ValueError(f"--{given[0]} {why}, got {_show_option(args, given[0])}")
+
+
 def _positive(value: int, option: str) -> None:
     """Refuse an option value below 1, naming the option."""
     if value < 1:
@@ -109,13 +116,12 @@ def _check_spectrum_graph_options(args: argparse.Namespace) -> None:
     """Validate the options of ``stochmix spectrum --graph ...``; fill in defaults."""
     from .mixing import RULES
 
-    given = _given(args, _FEDERATED_ONLY)
-    if given:
-        name = given[0]
-        raise ValueError(
-            f"--{name} applies without --graph (federated participation) and is not used"
-            f" with --graph {args.graph}, got {_show_option(args, name)}"
-        )
+    _refuse_given(
+        args,
+        _FEDERATED_ONLY,
+        f"applies without --graph (federated participation) and is not used with --graph "
+        f"{args.graph}",
+    )
     args.rules = list(dict.fromkeys(args.rules or ["row", "column"]))
     for rule in args.rules:
         if rule not in RULES:
@@ -140,13 +146,11 @@ def _check_spectrum_graph_options(args: argparse.Namespace) -> None:
 
 def _check_spectrum_federated_options(args: argparse.Namespace) -> None:
     """Validate the options of ``stochmix spectrum`` without ``--graph``; fill in defaults."""
-    given = _given(args, _GRAPH_ONLY)
-    if given:
-        name = given[0]
-        raise ValueError(
-            f"--{name} applies with --graph only (without it the federated expected"
-            f" matrices are shown), got {_show_option(args, name)}"
-        )
+    _refuse_given(
+        args,
+        _GRAPH_ONLY,
+        "applies with --graph only (without it the federated expected matrices are shown)",
+    )
     args.low = 0.1 if args.low is None else args.low
     args.high = 0.9 if args.high is None else args.high
     args.samples = 2000 if args.samples is None else args.samples
