@@ -147,6 +147,8 @@ def is_scalar(value) -> bool:
     sequence or an array, without building an array from it (a ragged list is not scalar)."""
     if isinstance(value, np.ndarray):
         return value.ndim == 0
+    if isinstance(value, np.generic):  # NumPy scalars have __array__ too
+        return True
     return not isinstance(value, (list, tuple, range)) and not hasattr(value, "__array__")
 
 

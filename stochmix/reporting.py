@@ -67,6 +67,10 @@ def summary_row(label: str, results: list[Result], lr=None) -> dict:
     return row
 
 
+def _lr(lr) -> str:
+    return "?" if lr is None else format(lr, ".3g")
+
+
 @dataclass
 class Comparison:
     """The summary table of several methods' runs: ``rows`` (one dict per method) prints
@@ -89,8 +93,9 @@ class Comparison:
 def compare(results: Iterable | Mapping) -> Comparison:
     """The summary table of finished runs, as ``stochmix run`` prints it.
 
-    ``results`` is a list of :class:`Result` (grouped by their method name; several runs
-    of one name, e.g. over seeds, give one row of medians) or a mapping from a label to a
+    ``results`` is a list of :class:`Result` (grouped by method name and step size:
+    several runs of one method at one step size, e.g. over seeds, give one row of medians;
+    a method run at several step sizes gets a row for each) or a mapping from a label to a
     Result or a list of them. ``print(sm.compare(results))`` shows the table.
 
     Raises:
@@ -99,11 +104,16 @@ def compare(results: Iterable | Mapping) -> Comparison:
     if isinstance(results, Mapping):
         groups = {str(k): (v if isinstance(v, (list, tuple)) else [v]) for k, v in results.items()}
     else:
-        groups = {}
+        by_run: dict = {}
         for res in results:
             if not isinstance(res, Result):
                 raise TypeError(f"results must hold stochmix Results, got {type(res).__name__}")
-            groups.setdefault(res.method, []).append(res)
+            by_run.setdefault((res.method, res.config.get("lr")), []).append(res)
+        names = [method for method, _ in by_run]
+        groups = {
+            (method if names.count(method) == 1 else f"{method} (lr {_lr(lr)})"): runs
+            for (method, lr), runs in by_run.items()
+        }
     for label, runs in groups.items():
         for res in runs:
             if not isinstance(res, Result):

@@ -283,3 +283,67 @@ def test_killed_while_writing_a_checkpoint_resumes_to_the_same_trajectory(tmp_pa
     whole = reference()
     np.testing.assert_array_equal(resumed.server, whole.server)
     np.testing.assert_array_equal(resumed.distance, whole.distance)
+
+
+def test_decentralized_runs_resume_from_fresh_objects_and_refuse_another_graph(tmp_path):
+    import networkx as nx
+
+    from stochmix.algorithms import DGD
+    from stochmix.mixing import StaticSequence
+
+    path, problem = tmp_path / "run.ckpt", Quadratic.random(6, 2, seed=0)
+    ring = lambda: DGD(0.05, StaticSequence(nx.cycle_graph(6)))  # noqa: E731
+    run(ring(), problem, Full(6), 6, checkpoint=path)
+    assert run(ring(), problem, Full(6), 10, checkpoint=path).rounds == 10
+    complete = DGD(0.05, StaticSequence(nx.complete_graph(6)))
+    with pytest.raises(ValueError, match="differs in method_parameters"):
+        run(complete, problem, Full(6), 12, checkpoint=path)
+
+
+def test_private_parameters_such_as_fedau_cutoff_are_part_of_the_identity(tmp_path):
+    path, problem = tmp_path / "run.ckpt", Quadratic.random(6, 2, seed=0)
+    part = Bernoulli(np.full(6, 0.5))
+    run(FedAvg(0.05, 1, weights="fedau", cutoff=50), problem, part, 6, checkpoint=path)
+    with pytest.raises(ValueError, match="method_parameters"):
+        run(FedAvg(0.05, 1, weights="fedau", cutoff=2), problem, part, 10, checkpoint=path)
+
+
+def test_a_checkpoint_beyond_the_rounds_asked_is_refused_and_extending_matches(tmp_path):
+    from stochmix.problems import Logistic
+
+    problem, part = Logistic.random(20, 3, seed=0), Bernoulli(np.full(20, 0.5))
+    path, method = tmp_path / "run.ckpt", FedAvg(0.3, 1)
+    run(method, problem, part, 7, evaluate_every=3, checkpoint=path, checkpoint_every=7)
+    extended = run(method, problem, part, 17, evaluate_every=3, checkpoint=path)
+    whole = run(method, problem, part, 17, evaluate_every=3)
+    assert extended.csv_rows() == whole.csv_rows()  # round 7 is no longer a "last" round
+    with pytest.raises(ValueError, match="at round 17, beyond rounds=5"):
+        run(method, problem, part, 5, evaluate_every=3, checkpoint=path)
+    again = run(method, problem, part, 17, evaluate_every=3, checkpoint=path)
+    assert again.consensus is None  # a federated method has none, resumed or not
+
+
+def test_scratch_names_are_matched_as_text_not_as_wildcards(tmp_path):
+    other = tmp_path / ".run1.ck.abc123.tmp"  # another run's scratch file
+    other.write_bytes(b"")
+    checkpoints.check_writable(tmp_path / "run[1].ck")
+    assert other.exists()
+
+
+def test_torch_model_fingerprint_is_stable_and_sees_the_network():
+    torch = pytest.importorskip("torch")
+    from stochmix.problems import TorchModel
+
+    rng = np.random.default_rng(0)
+    data = [(rng.standard_normal((5, 3)), rng.integers(0, 2, 5)) for _ in range(4)]
+
+    def net(activation):
+        torch.manual_seed(0)
+        layers = [torch.nn.Linear(3, 4), activation(), torch.nn.Linear(4, 2)]
+        return torch.nn.Sequential(*layers).double()
+
+    tanh = TorchModel(net(torch.nn.Tanh), data)
+    before = tanh.fingerprint()
+    tanh.gradients(np.arange(2), np.tile(tanh.initial_point(), (2, 1)))
+    assert tanh.fingerprint() == before
+    assert TorchModel(net(torch.nn.ReLU), data).fingerprint() != before

@@ -219,3 +219,29 @@ def test_compare_gives_the_command_table():
     assert [row["method"] for row in by_label.rows] == ["a", "b"]
     with pytest.raises(TypeError, match="results must hold stochmix Results"):
         sm.compare([runs[0], "not a result"])
+
+
+def test_a_run_stopped_by_the_threshold_evaluates_its_last_round():
+    class PassOnly(Quadratic):
+        closed_form_metrics = frozenset()  # objective and gradient on the schedule
+
+    base = Quadratic.random(20, 3, seed=0)
+    problem = PassOnly(base.centers, base.hessians)
+    with pytest.warns(sm.engine.DivergenceWarning):
+        res = sm.run(FedAvg(5.0, 3), problem, Full(20), 60, divergence_threshold=1e6,
+                     evaluate_every=50)  # fmt: skip
+    assert res.diverged_at < 50 and np.isfinite(res.objective_gap[-1])
+
+
+def test_compare_keeps_step_sizes_apart():
+    problem, process = Quadratic.random(5, 2, seed=0), Full(5)
+    runs = [sm.run(FedAvg(lr, 1), problem, process, 10) for lr in (0.01, 0.5)]
+    assert [row["method"] for row in sm.compare(runs).rows] == [
+        "FedAvg (lr 0.01)",
+        "FedAvg (lr 0.5)",
+    ]
+
+
+def test_numpy_scalars_are_numbers():
+    p = Bernoulli(np.float64(0.3), n_clients=5)
+    assert np.allclose(p.probabilities, 0.3)

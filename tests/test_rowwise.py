@@ -257,3 +257,19 @@ def test_compiled_programs_are_cached_on_disk_between_processes(tmp_path):
         hits, again = run_in(setting, tmp_path / "c.npy")
         assert hits == 0
         np.testing.assert_array_equal(again, first)
+
+
+def test_where_numbers_must_not_depend_on_the_cache_auto_decides_by_length():
+    from stochmix import config, experiments
+    from stochmix.engine import make_backend
+
+    backend = make_backend("numpy")
+    problem = Quadratic.random(20, 3, seed=0)
+    assert execute.row_gradient(problem, backend, np.float64, 1e6, 1e5) is not None
+    assert execute.row_gradient(problem, backend, np.float64, 1e6, 1e5, cached_ok=False) is None
+    long = execute.row_gradient(problem, backend, np.float64, 1e9, 1e5, cached_ok=False)
+    assert long is not None and long.compile
+    exp = config.default()
+    assert experiments._stable_options(exp)["compiled"] is False  # short: NumPy programs
+    exp.rounds = 10**9
+    assert experiments._stable_options(exp).get("compiled", "auto") == "auto"  # long: compiles

@@ -130,7 +130,11 @@ def check_writable(path) -> Path:
         raise ValueError(
             f"checkpoint {str(path)!r} cannot be written: {error.strerror or error}"
         ) from None
-    for orphan in path.parent.glob(f".{path.name}.*.tmp"):
+    prefix = f".{path.name}."
+    for orphan in path.parent.iterdir():  # names compared as text: no glob wildcards
+        name = orphan.name
+        if not (name.startswith(prefix) and name.endswith(".tmp")):
+            continue
         if orphan.is_file() and not orphan.is_symlink():
             try:
                 orphan.unlink()

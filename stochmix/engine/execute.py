@@ -249,14 +249,20 @@ class RowGradient(NamedTuple):
 
 
 def row_gradient(
-    problem, backend, dtype, work: float = float("inf"), per_round: float = float("inf")
+    problem,
+    backend,
+    dtype,
+    work: float = float("inf"),
+    per_round: float = float("inf"),
+    cached_ok: bool = True,
 ) -> RowGradient | None:
     """The :class:`RowGradient` when the row-wise path may run this problem on
     ``backend``, per ``backend.compiled`` (True, False or "auto": then compiling new
     programs only for a run of ``work`` >= :data:`ROWWISE_MIN_WORK` node entries, and
     none at all for rounds expected to touch fewer than :data:`ROWWISE_MIN_ENTRIES`
-    (``per_round``): such runs never import Numba); else None. Raises ValueError when
-    ``compiled=True`` cannot be honoured."""
+    (``per_round``): such runs never import Numba; ``cached_ok=False``: "auto" ignores
+    programs compiled earlier and decides by ``work`` alone); else None. Raises ValueError
+    when ``compiled=True`` cannot be honoured."""
     mode = getattr(backend, "compiled", False)
     if mode is False or (mode == "auto" and per_round < ROWWISE_MIN_ENTRIES):
         return None
@@ -271,7 +277,10 @@ def row_gradient(
         raise ValueError(f"compiled=True: {why}; use compiled='auto' or False")
     if found is None:
         return None
-    return RowGradient(*found, compile=mode is True or work >= ROWWISE_MIN_WORK)
+    compile_new = mode is True or work >= ROWWISE_MIN_WORK
+    if not compile_new and not cached_ok:
+        return None
+    return RowGradient(*found, compile=compile_new)
 
 
 def _defined_in(obj, name: str):

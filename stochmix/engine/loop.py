@@ -97,8 +97,8 @@ def _identity(method, problem, participation, seed, back, x0, metrics, compiled)
     the run's numbers, as fingerprints (see :mod:`stochmix._fingerprint`)."""
     fingerprint = getattr(problem, "fingerprint", None)
     return {
-        "method": repr(method),
-        "method_parameters": digest(method),
+        "method": type(method).__qualname__,
+        "method_parameters": method.fingerprint(),
         "problem": fingerprint() if callable(fingerprint) else digest(problem),
         "participation": digest(participation),
         "seed": seed_identity(seed),
@@ -220,7 +220,14 @@ def run(
     expected = participation.probabilities
     expected = n if expected is None else float(np.sum(expected))
     rows = row_gradient(
-        problem, back, getattr(back, "dtype", dtype), rounds * expected * dim, expected * dim
+        problem,
+        back,
+        getattr(back, "dtype", dtype),
+        rounds * expected * dim,
+        expected * dim,
+        # a checkpointed run must continue on the path it started on, whatever the cache
+        # holds by then: "auto" decides by the run's length alone there
+        cached_ok=checkpoint is None,
     )
 
     layout = Layout(method.blocks(n))
@@ -312,15 +319,21 @@ def run(
                 f"checkpoint {str(checkpoint)!r} was written by a different run "
                 f"(it differs in {', '.join(diff)}); remove it or choose another path"
             )
-        done = min(int(saved["done"]), rounds)
+        done = int(saved["done"])
+        if done > rounds:
+            raise ValueError(
+                f"checkpoint {str(checkpoint)!r} is at round {done}, beyond rounds={rounds}; "
+                "ask for at least as many rounds (its Result is returned at once), or remove it"
+            )
         z = back.asarray(saved["z"])
         ctx.memory = checkpoints.restore_memory(ctx.memory, saved["memory"])
         recorder.restore(saved, done)
+        recorder.measure(done, z, back, last=done == rounds)  # the schedule of *this* run
         count[: done + 1] = saved["count"][: done + 1]
         clock[: done + 1] = saved["clock"][: done + 1]
         if saved.get("problem_rng") is not None:
             problem.set_rng_state(saved["problem_rng"])
-        for _ in range(int(saved["done"])):
+        for _ in range(done):
             next(stream)
     else:
         recorder.measure(0, z, back, last=rounds == 0)
@@ -367,6 +380,8 @@ def run(
         clock[done] = time.perf_counter() - start
         x = recorder.measure(done, z, back, last=not finite or done == rounds)
         if not finite or not np.isfinite(x).all() or np.abs(x).max() > too_large:
+            if finite and done < rounds:  # stopped by the threshold: the last round's values
+                recorder.measure(done, z, back, last=True)
             diverged_at = done
             break
         if callback is not None:

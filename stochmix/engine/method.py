@@ -104,6 +104,18 @@ class Method(ABC):
         something (decentralized methods); None otherwise."""
         return None
 
+    #: attributes a run changes (caches of checks), left out of :meth:`fingerprint`
+    _run_state: frozenset = frozenset({"_checked"})
+
+    def fingerprint(self) -> str:
+        """A digest of the method's class and every parameter it holds (private ones
+        included: e.g. FedAU's cutoff; graph sequences by their own fingerprint); a
+        checkpoint is resumed only by a method with its fingerprint."""
+        from .._fingerprint import digest
+
+        own = {k: v for k, v in vars(self).items() if k not in self._run_state}
+        return digest(type(self).__module__, type(self).__qualname__, own)
+
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
         return f"{type(self).__name__}({params})"

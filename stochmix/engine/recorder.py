@@ -149,11 +149,19 @@ class Recorder:
         }
 
     def restore(self, saved: dict, done: int) -> None:
-        """Take back a checkpoint's record of its first ``done`` rounds."""
+        """Take back a checkpoint's record of its first ``done`` rounds (the caller then
+        measures round ``done`` again under this run's schedule: the checkpoint's run may
+        have ended there and evaluated it as its last round)."""
         self.server[: done + 1] = saved["server"][: done + 1]
+        for key in list(self.values):
+            if key not in saved["record"]:  # the method had none (consensus)
+                self.names.remove(key)
+                del self.values[key]
         for key, values in saved["record"].items():
             if key in self.values:
                 self.values[key][: done + 1] = values[: done + 1]
+                if key in self.scheduled:
+                    self.values[key][done] = np.nan
 
     def fields(self, done: int) -> dict:
         """The Result's fields: ``server`` and one curve per metric (None if not kept)."""

@@ -86,6 +86,20 @@ class GraphSequence(ABC):
         """The graph of step ``k`` (an ``nx.DiGraph`` on ``0..n-1``; edge j -> i means
         i receives from j). Treat it as read-only."""
 
+    def fingerprint(self) -> str:
+        """A digest of what the sequence is: its class and public parameters, and, for a
+        periodic sequence, every step's graph (pattern and weights) over one period."""
+        from .._fingerprint import digest
+
+        public = {k: v for k, v in vars(self).items() if not k.startswith("_")}
+        steps = []
+        if self.period is not None:
+            for k in range(self.period):
+                natural = sp.csr_array(self._natural(k))
+                natural.sum_duplicates()  # canonical: sorted, one entry per position
+                steps.append((natural.indptr, natural.indices, natural.data))
+        return digest(type(self).__module__, type(self).__qualname__, self.n_nodes, public, steps)
+
     def matrix(self, k: int, rule: str = "row") -> sp.csr_array:
         """The ``(n, n)`` mixing matrix ``W_k`` of step ``k`` under ``rule``.
 

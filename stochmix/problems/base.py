@@ -203,7 +203,15 @@ class Problem(abc.ABC):
     #: Attributes computed on first use from the data (they change without the problem
     #: changing), left out of :meth:`fingerprint`.
     _derived = frozenset(
-        {"_f_star", "_x_star", "_solved", "_smoothness", "_sample_cache", "solver_info"}
+        {
+            "_f_star",
+            "_x_star",
+            "_solved",
+            "_smoothness",
+            "_sample_cache",
+            "_buffer_copies",
+            "solver_info",
+        }
     )
 
     def fingerprint(self) -> str:
@@ -214,11 +222,9 @@ class Problem(abc.ABC):
         from .._fingerprint import digest
 
         own = {
-            key: value
+            key: _callable_identity(value) if callable(value) else value
             for key, value in vars(self).items()
-            if key not in self._derived
-            and not isinstance(value, (_DataCache, np.random.Generator))
-            and not callable(value)
+            if key not in self._derived and not isinstance(value, (_DataCache, np.random.Generator))
         }
         data = getattr(self, "_data", None)
         master = data._master if isinstance(data, _DataCache) else None
@@ -257,6 +263,15 @@ class Problem(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(n_clients={self.n_clients}, dim={self.dim})"
+
+
+def _callable_identity(value) -> str:
+    """What a problem's function stands for in its fingerprint: a network (a torch module)
+    by its printed architecture, a function by its qualified name."""
+    if hasattr(value, "named_parameters"):
+        return f"module:{value!r}"
+    name = getattr(value, "__qualname__", type(value).__qualname__)
+    return f"function:{getattr(value, '__module__', '')}.{name}"
 
 
 _NUMPY_NAMESPACE = namespace(np.empty(0))
