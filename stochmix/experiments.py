@@ -19,7 +19,6 @@ import io
 import itertools
 import os
 import re
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ import numpy as np
 from . import __version__
 from .config import Experiment, dumps
 from .engine import Result, run
+from .engine.checkpoint import check_folder_writable
 from .engine.execute import ROWWISE_MIN_WORK
 from .engine.result import COLUMNS
 from .reporting import summary_row
@@ -283,15 +283,7 @@ def output_dir(name: str, out=None, *, root="runs", stamp: str | None = None) ->
         path = Path(out)
         if path.exists() and not path.is_dir():
             raise ValueError(f"--out {str(path)!r} is a file, not a folder")
-        try:
-            path.mkdir(parents=True, exist_ok=True)
-            handle, probe = tempfile.mkstemp(prefix=".probe-", dir=path)
-            os.close(handle)
-            os.unlink(probe)
-        except OSError as error:
-            raise ValueError(
-                f"--out {str(path)!r} cannot be written: {error.strerror or error}"
-            ) from None
+        check_folder_writable(path, f"--out {str(path)!r}")
         return path
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)

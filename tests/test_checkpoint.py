@@ -25,7 +25,8 @@ method = FedStale(0.02, 3, beta=0.5, probabilities="fedau", cutoff=7)
 """
 
 
-def reference():
+def reference(**options):
+    """The SETUP run of 200 rounds from fresh objects (``options``: e.g. a checkpoint)."""
     namespace = {}
     exec(SETUP, namespace)
     return run(
@@ -35,6 +36,7 @@ def reference():
         200,
         seed=11,
         progress=False,
+        **options,
     )
 
 
@@ -54,19 +56,7 @@ def test_killed_run_resumes_to_the_same_trajectory(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
     assert done.returncode == -signal.SIGKILL
     assert path.exists() and not list(tmp_path.glob("*.tmp"))  # no half-written file
-
-    namespace = {}
-    exec(SETUP, namespace)
-    resumed = run(
-        namespace["method"],
-        namespace["problem"],
-        namespace["participation"],
-        200,
-        seed=11,
-        progress=False,
-        checkpoint=path,
-        checkpoint_every=20,
-    )
+    resumed = reference(checkpoint=path, checkpoint_every=20)
     whole = reference()
     np.testing.assert_array_equal(resumed.server, whole.server)
     np.testing.assert_array_equal(resumed.distance, whole.distance)
@@ -267,18 +257,7 @@ def test_killed_while_writing_a_checkpoint_resumes_to_the_same_trajectory(tmp_pa
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert checkpoints.load(path)["done"] == 120
     assert list(tmp_path.glob(".run.ckpt.*.tmp"))  # the scratch file of round 140
-    namespace = {}
-    exec(SETUP, namespace)
-    resumed = run(
-        namespace["method"],
-        namespace["problem"],
-        namespace["participation"],
-        200,
-        seed=11,
-        progress=False,
-        checkpoint=path,
-        checkpoint_every=20,
-    )
+    resumed = reference(checkpoint=path, checkpoint_every=20)
     assert not list(tmp_path.glob(".run.ckpt.*.tmp"))
     whole = reference()
     np.testing.assert_array_equal(resumed.server, whole.server)

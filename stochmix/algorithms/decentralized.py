@@ -23,11 +23,9 @@ from jaxtyping import Float
 from .._arrays import Array
 from .._validate import _show, as_bool, as_float, choice
 from ..engine import Block, Method, RunContext
-from ..mixing.checks import stochasticity_problem
+from ..mixing.checks import KINDS, stochasticity_problem
 from ..mixing.rowsparse import RowSparse
 from ..mixing.sequences import RULES, GraphSequence
-
-_KINDS = {"row": "row-stochastic", "column": "column-stochastic", "doubly": "doubly stochastic"}
 
 
 def _step_size(lr: float, decay: float, k: int) -> float:
@@ -85,8 +83,8 @@ class DecentralizedMethod(Method):
             problem = stochasticity_problem(w, kind, 1e-10)
             if problem is not None:
                 raise ValueError(
-                    f"{self.name}: W_{k} under {attribute}={rule!r} is not {_KINDS[kind]} "
-                    f"({problem}); {self.name} needs {_KINDS[kind]} mixing there "
+                    f"{self.name}: W_{k} under {attribute}={rule!r} is not {KINDS[kind]} "
+                    f"({problem}); {self.name} needs {KINDS[kind]} mixing there "
                     "(check_mixing=False runs it anyway)"
                 )
         if not period:

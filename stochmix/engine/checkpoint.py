@@ -114,6 +114,19 @@ def restore_memory(fresh: dict, saved: dict) -> dict:
 
 
 # ------------------------------------------------------------------ files
+def check_folder_writable(folder, what: str) -> None:
+    """Create ``folder`` (and its parents) if needed and check that a file can be created
+    in it, by creating and removing a scratch file; a ValueError starting with ``what``
+    otherwise (found before any work, not at the first write after it)."""
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(prefix=".probe-", suffix=".tmp", dir=folder)
+        os.close(handle)
+        os.unlink(probe)
+    except OSError as error:
+        raise ValueError(f"{what} cannot be written: {error.strerror or error}") from None
+
+
 def check_writable(path) -> Path:
     """Check before a run's first round that checkpoints can be written at ``path``
     (creating its folder), and remove scratch files earlier runs left there when killed
@@ -121,15 +134,7 @@ def check_writable(path) -> Path:
     path = Path(path)
     if path.is_dir():
         raise ValueError(f"checkpoint must be a file path, got the folder {str(path)!r}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        os.close(handle)
-        os.unlink(probe)
-    except OSError as error:
-        raise ValueError(
-            f"checkpoint {str(path)!r} cannot be written: {error.strerror or error}"
-        ) from None
+    check_folder_writable(path.parent, f"checkpoint {str(path)!r}")
     prefix = f".{path.name}."
     for orphan in path.parent.iterdir():  # names compared as text: no glob wildcards
         name = orphan.name

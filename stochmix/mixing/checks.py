@@ -124,6 +124,10 @@ def _sum_problem(sums: np.ndarray, what: str, atol: float) -> str | None:
     return None
 
 
+#: What each ``kind`` of :func:`stochasticity_problem` is called in messages.
+KINDS = _LABELS
+
+
 def stochasticity_problem(W: Matrix, kind: str, atol: float = 1e-12) -> str | None:
     """What keeps ``W`` from being a matrix of ``kind`` ("row", "column" or "doubly"
     stochastic; "rows_sum" / "columns_sum": sums one, signed entries allowed), as one
