@@ -510,6 +510,8 @@ class Equations:
         self._claim(target)
         terms = expr.terms
         b = self.builder
+        if target.clients is not None:  # one row per client, even for one client
+            b.per_node(name, target.rows)
         if keep:
             own = 1.0
             rest = []

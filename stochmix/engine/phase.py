@@ -297,8 +297,8 @@ class _LocalDraft:
                 elif s_row[1] == t_node:
                     if self.on(nodes, target):
                         self.terms.append((target, source, coef))
-                else:
-                    self.ok = False
+                elif self.on(nodes, target):  # another node's row, broadcast to the node
+                    self.external.append((target, s_row[0], coef))
             elif nodes is not None and bool((nodes == t_node).any()):
                 self.ok = False  # a row among the nodes with terms of its own
             elif source is None:
@@ -435,6 +435,16 @@ class PhaseBuilder:
         self._note_combine(target, target_rows, source, source_rows, coef)
         self._deferred.append(("combine", target, target_rows, source, source_rows, coef))
         self._touched = self._touched or bool(np.size(target_rows) and np.size(source_rows))
+        return self
+
+    def per_node(self, target: str, rows):
+        """Declare that ``target[rows]`` is written node by node, as the rows of the
+        phase's nodes, even when ``rows`` holds a single row (which would otherwise be
+        read as one row of the state, an outer row, when no other term names the nodes).
+        Changes no number of the phase, only its node-local form."""
+        rows = _index(rows)
+        if rows.size:
+            self._local.on(self._nodes(target, rows), target)
         return self
 
     def keep(self, target: str, rows, coef=1.0):
