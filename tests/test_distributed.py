@@ -6,6 +6,15 @@ joins, rounds of one participant (planned one row at a time) and shards without
 participants. Every rank's Result and its rows of the final state are written to files and
 compared here: bit for bit with the run on one rank (a group of one, made inside the
 two-process job), and to 1e-12 with the NumPy backend in this process.
+
+The same jobs run decentralized methods over 37 nodes (gradient tracking in both forms,
+push-pull in both forms, DGD, push-sum) on a static ring, the one-peer exponential graph
+(periodic) and random graphs drawn afresh each step, with halo exchanges: their final
+state is bit-identical on 1, 2 and 4 ranks *and* to the NumPy backend's (each product adds
+a row's entries in the same order on a shard as on one process); their reported model and
+consensus error (sums over all nodes, added per fixed segment) are bit-identical across
+ranks and agree with the NumPy backend to 1e-12 (one process adds them in another order).
+The halo moves exactly the rows the closed forms count.
 """
 
 from __future__ import annotations
@@ -27,6 +36,8 @@ from stochmix.problems import LeastSquares  # noqa: E402
 
 N, D, ROUNDS, SEED = 37, 5, 40, 3
 METHODS = ("FedAvg", "FOCUS", "FedStale", "SCAFFOLD")
+# decentralized cases: name -> (method, graph sequence)
+DECENTRALIZED = ("GT-ring", "GT-atc-random", "PP-random", "PP-ab-exp", "DGD-exp", "PS-random")
 
 
 def _problem():
@@ -36,7 +47,36 @@ def _problem():
 
 
 def _method(name: str, lr: float = 0.05):
+    if name in DECENTRALIZED:
+        return _decentralized(name, lr)
     return getattr(sm.algorithms, name)(lr, local_steps=2)
+
+
+def _decentralized(name: str, lr: float | None = None):
+    """A decentralized method over N nodes (a fresh graph sequence each time)."""
+    import networkx as nx
+
+    algorithms, mixing = sm.algorithms, sm.mixing
+    directed = {"kind": "directed_ring_with_random_edges"}
+    build = {
+        "GT-ring": lambda lr: algorithms.GradientTracking(
+            lr or 0.01, mixing.StaticSequence(nx.cycle_graph(N))
+        ),
+        "GT-atc-random": lambda lr: algorithms.GradientTracking(
+            lr or 0.02, mixing.RandomSequence(N, seed=4), form="atc"
+        ),
+        "PP-random": lambda lr: algorithms.PushPull(
+            lr or 0.02, mixing.RandomSequence(N, seed=5, **directed)
+        ),
+        "PP-ab-exp": lambda lr: algorithms.PushPull(
+            lr or 0.02, mixing.OnePeerExponential(N), form="ab"
+        ),
+        "DGD-exp": lambda lr: algorithms.DGD(lr or 0.02, mixing.OnePeerExponential(N), rule="row"),
+        "PS-random": lambda lr: algorithms.PushSum(
+            lr or 0.02, mixing.RandomSequence(N, seed=6, **directed)
+        ),
+    }
+    return build[name](lr)
 
 
 def _free_port() -> int:
@@ -45,16 +85,19 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _run(name, backend, **kwargs):
+def _run(name, backend, rounds=ROUNDS, **kwargs):
     """A run of ``name``; returns (Result, the state after the last round)."""
     problem, participation = _problem()
+    if name in DECENTRALIZED:
+        participation = sm.participation.Full(N)
     final = {}
 
     def keep(r, z, ctx):
         final["z"] = np.array(z, copy=True)
 
+    lr = kwargs.pop("lr", None if name in DECENTRALIZED else 0.05)
     result = sm.run(
-        _method(name, kwargs.pop("lr", 0.05)), problem, participation, ROUNDS, seed=SEED,
+        _method(name, lr), problem, participation, rounds, seed=SEED,
         backend=backend, progress=False, callback=keep, **kwargs,
     )  # fmt: skip
     return result, final.get("z")
@@ -78,7 +121,7 @@ def _worker(rank, size, port, out, extra):
             if group is not None and rank != 0:
                 continue
             results = {}
-            for name in METHODS:
+            for name in METHODS + DECENTRALIZED:
                 back = DistributedBackend(group=group)
                 res, z = _run(name, back)
                 results[f"{name}_server"] = res.server
@@ -87,6 +130,13 @@ def _worker(rank, size, port, out, extra):
                 results[f"{name}_z"] = z
                 results[f"{name}_keep"] = back.shard.keep
                 results[f"{name}_sent"] = back.traffic.sent
+                if name in DECENTRALIZED:
+                    halo = back.traffic.by_kind.get("halo", [0, 0, 0])
+                    results[f"{name}_consensus"] = res.consensus
+                    results[f"{name}_halo"] = np.array(halo[:2])
+                    results[f"{name}_range"] = np.array([back.shard.lo, back.shard.hi])
+                    results[f"{name}_plans"] = back.shard.plans_built
+                    results[f"{name}_plans_kept"] = len(back.shard.plans)
             _save(out, f"r{ranks}", rank, results)
         if extra:
             _extras(rank, size, out)
@@ -104,18 +154,27 @@ def _extras(rank, size, out):
     results["ck_server"] = half.server
     resumed, _ = _run("SCAFFOLD", "distributed", checkpoint=path, checkpoint_every=7)
     results["resumed_server"] = resumed.server
+    # a decentralized run on a random graph stopped halfway and resumed
+    path = os.path.join(out, "gt.bin")
+    _run("GT-atc-random", "distributed", rounds=ROUNDS // 2, checkpoint=path, checkpoint_every=7)
+    resumed, z = _run("GT-atc-random", "distributed", checkpoint=path, checkpoint_every=7)
+    results["gt_resumed_server"], results["gt_resumed_z"] = resumed.server, z
+    results["gt_resumed_consensus"] = resumed.consensus
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         diverged, _ = _run("FedAvg", "distributed", lr=40.0)
+        diverged_dgd, _ = _run("DGD-exp", "distributed", lr=40.0)
     results["diverged_at"] = -1 if diverged.diverged_at is None else diverged.diverged_at
+    results["dgd_diverged_at"] = diverged_dgd.diverged_at or -1
     problem, participation = _problem()
+    noisy = sm.algorithms.ChannelNoise(_decentralized("GT-ring"), 0.1)
     messages = []
-    for method, prob in (
-        (sm.algorithms.GradientTracking(0.1, sm.mixing.DirectedRingSequence(N)), problem),
-        (_method("FedAvg"), sm.problems.Noisy(problem, 0.1)),
+    for method, prob, part in (
+        (noisy, problem, sm.participation.Full(N)),
+        (_method("FedAvg"), sm.problems.Noisy(problem, 0.1), participation),
     ):
         try:
-            sm.run(method, prob, participation, 2, backend="distributed", progress=False)
+            sm.run(method, prob, part, 2, backend="distributed", progress=False)
             messages.append("")
         except (ValueError, NotImplementedError) as error:
             messages.append(str(error))
@@ -195,9 +254,85 @@ def test_checkpoint_resume_and_divergence(runs):
 
 
 def test_refusals_are_clear(runs):
-    decentralized, stochastic = _load(runs, "extra2", 0)["messages"]
-    assert "federated methods" in decentralized and "GradientTracking" in decentralized
-    assert "pure formula" in stochastic
+    row_map, stochastic = _load(runs, "extra2", 0)["messages"]
+    assert "row map" in row_map and "channel noise" in row_map
+    assert "pure formula" in stochastic and "problem Noisy" in stochastic
+
+
+# ------------------------------------------------------------------ decentralized
+@pytest.mark.parametrize("name", DECENTRALIZED)
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_decentralized_bit_identical_to_one_rank(runs, name, ranks):
+    one = _load(runs, "r1", 0)
+    parts = [_load(runs, f"r{ranks}", k) for k in range(ranks)]
+    for p in parts:  # every rank returns the same Result, the one rank's
+        for key in ("server", "distance", "consensus"):
+            assert np.array_equal(p[f"{name}_{key}"], one[f"{name}_{key}"])
+    assert np.array_equal(_assemble(parts, name), _assemble([one], name))
+    assert all(p[f"{name}_halo"].min() > 0 for p in parts)  # rows did move
+
+
+@pytest.mark.parametrize("name", DECENTRALIZED)
+def test_decentralized_agrees_with_numpy_backend(runs, name):
+    """The state bit for bit; the network average and consensus error (sums over all
+    nodes, in another order on one process) to 1e-12."""
+    one = _load(runs, "r1", 0)
+    res, z = _run(name, "numpy", compiled=False)
+    assert np.array_equal(_assemble([one], name), z)
+    np.testing.assert_allclose(one[f"{name}_server"], res.server, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(one[f"{name}_consensus"], res.consensus, rtol=1e-12, atol=0)
+    assert res.distance[-1] < 0.5 * res.distance[0]  # the runs do converge
+
+
+def test_halo_plans_one_per_distinct_matrix(runs):
+    """A static graph is planned once (x and y mix with the same W); the one-peer
+    exponential graph once per step of its period (push-pull's row and column rules give
+    two matrices); random graphs once per step, and their plans go with their matrices."""
+    tau = sm.mixing.OnePeerExponential(N).tau
+    for ranks in (1, 2, 4):
+        p = _load(runs, f"r{ranks}", 0)
+        assert p["GT-ring_plans"] == 1
+        assert p["DGD-exp_plans"] == tau
+        assert p["PP-ab-exp_plans"] == 2 * tau
+        assert p["GT-atc-random_plans"] == ROUNDS
+        assert p["PP-random_plans"] == 2 * ROUNDS
+        assert p["PS-random_plans"] == ROUNDS
+        assert p["GT-atc-random_plans_kept"] <= 2 and p["PP-random_plans_kept"] <= 4
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_halo_bytes_equal_closed_form(runs, ranks):
+    """Per rank: a ring moves 2 rows a product (one to and one from each side); the
+    one-peer exponential graph at hop h moves min(m, h) - max(0, m + h - n) rows; each
+    row is D float64 values. Gradient tracking mixes x and y each round, DGD x."""
+    from stochmix.engine.distributed import ring_halo_rows, shift_halo_rows
+
+    graphs = sm.mixing.OnePeerExponential(N)
+    for k in range(ranks):
+        p = _load(runs, f"r{ranks}", k)
+        lo, hi = (int(v) for v in p["GT-ring_range"])
+        ring = ROUNDS * 2 * ring_halo_rows(N, hi - lo) * D * 8
+        assert ring_halo_rows(N, hi - lo) == 2
+        assert list(p["GT-ring_halo"]) == [ring, ring]
+        hops = sum(shift_halo_rows(N, hi - lo, -graphs.shift(r)) for r in range(ROUNDS))
+        assert list(p["DGD-exp_halo"]) == [hops * D * 8] * 2
+        assert list(p["PP-ab-exp_halo"]) == [2 * hops * D * 8] * 2
+
+
+def test_decentralized_checkpoint_resume_and_divergence(runs):
+    one = _load(runs, "r1", 0)
+    parts = [_load(runs, "extra2", k) for k in range(2)]
+    for p in parts:
+        assert np.array_equal(p["gt_resumed_server"], one["GT-atc-random_server"])
+        assert np.array_equal(p["gt_resumed_consensus"], one["GT-atc-random_consensus"])
+    full = np.full((3 * N, D), np.nan)
+    for k, p in enumerate(parts):
+        full[_load(runs, "r2", k)["GT-atc-random_keep"]] = p["gt_resumed_z"]
+    assert np.array_equal(full, _assemble([one], "GT-atc-random"))
+    with pytest.warns(sm.engine.DivergenceWarning):
+        numpy_run, _ = _run("DGD-exp", "numpy", lr=40.0, compiled=False)
+    assert parts[0]["dgd_diverged_at"] == parts[1]["dgd_diverged_at"] == numpy_run.diverged_at
+    assert "gt.rank0-of-2.bin" in os.listdir(runs)
 
 
 def test_needs_a_process_group():

@@ -116,12 +116,16 @@ def _as_index(rows) -> np.ndarray:
 def blockwise_form(layout: Layout, deferred: list) -> BlockwiseForm | None:
     """The whole-block form of a phase given as :class:`PhaseBuilder` 's deferred terms,
     or None when some term touches only part of a block or aligns rows out of order (such
-    phases take the general or node-local path)."""
+    phases take the general or node-local path, as do phases on a block whose node rows
+    the state does not keep)."""
     terms: dict[str, list] = {}
     clients = None
     memo: dict = {}
     for op in deferred:
         kind = op[0]
+        names = (op[1], op[2] if kind == "apply" else op[3] if kind == "combine" else op[1])
+        if not (layout.contiguous(names[0]) and layout.contiguous(names[1])):
+            return None
         if kind == "apply":
             _, target, source, operator, scale = op
             if operator.rows.size != operator.size:
@@ -216,26 +220,29 @@ def _checked_elsewhere(target: BlockTarget, targets: tuple) -> bool:
     )
 
 
-def apply_blockwise_numpy(z: np.ndarray, form: BlockwiseForm, gradients) -> bool:
+def apply_blockwise_numpy(z: np.ndarray, form: BlockwiseForm, gradients, product=None) -> bool:
     """Apply ``form`` to the NumPy state ``z`` in place (``gradients``: shape (c, d), the
     gradients of ``form.clients``, or None); False if a new entry is not finite (the
-    non-finite rows are written all the same).
+    non-finite rows are written all the same). ``product(term, z)`` computes a "mix"
+    term's ``term.matrix @ z[term.rows]`` (by default exactly that; the distributed
+    backend's shards multiply their rows of the matrix with their rows and the halo).
 
     Each target is computed as: the products of its "mix" terms into a fresh array, the
     other terms but its last added in place, and the last one added with the result
     written straight into the target's slice of ``z`` (no separate copy). A target is
     written at once where no target computed after it reads it (:attr:`BlockwiseForm.
     order`); the others are kept in buffers and written when every target is computed."""
+    product = _product if product is None else product
     finite = True
     later = []
     for target, direct, check in form.order:
         if direct:
             out = z[target.rows]
-            _combine(target.terms, target.rows, z, gradients, out)
+            _combine(target.terms, target.rows, z, gradients, out, product)
             if check:
                 finite = finite and bool(np.isfinite(out.sum()))
         else:
-            new = _combine(target.terms, target.rows, z, gradients, None)
+            new = _combine(target.terms, target.rows, z, gradients, None, product)
             later.append((target, new, check))
     for target, new, check in later:
         out = z[target.rows]
@@ -245,11 +252,16 @@ def apply_blockwise_numpy(z: np.ndarray, form: BlockwiseForm, gradients) -> bool
     return finite
 
 
+def _product(term: BlockTerm, z):
+    """A "mix" term's product ``term.matrix @ z[term.rows]`` (before its scale)."""
+    return term.matrix @ z[term.rows]
+
+
 def _values(term: BlockTerm, z, gradients):
     return gradients if term.kind == "grad" else z[term.rows]
 
 
-def _combine(terms: tuple, rows: slice, z, gradients, out):
+def _combine(terms: tuple, rows: slice, z, gradients, out, product_of=_product):
     """The sum of ``terms``, written into ``out`` (a view of ``z``) or, when ``out`` is
     None, into a fresh array that is returned. ``terms`` lists "mix" terms first (the
     form's order), so that every read of the target's old rows by a product happens
@@ -258,7 +270,7 @@ def _combine(terms: tuple, rows: slice, z, gradients, out):
     acc = None
     for term in terms[:-1]:
         if term.kind == "mix":
-            product = term.matrix @ z[term.rows]
+            product = product_of(term, z)
             if term.coef != 1.0:
                 product *= term.coef
             if acc is None:
@@ -274,7 +286,7 @@ def _combine(terms: tuple, rows: slice, z, gradients, out):
         return out
     last = terms[-1]
     if last.kind == "mix":
-        product = last.matrix @ z[last.rows]
+        product = product_of(last, z)
         if last.coef != 1.0:
             product *= last.coef
         if acc is None:

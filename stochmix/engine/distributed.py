@@ -41,18 +41,32 @@ programs; NCCL groups move the sums through the GPU, the state stays on the host
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import weakref
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from .layout import Layout
+from .blockwise import BlockTarget, BlockwiseForm, apply_blockwise_numpy
+from .layout import Block, Layout
 from .method import Method, RunContext
 
 SEGMENTS = 64  #: the fixed grid of client segments (a power of two): at most this many ranks
+PLANS = 64  #: halo plans kept per shard (one per distinct mixing matrix, by identity)
 
-__all__ = ["SEGMENTS", "DistributedBackend", "Shard", "Traffic", "run_sharded"]
+__all__ = [
+    "SEGMENTS",
+    "DistributedBackend",
+    "HaloPlan",
+    "Shard",
+    "Traffic",
+    "closed_form_bytes",
+    "halo_plan",
+    "ring_halo_rows",
+    "shift_halo_rows",
+    "run_sharded",
+]
 
 
 # ===================================================================== communication
@@ -155,6 +169,12 @@ class DistributedBackend:
             "applied to a shard"
         )
 
+    def apply_blockwise(self, z, phase, gradients) -> bool:
+        """Not used either (a shard applies whole-block phases through :meth:`execute`,
+        with halo exchanges); it is here so that rounds are planned with whole-block
+        phases, exactly as the NumPy backend plans them."""
+        return self.apply(z, phase, gradients)
+
     # ------------------------------------------------------------------ collectives
     def _tensor(self, array: np.ndarray):
         t = self.torch.from_numpy(np.ascontiguousarray(array))
@@ -181,6 +201,39 @@ class DistributedBackend:
         self.traffic.add(kind, array.nbytes if mine else 0, 0 if mine else array.nbytes)
         return t.cpu().numpy()
 
+    def _global(self, rank: int) -> int:
+        """The global rank of ``rank`` of the group."""
+        return rank if self.group is None else self.dist.get_global_rank(self.group, rank)
+
+    def exchange(self, outgoing: list, incoming, dim: int, dtype) -> list:
+        """Pairwise messages: ``outgoing[q]`` (an (rows, dim) array, or None) goes to rank
+        q, and ``incoming[q]`` rows of ``dim`` values come from rank q; returns what
+        arrived, by rank (None where nothing did). Only the ranks with something to move
+        take part (``isend``/``irecv``: gloo has no ``all_to_all``); counted as one
+        "halo" collective."""
+        got: list = [None] * self.size
+        if self.size == 1:
+            return got
+        requests, buffers, kept = [], {}, []
+        sent = received = 0
+        for q in range(self.size):
+            if q != self.rank and int(incoming[q]):
+                buffers[q] = self._tensor(np.empty((int(incoming[q]), dim), dtype=dtype))
+                requests.append(self.dist.irecv(buffers[q], src=self._global(q), group=self.group))
+                received += buffers[q].numel() * buffers[q].element_size()
+        for q in range(self.size):
+            rows = outgoing[q]
+            if q != self.rank and rows is not None and len(rows):
+                kept.append(self._tensor(rows))
+                requests.append(self.dist.isend(kept[-1], dst=self._global(q), group=self.group))
+                sent += rows.nbytes
+        for request in requests:
+            request.wait()
+        self.traffic.add("halo", sent, received)
+        for q, buffer in buffers.items():
+            got[q] = buffer.cpu().numpy()
+        return got
+
     def all_true(self, flag: bool) -> bool:
         """Whether ``flag`` holds on every rank (one all-reduce of one number)."""
         if self.size == 1:
@@ -199,6 +252,7 @@ class DistributedBackend:
         """Apply a planned round to this rank's state ``z``; False if a rewritten entry
         is not finite on any rank (the same answer on every rank)."""
         from .execute import LocalStep, _chunk_gradients
+        from .rowmap import RowMap
 
         shard = self.shard
         bind = _chunk_gradients(problem)
@@ -207,8 +261,15 @@ class DistributedBackend:
         for item in plan:
             if isinstance(item, LocalStep):
                 ok = shard.local_step(item, z, bind, data, ctx)
+            elif isinstance(item, RowMap):
+                raise NotImplementedError(
+                    f'backend="distributed": {method.name} applies a nonlinear row map '
+                    f"(phase {item.label!r}); row maps do not run on shards yet"
+                )
             else:
-                ok = shard.general(item, z, problem, method, ctx)
+                ok = shard.whole_blocks(item, z, problem, method)
+                if ok is None:  # not a whole-block phase over the sharded nodes
+                    ok = shard.general(item, z, problem, method, ctx)
             finite = ok and finite
         return self.all_true(finite)
 
@@ -221,6 +282,126 @@ def _tree(parts: np.ndarray) -> np.ndarray:
     return parts[0]
 
 
+# ===================================================================== halo plans
+@dataclass(frozen=True, eq=False)
+class HaloPlan:
+    """How one rank multiplies its rows of an ``(n, n)`` mixing matrix ``W`` with a block
+    of which it holds rows ``[lo, hi)`` (m rows): what it gets from the others (the halo)
+    and what it sends them.
+
+    Attributes:
+        local: CSR of shape ``(m, m + h)``: rows ``lo..hi-1`` of ``W`` with each column
+            ``c`` renamed ``c - lo`` when the rank holds it and ``m + t`` when ``c`` is
+            ``halo[t]``. Every row keeps its entries in ``W``'s stored order, so that
+            ``local @ [own rows; halo rows]`` adds the same products in the same order as
+            ``W @ X`` does on one process (SciPy sums a row's entries in stored order):
+            the same bits on any number of ranks.
+        halo: the nodes whose rows it receives, shape (h,), sorted (so grouped by the
+            rank that holds them, in rank order).
+        receive: rows it receives from each rank, shape (R,).
+        send: for each rank q, the rows it sends q, as offsets into ``[lo, hi)``, sorted
+            (q expects them in that order); empty for itself and ranks that need none.
+    """
+
+    local: sp.csr_array
+    halo: np.ndarray
+    receive: np.ndarray
+    send: tuple
+
+    @property
+    def rows(self) -> int:
+        """Remote rows received per product (h)."""
+        return int(self.halo.size)
+
+
+def halo_plan(matrix, lo: int, hi: int, owner: np.ndarray) -> HaloPlan:
+    """The :class:`HaloPlan` of the rank holding rows ``[lo, hi)`` of every block, for the
+    ``(n, n)`` CSR ``matrix``; ``owner[c]`` is the rank holding node c, shape (n,).
+
+    Costs one pass over the matrix's entries (a rank finds what the others need of it
+    from the matrix itself, which every rank has: no messages)."""
+    n = matrix.shape[0]
+    size = int(owner.max()) + 1 if owner.size else 1
+    indptr = np.asarray(matrix.indptr, dtype=np.int64)
+    indices = np.asarray(matrix.indices)
+    m, a, b = hi - lo, int(indptr[lo]), int(indptr[hi])
+    cols = indices[a:b].astype(np.int64)
+    outside = (cols < lo) | (cols >= hi)
+    halo = np.unique(cols[outside])
+    renamed = cols - lo
+    renamed[outside] = m + np.searchsorted(halo, cols[outside])
+    local = sp.csr_array(
+        (matrix.data[a:b], renamed, indptr[lo : hi + 1] - a), shape=(m, m + halo.size)
+    )
+    receive = np.bincount(owner[halo], minlength=size).astype(np.int64)
+    # what the others need of [lo, hi): the entries in those columns, outside those rows
+    at = np.flatnonzero((indices >= lo) & (indices < hi))
+    rows = np.searchsorted(indptr, at, side="right") - 1
+    foreign = (rows < lo) | (rows >= hi)
+    pairs = np.unique(owner[rows[foreign]].astype(np.int64) * n + indices[at[foreign]])
+    dest, col = np.divmod(pairs, n)
+    send = tuple(col[dest == q] - lo for q in range(size))
+    return HaloPlan(local, halo, receive, send)
+
+
+def shift_halo_rows(n: int, m: int, shift: int) -> int:
+    """Closed form of :attr:`HaloPlan.rows` for a matrix whose row i reads node i and
+    node ``(i + shift) mod n`` (a one-peer graph: the one-peer exponential graph at hop
+    ``2^k``, a directed ring), on a rank holding m consecutive nodes: the shifted range
+    minus the rank's own, ``min(m, s) - max(0, m + s - n)`` rows with ``s = shift mod
+    n`` (whatever the range's position)."""
+    s = int(shift) % n
+    return min(m, s) - max(0, m + s - n)
+
+
+def ring_halo_rows(n: int, m: int) -> int:
+    """Closed form of :attr:`HaloPlan.rows` for an undirected ring (row i reads nodes
+    i - 1, i, i + 1 mod n) on a rank holding m >= 1 consecutive nodes: one row from each
+    side, ``min(2, n - m)``."""
+    return min(2, n - m) if m else 0
+
+
+@dataclass(frozen=True, eq=False)
+class _Mixed:
+    """A product of a whole-block phase on a shard: its matrix, the matrix's halo plan,
+    the source block and the shard's rows of it."""
+
+    matrix: object
+    plan: HaloPlan
+    source: str
+    rows: slice
+
+
+class _ByIdentity:
+    """Values cached by the identity of an object (a mixing matrix, a phase), dropped when
+    that object is garbage collected (a time-varying sequence's matrices go as soon as
+    the sequence lets them go) and all at once past ``size`` entries."""
+
+    def __init__(self, size: int):
+        self.size, self.found = size, {}
+
+    def get(self, obj):
+        entry = self.found.get(id(obj))
+        return None if entry is None or entry[0]() is not obj else entry[1]
+
+    def put(self, obj, value):
+        if len(self.found) >= self.size:
+            self.found.clear()
+        key = id(obj)
+        found = self.found
+
+        def forget(_, key=key):
+            entry = found.get(key)
+            if entry is not None and entry[0]() is None:
+                del found[key]
+
+        self.found[key] = (weakref.ref(obj, forget), value)
+        return value
+
+    def __len__(self) -> int:
+        return len(self.found)
+
+
 # ===================================================================== the shard
 class Shard:
     """Which rows of the stacked state a rank holds, and the rank's part of each round.
@@ -231,7 +412,9 @@ class Shard:
     (k + 1) G / R)``. Rows of nodes outside the clients are replicated.
     """
 
-    def __init__(self, backend: DistributedBackend, layout: Layout, n_clients: int, method):
+    def __init__(
+        self, backend: DistributedBackend, layout: Layout, n_clients: int, method, dim: int = 0
+    ):
         self.backend = backend
         self.layout, self.n = layout, int(n_clients)
         self.first = int(method.model_offset + layout.first_node(method.model_block))
@@ -253,6 +436,28 @@ class Shard:
         self.row_node = np.empty(layout.size, dtype=np.int64)  # global row -> node
         for b in layout.blocks:
             self.row_node[layout.slice(b.name)] = np.arange(b.first_node, b.first_node + b.rows)
+        # blocks of one row per client (every block of a decentralized method): a rank
+        # holds their rows [lo, hi), a slice of its state; whole-block phases over them
+        # run on the shard with halo exchanges
+        self.node_blocks = {
+            b.name: self._own_slice(b) for b in layout.blocks if self._one_row_per_client(b)
+        }
+        self.client_rank = np.repeat(self.seg_rank, np.diff(self.bounds))  # client -> rank
+        self.plans = _ByIdentity(PLANS)  # mixing matrix -> HaloPlan
+        self.forms = _ByIdentity(4 * PLANS)  # phase -> its form on the shard
+        self.plans_built = 0
+        self.local_ctx = None  # the shard's own rows as a context (decentralized methods)
+        if len(self.node_blocks) == len(layout.blocks) and self.hi > self.lo:
+            local = Layout([Block(b.name, self.hi - self.lo, b.init, 0) for b in layout.blocks])
+            self.local_ctx = RunContext(local, self.hi - self.lo, int(dim))
+
+    def _one_row_per_client(self, block) -> bool:
+        return block.first_node == self.first and block.rows == self.n
+
+    def _own_slice(self, block) -> slice:
+        """Where this rank's rows of a block of one row per client live in its state."""
+        start = int(np.searchsorted(self.keep, self.layout.start(block.name) + self.lo))
+        return slice(start, start + self.hi - self.lo)
 
     # ------------------------------------------------------------------ rows
     def owner(self, rows) -> np.ndarray:
@@ -278,16 +483,48 @@ class Shard:
         return int(self.local(np.array([row]))[0])
 
     def initial(self, x0: np.ndarray, dtype) -> np.ndarray:
-        """This rank's rows of the initial state."""
+        """This rank's rows of the initial state (``x0``: shape (d,), or (n, d) with a
+        row per node for decentralized methods)."""
         z = np.zeros((self.keep.size, x0.shape[0]), dtype=dtype)
         for b in self.layout.blocks:
             sl = self.layout.slice(b.name)
             inside = (self.keep >= sl.start) & (self.keep < sl.stop)
-            if b.init == "model":
+            if b.init == "model" and x0.ndim == 2:  # one row per node
+                z[inside] = x0[self.keep[inside] - sl.start]
+            elif b.init == "model":
                 z[inside] = x0
             elif b.init == "ones":
                 z[inside] = 1.0
         return z
+
+    # ------------------------------------------------------------------ sums
+    def reduce(self, parts: np.ndarray, kind: str = "sums") -> np.ndarray:
+        """The sum over every segment of the grid of per-segment values, on every rank:
+        ``parts`` holds this rank's segments' values, shape (its segments, ...). The
+        segments are added as one fixed binary tree (:func:`_tree`), whatever the number
+        of ranks: a rank whose segments form an aligned subtree sends its subtree's sum,
+        others send each segment's (one ``all_gather``)."""
+        back = self.backend
+        if self.aligned:
+            pieces = back.all_gather(_tree(parts)[None], kind)
+            return _tree(np.concatenate(pieces))
+        # every segment's value, padded to the most segments a rank holds
+        most = -(-back.segments // back.size)
+        padded = np.zeros((most, *parts.shape[1:]), dtype=parts.dtype)
+        padded[: parts.shape[0]] = parts
+        pieces = back.all_gather(padded, kind)
+        counts = np.bincount(self.seg_rank, minlength=back.size)
+        return _tree(np.concatenate([p[:c] for p, c in zip(pieces, counts, strict=True)]))
+
+    def segment_sums(self, rows: np.ndarray) -> np.ndarray:
+        """Per segment of this rank, the sum of its nodes' ``rows`` (this rank's nodes in
+        order, shape (m, ...)) over the nodes: shape (its segments, ...)."""
+        cuts = self.bounds[self.seg_lo : self.seg_hi + 1] - self.lo
+        out = np.zeros((cuts.size - 1, *rows.shape[1:]), dtype=rows.dtype)
+        for i in range(cuts.size - 1):
+            if cuts[i + 1] > cuts[i]:
+                out[i] = rows[cuts[i] : cuts[i + 1]].sum(axis=0)
+        return out
 
     # ------------------------------------------------------------------ node-local runs
     def local_step(self, item, z, bind, data, ctx) -> bool:
@@ -339,22 +576,12 @@ class Shard:
         return finite, out
 
     def _segments(self, program, item, z, bind, data, ctx) -> bool:
-        back = self.backend
         self._snap = program.snapshot(z, self.at)
         segs = list(range(self.seg_lo, self.seg_hi))
         finite, parts = self._partials(program, item, z, bind, data, ctx, segs)
         acc = {}
         if program.outer_rows:
-            if self.aligned:
-                pieces = back.all_gather(_tree(parts)[None], "sums")
-                total = _tree(np.concatenate(pieces))
-            else:  # every segment's sum, padded to the most segments a rank holds
-                most = -(-back.segments // back.size)
-                padded = np.zeros((most, *parts.shape[1:]), dtype=parts.dtype)
-                padded[: len(segs)] = parts
-                pieces = back.all_gather(padded, "sums")
-                counts = np.bincount(self.seg_rank, minlength=back.size)
-                total = _tree(np.concatenate([p[:c] for p, c in zip(pieces, counts, strict=True)]))
+            total = self.reduce(parts, "sums")
             acc = {r: total[j] for j, r in enumerate(program.outer_rows)}
         ok = program.finish(z, acc, self._snap, item.coefs, self.at)
         self._snap = None
@@ -380,6 +607,131 @@ class Shard:
             if back.rank != owner:
                 z[self.local(shared)] = values
         return finite
+
+    # ------------------------------------------------------------------ whole blocks
+    def whole_blocks(self, phase, z, problem, method) -> bool | None:
+        """Apply a whole-block phase (a decentralized mixing step, see
+        :mod:`stochmix.engine.blockwise`) to this rank's rows, as the NumPy backend applies
+        it to all of them: each product ``W @ S`` as this rank's rows of ``W`` times its
+        rows of S and the halo rows it receives (:class:`HaloPlan`; one exchange for all
+        the phase's products), the other terms row by row, gradients for its own nodes.
+        Returns False if a new entry is not finite, None when the phase is not a
+        whole-block phase over blocks of one row per client (the general path then)."""
+        found = self.forms.get(phase)
+        if found is None:
+            found = self.forms.put(phase, self._local_form(phase.blockwise))
+        local, mixed = found
+        if local is None:
+            return None
+        halos = self._exchange(mixed, z)
+        plans = {id(m.matrix): m.plan for m in mixed}
+        grads = None
+        if local.clients is not None:
+            grads = self._gradients(local.clients, z, problem, method)
+
+        def product(term, state):
+            own = state[term.rows]
+            plan = plans[id(term.matrix)]
+            if not plan.rows:
+                return plan.local @ own
+            return plan.local @ np.concatenate((own, halos[id(term.matrix), term.source]))
+
+        return apply_blockwise_numpy(z, local, grads, product)
+
+    def _local_form(self, form) -> tuple:
+        """``form`` on this rank's rows (targets, sources and per-row coefficients cut to
+        its nodes), with the products' matrices, plans and sources (:class:`_Mixed`, one
+        per distinct pair); (None, ()) when the form is not one this shard can run
+        (blocks other than one row per client, or gradients of clients other than the
+        target rows' own nodes)."""
+        if form is None:
+            return None, ()
+        blocks = self.node_blocks
+        used = {t.block for t in form.targets} | {
+            term.source for t in form.targets for term in t.terms if term.source is not None
+        }
+        clients = form.clients
+        if not used <= blocks.keys() or (
+            clients is not None and not (form.consecutive and int(clients[0]) == 0)
+        ):
+            return None, ()
+        lo, hi = self.lo, self.hi
+        mixed, targets = {}, {}
+        for target in form.targets:
+            terms = []
+            for term in target.terms:
+                rows = None if term.source is None else blocks[term.source]
+                coef = term.coef[lo:hi] if np.ndim(term.coef) else term.coef
+                terms.append(replace(term, rows=rows, coef=coef))
+                if term.kind == "mix":
+                    key = (id(term.matrix), term.source)
+                    if key not in mixed:
+                        plan = self._plan(term.matrix)
+                        mixed[key] = _Mixed(term.matrix, plan, term.source, rows)
+            targets[target.block] = BlockTarget(target.block, blocks[target.block], tuple(terms))
+        local = BlockwiseForm(
+            tuple(targets[t.block] for t in form.targets),
+            None if clients is None else clients[lo:hi],
+            form.consecutive,
+            tuple((targets[t.block], direct, check) for t, direct, check in form.order),
+        )
+        return local, tuple(mixed.values())
+
+    def _plan(self, matrix) -> HaloPlan:
+        """The halo plan of ``matrix``, made once per distinct matrix (by identity: a
+        static or periodic graph sequence hands the same matrix back every time)."""
+        plan = self.plans.get(matrix)
+        if plan is None:
+            if matrix.shape != (self.n, self.n):
+                raise ValueError(
+                    f"distributed: a mixing matrix of shape {matrix.shape} over blocks of "
+                    f"{self.n} nodes"
+                )
+            plan = self.plans.put(matrix, halo_plan(matrix, self.lo, self.hi, self.client_rank))
+            self.plans_built += 1
+        return plan
+
+    def _exchange(self, mixed: tuple, z) -> dict:
+        """The halo rows of every product (:class:`_Mixed`) from the ranks that hold them:
+        one message per pair of ranks, carrying the rows of every product. Returns
+        ``(id(matrix), source) -> (h, d)`` rows in the order of ``plan.halo``."""
+        back = self.backend
+        if back.size == 1 or not mixed:
+            return {}
+        d = z.shape[1]
+        outgoing, incoming = [], np.zeros(back.size, dtype=np.int64)
+        for q in range(back.size):
+            rows = [m.rows.start + m.plan.send[q] for m in mixed if m.plan.send[q].size]
+            outgoing.append(z[np.concatenate(rows)] if rows else None)
+            incoming[q] = sum(int(m.plan.receive[q]) for m in mixed)
+        got = back.exchange(outgoing, incoming, d, z.dtype)
+        halos, at = {}, np.zeros(back.size, dtype=np.int64)
+        for m in mixed:
+            pieces = []
+            for q in np.flatnonzero(m.plan.receive):
+                count = int(m.plan.receive[q])
+                pieces.append(got[q][at[q] : at[q] + count])
+                at[q] += count
+            halos[id(m.matrix), m.source] = (
+                np.concatenate(pieces) if pieces else np.zeros((0, d), dtype=z.dtype)
+            )
+        return halos
+
+    def _gradients(self, clients, z, problem, method):
+        """The gradients of this rank's ``clients`` (its own nodes, in order) at the
+        method's points, as :func:`~stochmix.engine.execute._apply_blockwise` takes them."""
+        from .execute import _gradients_at
+
+        if type(method).points is Method.points:
+            model = self.node_blocks[method.model_block]
+            return _gradients_at(problem, clients, z[model])
+        if self.local_ctx is None:
+            raise NotImplementedError(
+                f"distributed: {type(method).__name__} takes gradients at its own points "
+                "(Method.points overridden) over blocks that are not one row per node"
+            )
+        local = np.arange(self.hi - self.lo)
+        return _gradients_at(problem, clients, method.points(z, self.local_ctx, local))
 
     # ------------------------------------------------------------------ general phases
     def general(self, phase, z, problem, method, ctx) -> bool:
@@ -449,8 +801,8 @@ class Shard:
 
 # ===================================================================== the run
 class _Reported:
-    """What the recorder asks of the method, on a shard: the server row of the model
-    block (replicated), and no consensus error (federated methods have none)."""
+    """What the recorder asks of a federated method, on a shard: the server row of the
+    model block (replicated), and no consensus error (federated methods have none)."""
 
     def __init__(self, method, row: int):
         self.method, self.row = method, row
@@ -462,19 +814,86 @@ class _Reported:
         return None
 
 
-def _refuse(method, problem) -> None:
+class _NetworkAverage:
+    """What the recorder asks of a decentralized method, on a shard: the mean of the
+    method's ``node_models`` over all nodes, shape (d,), and their mean squared distance
+    to it (what :class:`~stochmix.algorithms.decentralized.DecentralizedMethod` reports
+    on one process).
+
+    Both are sums over the nodes taken per segment of the fixed grid and added as one
+    binary tree (:meth:`Shard.reduce`): **the same bits on any number of ranks**. One
+    process adds the same numbers in another order (NumPy's blocked and pairwise sums),
+    so against the NumPy backend they agree to rounding (about 1e-15 relative), not bit
+    for bit; the state itself is bit-identical."""
+
+    def __init__(self, method, shard: Shard):
+        self.method, self.shard = method, shard
+        self._mean = None
+
+    def _models(self, z):
+        return self.method.node_models(z, self.shard.local_ctx)
+
+    def output(self, z, ctx):
+        shard = self.shard
+        self._mean = shard.reduce(shard.segment_sums(self._models(z)), "output") / shard.n
+        return self._mean
+
+    def consensus_error(self, z, ctx):
+        """Called after :meth:`output` for the same state (as the recorder does)."""
+        shard = self.shard
+        spread = ((self._models(z) - self._mean) ** 2).sum(axis=1)
+        return float(shard.reduce(shard.segment_sums(spread), "consensus") / shard.n)
+
+
+def _reports_network_average(method) -> bool:
+    """Whether ``method`` reports the mean of its ``node_models``: a method with a node
+    per row (``model_offset`` 0) whose ``output`` and ``consensus_error`` come from the
+    class that defines ``node_models`` (or below it), so that they are written in terms of
+    it (a subclass may change the node models, as push-sum does, but not the output)."""
+    from .execute import _defined_in
+
+    cls = type(method)
+    if getattr(method, "model_offset", None) != 0 or not callable(
+        getattr(method, "node_models", None)
+    ):
+        return False
+    home = _defined_in(cls, "output")
+    return home is not None and "node_models" in vars(home) and "consensus_error" in vars(home)
+
+
+def _reporter(method, shard: Shard, layout: Layout):
+    """The recorder's view of ``method`` on ``shard`` (see :func:`_refuse` for what is
+    refused)."""
+    if type(method).output is Method.output:
+        return _Reported(method, shard.at(layout.start(method.model_block)))
+    return _NetworkAverage(method, shard)
+
+
+def _refuse(method, problem, shard: Shard) -> None:
+    """Refuse, with an error naming the argument, what a shard cannot run."""
     from .execute import _pure_formula
 
+    name = type(method).__name__
     if type(method).output is not Method.output:
-        raise NotImplementedError(
-            f'backend="distributed" runs federated methods for now; {type(method).__name__} '
-            "reports its own output (a decentralized method: its mean over all nodes and its "
-            "mixing need exchanges between shards that are not written yet)"
-        )
+        if not _reports_network_average(method):
+            raise NotImplementedError(
+                f'backend="distributed": method {name} reports its own output; a shard '
+                "reports the server row (federated methods, Method.output) or the mean of "
+                "node_models over all nodes (decentralized methods: model_offset 0, and "
+                "output and consensus_error written with node_models)"
+            )
+        if shard.local_ctx is None:
+            raise NotImplementedError(
+                f'backend="distributed": method {name} is decentralized, and a shard runs '
+                "decentralized methods whose every block has one row per node, at least "
+                f"one node per rank ({shard.n} nodes on {shard.backend.size} ranks, blocks "
+                f"{[(b.name, b.rows) for b in shard.layout.blocks]})"
+            )
     if not _pure_formula(problem):
         raise ValueError(
             f'backend="distributed" needs gradients that are a pure formula of the data; '
-            f"{type(problem).__name__}'s draw random numbers (each rank would draw its own)"
+            f"problem {type(problem).__name__}'s draw random numbers (each rank would draw "
+            "its own)"
         )
 
 
@@ -497,18 +916,18 @@ def run_sharded(
     from .progress import Progress
     from .recorder import Recorder
 
-    _refuse(method, problem)
     if seed is None:  # every rank must draw the same rounds: rank 0's entropy
         seed = back.common(int(np.random.SeedSequence().generate_state(1)[0]))
     n, dim = int(problem.n_clients), int(problem.dim)
     expected = participation.probabilities
     expected = n if expected is None else float(np.sum(expected))
     layout = Layout(method.blocks(n))
-    ctx = RunContext(layout, n, dim, participation.probabilities)
+    shard = back.shard = Shard(back, layout, n, method, dim)
+    _refuse(method, problem, shard)
+    ctx = RunContext(layout, n, dim, participation.probabilities, seed=seed)
     method.start(ctx)
-    shard = back.shard = Shard(back, layout, n, method)
     z = shard.initial(x0, back.dtype)
-    reported = _Reported(method, shard.at(layout.start(method.model_block)))
+    reported = _reporter(method, shard, layout)
     recorder = Recorder(problem, reported, ctx, metrics, rounds, evaluate_every, expected)
     planner = RoundPlanner(method, back, ctx)
     saver = None
