@@ -24,8 +24,20 @@ all-reduce of the flag), from the measured 1-rank round, planning, and 2-rank co
 On this machine both ranks share its cores (and other work), so the 2-rank time measures
 overhead, not speed-up.
 
+Decentralized section: gradient tracking (DIGing, the CTA form: two whole-block mixing
+products a round, x and y) over ``--dec-n`` nodes in ``--dec-dim`` dimensions (defaults
+10^5 and 10) on a static ring (metropolis weights) and on the one-peer exponential graph
+(hop 2^(k mod tau) at step k), every node a diagonal quadratic. Reported: seconds per
+round on 1 and 2 ranks, and the halo bytes one rank sends and receives per round, counted
+at the process group and in closed form: per product, the remote rows its rows of W read
+(2 on a ring, ``min(m, h) - max(0, m + h - n)`` at hop h for a rank of m nodes:
+:func:`~stochmix.engine.distributed.ring_halo_rows`,
+:func:`~stochmix.engine.distributed.shift_halo_rows`) times d times 8 bytes. The rest of a
+round's traffic is the network average (one (1, d) all_gather) and the finiteness flag.
+
 Run: ``.venv/bin/python benchmarks/bench_distributed.py`` (about a minute; ``--n``,
-``--dim``, ``--rounds`` to change the size). Writes ``benchmarks/results-distributed.json``.
+``--dim``, ``--rounds``, ``--dec-n``, ``--dec-dim`` to change the sizes). Writes
+``benchmarks/results-distributed.json``.
 """
 
 from __future__ import annotations
@@ -87,9 +99,60 @@ def _worker(rank, size, port, args, out):
     if size == 2:  # the collective alone
         piece = np.zeros((found["FOCUS"]["outer_rows"], args.dim))
         found["collective"] = _time_all_gather(back, piece)
+    found["decentralized"] = {graph: _decentralized(graph, args) for graph in DECENTRALIZED_GRAPHS}
     if rank == 0:
         Path(out, f"{size}.json").write_text(json.dumps(found))
     dist.destroy_process_group()
+
+
+DECENTRALIZED_GRAPHS = ("ring", "one-peer exponential")
+
+
+def _graphs(graph: str, n: int):
+    import networkx as nx
+
+    import stochmix as sm
+
+    if graph == "ring":
+        return sm.mixing.StaticSequence(nx.cycle_graph(n)), "metropolis"
+    return sm.mixing.OnePeerExponential(n), "row"
+
+
+def _decentralized(graph: str, args) -> dict:
+    """Gradient tracking on ``graph`` on this rank: time per round, halo bytes per round
+    (measured and closed form, this rank's) and the final average's digest."""
+    import stochmix as sm
+    from stochmix.engine.distributed import DistributedBackend, ring_halo_rows, shift_halo_rows
+    from stochmix.problems import Quadratic
+
+    n, dim, rounds = args.dec_n, args.dec_dim, args.rounds
+    problem = Quadratic.random(n, dim, seed=0)
+    sequence, rule = _graphs(graph, n)
+    method = sm.algorithms.GradientTracking(0.05, sequence, rule=rule)
+    back = DistributedBackend()
+    res = sm.run(method, problem, sm.participation.Full(n), rounds, seed=0, backend=back,
+                 metrics=("distance",), progress=False)  # fmt: skip
+    halo = back.traffic.by_kind.get("halo", [0, 0, 0])
+    m = back.shard.hi - back.shard.lo
+    if back.size == 1:
+        rows = 0
+    elif graph == "ring":
+        rows = rounds * ring_halo_rows(n, m)
+    else:
+        rows = sum(shift_halo_rows(n, m, -sequence.shift(r)) for r in range(rounds))
+    closed = 2 * rows * dim * 8 / rounds  # two products (x and y) a round
+    return {
+        "seconds_per_round": float(np.median(np.diff(res.wall_time)[2:])),
+        "halo_sent_per_round": halo[0] / rounds,
+        "halo_received_per_round": halo[1] / rounds,
+        "halo_closed_form_per_round": closed,
+        "sent_per_round": back.traffic.sent / rounds,
+        "received_per_round": back.traffic.received / rounds,
+        "collectives_per_round": back.traffic.calls / rounds,
+        "plans_built": back.shard.plans_built,
+        "distance": [float(res.distance[0]), float(res.distance[-1])],
+        "average_digest": float(np.sum(res.server[-1] * np.arange(1, dim + 1))),
+    }
 
 
 def _outer_rows(method, problem, participation) -> int:
@@ -165,6 +228,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=20000)
     parser.add_argument("--dim", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--dec-n", type=int, default=100000)
+    parser.add_argument("--dec-dim", type=int, default=10)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as out:
         found = {size: _spawn(size, args, out) for size in (1, 2)}
@@ -200,10 +265,33 @@ def main() -> None:
     for row in rows:
         cells = "  ".join(f"R={r}: {t * 1e3:.2f}" for r, t in row["projected_seconds"].items())
         print(f"  {row['method']:8} {cells}")
+    decentralized = _decentralized_table(found, args)
     OUT.write_text(json.dumps({"machine": platform.platform(), "cores": os.cpu_count(),
                                "n": args.n, "dim": args.dim, "rounds": args.rounds,
-                               "collective": collective, "rows": rows}, indent=1))  # fmt: skip
+                               "collective": collective, "rows": rows,
+                               "decentralized": decentralized}, indent=1))  # fmt: skip
     print(f"written {OUT}")
+
+
+def _decentralized_table(found: dict, args) -> dict:
+    """Print and return the decentralized section (1 and 2 ranks, rank 0's counts)."""
+    print(f"\ngradient tracking (CTA), n = {args.dec_n} nodes, d = {args.dec_dim}, "
+          f"{args.rounds} rounds")  # fmt: skip
+    print(f"{'graph':22} {'ms/round 1':>10} {'ms/round 2':>10} {'halo sent B':>11} "
+          f"{'halo recv B':>11} {'closed form':>11} {'all B in/out':>13} {'plans':>5}")  # fmt: skip
+    out = {}
+    for graph in DECENTRALIZED_GRAPHS:
+        one, two = found[1]["decentralized"][graph], found[2]["decentralized"][graph]
+        assert one["average_digest"] == two["average_digest"], "1 and 2 ranks differ"
+        assert two["halo_received_per_round"] == two["halo_closed_form_per_round"]
+        print(f"{graph:22} {one['seconds_per_round'] * 1e3:10.2f} "
+              f"{two['seconds_per_round'] * 1e3:10.2f} {two['halo_sent_per_round']:11.0f} "
+              f"{two['halo_received_per_round']:11.0f} "
+              f"{two['halo_closed_form_per_round']:11.0f} "
+              f"{two['sent_per_round']:6.0f}/{two['received_per_round']:<6.0f} "
+              f"{two['plans_built']:5d}")  # fmt: skip
+        out[graph] = {"one": one, "two": two}
+    return out
 
 
 if __name__ == "__main__":

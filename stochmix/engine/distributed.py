@@ -29,13 +29,35 @@ node-local run whose single rows include one client's rows (SCAFFOLD's server st
 round of one participant) runs on the rank that holds that client, which then broadcasts
 the replicated rows it wrote.
 
+**Decentralized methods** (``model_offset`` 0: node i is row i of every block, and every
+block has one row per node) are sharded the same way: a rank holds rows ``[lo, hi)`` of
+every block. Their mixing phases rewrite whole blocks (:mod:`stochmix.engine.blockwise`)
+and are applied as the NumPy backend applies them, on the rank's rows: a product
+``W @ S`` becomes ``local @ [own rows of S; halo rows]``, where ``local`` is the rank's
+rows of ``W`` with its columns renamed onto its own rows and the *halo*, the rows of other
+ranks those rows of ``W`` read (a :class:`HaloPlan`, made once per distinct matrix: a
+static or periodic graph is planned once per matrix, a random sequence once per step).
+Renaming columns keeps every row's entries in ``W``'s stored order, and SciPy adds a row's
+products in stored order, so each new row is the same sum of the same products in the
+same order as on one process: **the state is bit-identical to the NumPy backend's**, on
+any number of ranks. Only the halo moves, in one message per pair of ranks and phase
+(``isend``/``irecv``; gloo has no ``all_to_all``): a ring moves 2 rows a rank and product
+(:func:`ring_halo_rows`), a one-peer graph at hop h ``min(m, h) - max(0, m + h - n)``
+rows (:func:`shift_halo_rows`; the one-peer exponential graph's long hops reach a whole
+shard). Node-local runs (gradient steps on every node) run per segment, as above. The
+reported model, the mean of the method's ``node_models`` over all nodes, and the
+consensus error are sums over the nodes taken per segment and added along the same tree:
+bit-identical across ranks, and equal to the NumPy backend's (which adds them in another
+order) to rounding (tested to 1e-12).
+
 The end of each round all-reduces one finiteness flag (divergence stops every rank at the
 same round). Every collective goes through :class:`Traffic`, which counts the bytes each
 rank puts in and gets out.
 
-Not yet: decentralized methods (their output is a mean over all nodes and their mixing
-needs halo exchanges), problems whose gradients draw random numbers (each rank would draw
-its own), the compiled (Numba) and Torch programs on the shards (the shards run the NumPy
+Not yet: nonlinear row maps (channel noise, compression: refused, naming the method),
+methods that report an output of their own other than a server row or the mean of their
+``node_models``, problems whose gradients draw random numbers (each rank would draw its
+own), the compiled (Numba) and Torch programs on the shards (the shards run the NumPy
 programs; NCCL groups move the sums through the GPU, the state stays on the host).
 """
 
@@ -409,7 +431,11 @@ class Shard:
     Client ``c`` is node ``c + K`` of every block (``K = model_offset + first_node`` of
     the model block); the clients are cut into ``segments`` consecutive segments
     (``floor(j N / segments)`` ...) and rank ``k`` of ``R`` holds segments ``[k G / R,
-    (k + 1) G / R)``. Rows of nodes outside the clients are replicated.
+    (k + 1) G / R)``. Rows of nodes outside the clients are replicated. In a block of one
+    row per client (every block of a decentralized method) the rank's rows are one slice
+    of its state (:attr:`node_blocks`); whole-block phases over such blocks run through
+    :meth:`whole_blocks`, with a :class:`HaloPlan` per distinct mixing matrix
+    (:attr:`plans`, :attr:`plans_built`).
     """
 
     def __init__(
