@@ -64,21 +64,21 @@ def test_same_states_with_and_without_zero_rows(monkeypatch, method, compiled):
 
 def test_focus_skips_its_empty_trackers(monkeypatch):
     used = []
-    original = execute._knowing_zero
+    original = execute._variant
 
     def spy(program, nodes, zero):
         found = original(program, nodes, zero)
         used.append(found.schedule.zero)
         return found
 
-    monkeypatch.setattr(execute, "_knowing_zero", spy)
+    monkeypatch.setattr(execute, "_variant", spy)
     _states(FOCUS(0.002, 3), False, True, monkeypatch)
     assert used and all("y" in zero for zero in used[1:])  # round 0: x0 = 0 is zero too
 
 
 def test_golden_focus_schedule_with_y_known_zero():
     (step,) = _steps(FOCUS(0.1, local_steps=2))
-    program = execute._ZERO_VARIANTS.built(
+    program = execute._VARIANTS.built(
         ("golden", frozenset({"y"})),
         lambda: execute.LocalProgram(step.program.forms, "x", step.program.tail_length,
                                      zero=frozenset({"y"})),

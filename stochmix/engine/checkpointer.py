@@ -18,6 +18,7 @@ import warnings
 
 from .._fingerprint import digest, seed_identity
 from . import checkpoint as files
+from .layout import Layout
 
 
 class CheckpointWarning(RuntimeWarning):
@@ -103,7 +104,11 @@ class Checkpointer:
         schedule) and the problem's random draws; returns the state ``z`` on ``backend``.
         The participation stream is the caller's to advance by ``saved["done"]`` rounds."""
         done = int(saved["done"])
-        z = backend.asarray(saved["z"])
+        z = saved["z"]
+        written = _parse_scratch(saved.get("scratch", ""))
+        if written != ctx.layout.scratch:  # saved with other rows kept: move them over
+            z = ctx.layout.moved(z, Layout(list(ctx.layout.blocks), written, ctx.layout.nodes))
+        z = backend.asarray(z)
         ctx.memory = files.restore_memory(ctx.memory, saved["memory"])
         recorder.restore(saved, done)
         recorder.measure(done, z, backend, last=done == recorder.rounds)
@@ -122,6 +127,7 @@ class Checkpointer:
             "identity": self.identity,
             "done": done,
             "z": backend.to_numpy(z).copy(),
+            "scratch": ",".join(f"{b}:{k}" for b, k in sorted(ctx.layout.scratch.items())),
             "memory": ctx.memory,
             **recorder.state(done),
             "problem_rng": problem.rng_state() if hasattr(problem, "rng_state") else None,
@@ -138,3 +144,10 @@ class Checkpointer:
                     stacklevel=3,  # the caller of run()
                 )
             self.failed.append(done)
+
+
+def _parse_scratch(text: str) -> dict:
+    """The ``scratch`` of a checkpoint's layout from its text ("x:dead,y:zero")."""
+    if not isinstance(text, str) or not text:
+        return {}
+    return dict(part.split(":", 1) for part in text.split(","))

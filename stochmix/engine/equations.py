@@ -525,6 +525,8 @@ class Equations:
         for t in terms:
             if t.block is None:
                 b.gradient(name, target.rows, t.rows, t.coef)
+            elif t.summed:  # a reduction over the clients, even over one
+                b.reduce(name, target.rows, t.block, t.rows, t.coef)
             else:
                 b.combine(name, target.rows, t.block, t.rows, t.coef)
 

@@ -60,11 +60,9 @@ ROWWISE_MIN_ENTRIES = 1 << 13
 
 
 def _block_of(layout, row: int) -> tuple[str, int]:
-    for block in layout.blocks:
-        start = layout.start(block.name)
-        if start <= row < start + block.rows:
-            return block.name, row - start + block.first_node
-    raise ValueError(f"row {row} is outside the state")  # pragma: no cover
+    """The block that row ``row`` of Z belongs to, and the node it holds."""
+    name, local = layout.locate(row)
+    return name, local + layout.first_node(name)
 
 
 class _Run:
@@ -246,7 +244,12 @@ def _rowwise(program: LocalProgram, gradient: tuple) -> RowwiseProgram:
     return _ROWWISE.built(
         (program.key, *gradient),
         lambda: RowwiseProgram(
-            program.forms, program.model, program.tail_length, gradient, zero=program.zero
+            program.forms,
+            program.model,
+            program.tail_length,
+            gradient,
+            zero=program.zero,
+            scratch=program.scratch,
         ),
     )
 
@@ -427,7 +430,7 @@ def _gradients_at(problem, clients, points):
 #: Whether runs of node-local phases skip blocks known to be zero (see
 #: :mod:`stochmix.engine.liveness`); False runs every block as if it held values.
 ZERO_ROWS = True
-_ZERO_VARIANTS = ProgramCache(PROGRAMS)
+_VARIANTS = ProgramCache(PROGRAMS)
 
 
 def _zero_rows(z, method: Method, ctx: RunContext) -> ZeroRows:
@@ -440,23 +443,40 @@ def _zero_rows(z, method: Method, ctx: RunContext) -> ZeroRows:
     return found
 
 
-def _knowing_zero(program: LocalProgram, nodes: np.ndarray, zero: ZeroRows) -> LocalProgram:
+def _variant(program: LocalProgram, nodes: np.ndarray, zero: ZeroRows) -> LocalProgram:
     """``program``, or its variant that does not read (nor write back zeros into) the
-    blocks known to be zero at ``nodes``: those it gathers or stores as zeros."""
+    blocks known to be zero at ``nodes`` (those it gathers or stores as zeros), and does
+    not store the blocks whose node rows the state does not keep."""
     schedule = program.schedule
-    used = set(schedule.gather)
-    used.update(program.blocks[st.block] for st in schedule.stores if st.value is None)
-    relevant = zero.known & used
-    if not relevant or not nodes.size:
+    scratch = frozenset(zero.layout.scratch) & frozenset(program.blocks)
+    relevant = frozenset()
+    if zero.known and nodes.size:
+        used = set(schedule.gather)
+        used.update(program.blocks[st.block] for st in schedule.stores if st.value is None)
+        lo, hi = int(nodes.min()), int(nodes.max())
+        relevant = frozenset(b for b in zero.known & used if zero.covers(b, lo, hi))
+    if not relevant and not scratch:
         return program
-    lo, hi = int(nodes.min()), int(nodes.max())
-    relevant = frozenset(b for b in relevant if zero.covers(b, lo, hi))
-    if not relevant:
-        return program
-    return _ZERO_VARIANTS.built(
-        (program.key, relevant),
-        lambda: LocalProgram(program.forms, program.model, program.tail_length, zero=relevant),
+    return _VARIANTS.built(
+        (program.key, relevant, scratch),
+        lambda: LocalProgram(
+            program.forms, program.model, program.tail_length, zero=relevant, scratch=scratch
+        ),
     )
+
+
+class _KeptRows:
+    """A general phase seen by a state that keeps only the first ``kept`` rows of Z:
+    its matrix without the columns past them (which it does not use; see
+    :func:`~stochmix.engine.liveness.check_plan`)."""
+
+    def __init__(self, phase: Phase, kept: int):
+        self._phase = phase
+        self.mix = phase.mix[:, :kept]
+        self.inject, self.rows, self.clients = phase.inject, phase.rows, phase.clients
+
+    def __getattr__(self, name):
+        return getattr(self._phase, name)
 
 
 def _forget_written(zero: ZeroRows, item) -> None:
@@ -495,12 +515,13 @@ def execute(
     if hasattr(backend, "begin_round"):
         backend.begin_round()
     local_runs = getattr(backend, "runs_local_phases", False)
-    zero = _zero_rows(z, method, ctx) if ZERO_ROWS and local_runs else None
+    layout = ctx.layout
+    zero = _zero_rows(z, method, ctx) if (ZERO_ROWS or layout.scratch) and local_runs else None
     for item in plan:
         if isinstance(item, LocalStep):
             program, grads = item.program, bind
-            if zero is not None and zero.known:
-                program = _knowing_zero(program, item.nodes, zero)
+            if zero is not None and (zero.known or layout.scratch):
+                program = _variant(program, item.nodes, zero)
             planned = program  # every dialect below runs this one's schedule
             if local_program is not None:
                 program = local_program(program)
@@ -531,7 +552,9 @@ def execute(
             grads = None
             if item.clients.size:
                 grads = problem.gradients(item.clients, method.points(z, ctx, item.clients))
-            ok = backend.apply(z, item, grads)
+            ok = backend.apply(
+                z, item if layout.kept == layout.size else _KeptRows(item, layout.kept), grads
+            )
         if zero is not None and zero.known and not isinstance(item, LocalStep):
             _forget_written(zero, item)
         finite = ok and finite

@@ -29,8 +29,9 @@ from .. import protocols
 from .._validate import as_float, as_int, as_real_array, as_seed, choice
 from .backends import make_backend
 from .checkpointer import Checkpointer, CheckpointWarning, run_identity
-from .execute import execute, row_gradient
+from .execute import execute, plan_round, row_gradient
 from .layout import Layout
+from .liveness import PlanCheck, find_scratch
 from .method import Method, RunContext
 from .planner import RoundPlanner
 from .progress import Progress
@@ -76,6 +77,7 @@ def run(
     compiled="auto",
     evaluate_every="auto",
     divergence_threshold: float = 1e50,
+    storage="auto",
 ) -> Result:
     """Run ``method`` on ``problem`` for ``rounds`` rounds of ``participation``.
 
@@ -129,6 +131,14 @@ def run(
             diverged, like NaN or Inf (a finite 1e60 is as useless); checked each round in
             O(d).
         callback: called as ``callback(r, z, ctx)`` after each round.
+        storage: "auto" (default), "full" or "compact": which rows the state keeps.
+            "full" keeps every row of every block. "compact" leaves out the node rows
+            that the method's phases never read from the state (FedAvg's client models,
+            overwritten by the pull before they are read; FOCUS's client trackers, zero
+            after every collect; see :mod:`stochmix.engine.liveness`): memory O(|S| d)
+            instead of O(N d) for each such block, the same numbers. "auto" is
+            "compact" unless a callback is given (it gets the state ``z`` and may read any
+            row; with "compact" it gets the kept rows, laid out by ``ctx.layout``).
 
     Returns:
         A :class:`Result`; ``result.server[r]`` is the model after round r.
@@ -137,6 +147,7 @@ def run(
         method, problem, participation, rounds, x0, seed, backend, metrics, on_divergence,
         callback, progress, checkpoint_every, evaluate_every, divergence_threshold,
     )  # fmt: skip
+    choice(storage, "storage", ("auto", "full", "compact"))
     n, dim = int(problem.n_clients), int(problem.dim)
     options = {k: v for k, v in (("device", device), ("mixing", mixing)) if v is not None}
     if compiled != "auto":
@@ -161,7 +172,14 @@ def run(
         cached_ok=checkpoint is None,
     )  # fmt: skip
 
-    layout = Layout(method.blocks(n))
+    scratch = {}
+    if storage == "compact" or (storage == "auto" and callback is None):
+        if getattr(back, "runs_local_phases", False):
+            scratch = find_scratch(
+                method, n, dim, participation.probabilities,
+                lambda phases, m, c: plan_round(phases, back, m, c),
+            )  # fmt: skip
+    layout = Layout(method.blocks(n), scratch, (method.model_offset, n))
     ctx = RunContext(layout, n, dim, participation.probabilities, seed=seed)
     method.start(ctx)
     z = back.asarray(layout.initial(x0))
@@ -179,9 +197,10 @@ def run(
     bar = None if progress is False else Progress(rounds, method.name, force=progress is True)
 
     saved = None if saver is None else saver.load(rounds)
+    check = PlanCheck(layout, method, n) if layout.scratch else (lambda plan, r: plan)
     return run_rounds(
         lambda r, participants, z: execute(
-            planner.plan(r, participants), z, back, problem, method, ctx, rows
+            check(planner.plan(r, participants), r), z, back, problem, method, ctx, rows
         ),
         saved=saved, saver=saver, z=z, back=back, ctx=ctx, recorder=recorder, stream=stream,
         rounds=rounds, method=method, problem=problem, participation=participation,

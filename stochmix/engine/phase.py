@@ -376,16 +376,16 @@ class PhaseBuilder:
         return local_rows if first == 0 else local_rows + first  # same object: cheap checks
 
     def _row(self, block: str, local_row) -> int:
-        return self.layout.start(block) + int(local_row)
+        return self.layout.row(block, int(local_row))
 
-    def _note_combine(self, target, t_rows, source, s_rows, coef):
+    def _note_combine(self, target, t_rows, source, s_rows, coef, reduction=False):
         draft = self._local
         if not draft.ok:
             return
         t_rows, s_rows = _index(t_rows), _index(s_rows)
         if t_rows.size == 0 or s_rows.size == 0:
             return
-        if t_rows.size == 1 and s_rows.size == 1:  # resolved when the nodes are known
+        if t_rows.size == 1 and s_rows.size == 1 and not reduction:  # resolved later
             t_node = int(self._nodes(target, t_rows)[0])
             s_node = int(self._nodes(source, s_rows)[0])
             draft.singles.append(
@@ -435,6 +435,16 @@ class PhaseBuilder:
         self._note_combine(target, target_rows, source, source_rows, coef)
         self._deferred.append(("combine", target, target_rows, source, source_rows, coef))
         self._touched = self._touched or bool(np.size(target_rows) and np.size(source_rows))
+        return self
+
+    def reduce(self, target: str, target_row, source: str, source_rows, coef=1.0):
+        """Add ``sum_i coef_i * source[source_rows[i]]`` to the one row ``target_row``: a
+        reduction over the phase's nodes, read as one even when ``source_rows`` holds a
+        single row (:meth:`combine` would read that as a single row of the state). The
+        same numbers as ``combine``."""
+        self._note_combine(target, target_row, source, source_rows, coef, reduction=True)
+        self._deferred.append(("combine", target, target_row, source, source_rows, coef))
+        self._touched = self._touched or bool(np.size(target_row) and np.size(source_rows))
         return self
 
     def per_node(self, target: str, rows):

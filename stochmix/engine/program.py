@@ -108,6 +108,7 @@ class LocalProgram:
         tail: how many of the last forms only set single rows from single rows.
         zero: blocks whose rows at the run's nodes are zero when it starts (see
             :func:`~stochmix.engine.schedule.plan_schedule`).
+        scratch: blocks whose node rows the state does not keep (never stored).
     """
 
     def __init__(
@@ -117,12 +118,13 @@ class LocalProgram:
         tail: int = 0,
         *,
         zero: frozenset = frozenset(),
+        scratch: frozenset = frozenset(),
     ):
         self.model = model_block
         self.forms, self.tail_length = forms, tail  # what a program of another dialect needs
         self.key = None  # what the engine caches the program under (its full structure)
-        self.schedule = plan_schedule(forms, model_block, tail, zero)
-        self.zero = self.schedule.zero
+        self.schedule = plan_schedule(forms, model_block, tail, zero, scratch)
+        self.zero, self.scratch = self.schedule.zero, self.schedule.scratch
         schedule = self.schedule
         self.blocks = list(schedule.blocks)
         self.gather = list(schedule.gather)
@@ -410,7 +412,7 @@ class LocalProgram:
         """Per block slot, the rows of ``z`` that hold ``nodes``."""
         rows = []
         for b in self.blocks:
-            offset = layout.start(b) - layout.first_node(b)
+            offset = layout.node_offset(b)
             rows.append(nodes + offset if offset else nodes)
         return rows
 

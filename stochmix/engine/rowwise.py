@@ -124,11 +124,12 @@ class RowwiseProgram(LocalProgram):
         block: int | None = None,
         *,
         zero: frozenset = frozenset(),
+        scratch: frozenset = frozenset(),
     ):
         self.array_slots: list[int] = []
         self.gradient = gradient
         self.block = BLOCK if block is None else int(block)
-        super().__init__(forms, model_block, tail, zero=zero)
+        super().__init__(forms, model_block, tail, zero=zero, scratch=scratch)
 
     def _compile(self, source: str):
         cached = _cached_function(source, self.gradient)

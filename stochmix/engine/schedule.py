@@ -204,6 +204,7 @@ class Schedule:
         zero: blocks whose rows at the run's nodes are known to be zero when it starts
             (see :func:`plan_schedule`): never gathered, and not stored back when they
             end zero.
+        scratch: blocks whose node rows the state does not keep: never stored.
     """
 
     model: str
@@ -220,6 +221,7 @@ class Schedule:
     needs_gradients: bool
     coefficients: int
     zero: frozenset = frozenset()
+    scratch: frozenset = frozenset()
 
     def describe(self) -> str:
         """The schedule as text, one line per step: for reading a run's plan and for the
@@ -238,6 +240,8 @@ class Schedule:
         ]
         if self.zero:
             lines.append(f"zero at the start: {', '.join(sorted(self.zero))}")
+        if self.scratch:
+            lines.append(f"not kept: {', '.join(sorted(self.scratch))}")
         if self.singles:
             lines.append(f"snapshot rows {', '.join(map(str, self.singles))}")
         for step in self.steps:
@@ -303,7 +307,11 @@ def numbered(lf: LocalForm, base: int) -> dict[str, list[tuple]]:
 
 
 def plan_schedule(
-    forms: list[LocalForm], model_block: str, tail: int = 0, zero: frozenset = frozenset()
+    forms: list[LocalForm],
+    model_block: str,
+    tail: int = 0,
+    zero: frozenset = frozenset(),
+    scratch: frozenset = frozenset(),
 ) -> Schedule:
     """The :class:`Schedule` of a run of node-local phases; the last ``tail`` forms only
     set single rows from single rows (see :func:`stochmix.engine.execute.plan_round`).
@@ -312,7 +320,11 @@ def plan_schedule(
     tracks this: a tracker that every round empties, FOCUS's client rows of y). They are
     not gathered (a zero block is what the planner assumes of a block nothing wrote), and
     a zero block that ends the run zero is not stored back: its rows already are. The
-    arithmetic is the same but for additions of zero that are left out."""
+    arithmetic is the same but for additions of zero that are left out.
+
+    ``scratch``: blocks whose node rows the state does not keep (see
+    :mod:`stochmix.engine.liveness`): never stored (their final values are still checked
+    for NaN and Inf); a run that would gather one is refused with ValueError."""
     body = forms[: len(forms) - tail]
     base = sum(len(lf.coefficients) for lf in body)
     tail_entries = []
@@ -340,6 +352,12 @@ def plan_schedule(
     p = _Planner(tuple(blocks))
     zero = frozenset(zero) & set(blocks)
     gather = [b for b in gather if b not in zero]
+    scratch = frozenset(scratch) & set(blocks)
+    if scratch & set(gather):
+        raise ValueError(
+            f"blocks {sorted(scratch & set(gather))} are read by this run but their node rows "
+            "are not kept in the state"
+        )
     for b in gather:
         buffer = p.buffer(b, 0)
         p.steps.append(Gather(buffer, p.slot[b]))
@@ -359,7 +377,8 @@ def plan_schedule(
         value = p.cur.get(b)
         if value is None and b in zero:
             continue  # zero before, zero after: nothing to write
-        stores.append(Store(p.slot[b], value))
+        if b not in scratch:
+            stores.append(Store(p.slot[b], value))
         if value is not None and (value, p.version.get(value, 0)) not in p.reduced:
             checks.append(value)
     return Schedule(
@@ -377,6 +396,7 @@ def plan_schedule(
         needs_gradients=any(lf.gradients for lf in body),
         coefficients=base + sum(len(lf.coefficients) for lf in forms[len(forms) - tail :]),
         zero=zero,
+        scratch=scratch,
     )
 
 

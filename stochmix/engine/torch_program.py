@@ -60,11 +60,12 @@ class TorchProgram(LocalProgram):
         tail: int = 0,
         *,
         zero: frozenset = frozenset(),
+        scratch: frozenset = frozenset(),
     ):
         import torch
 
         self.torch = torch
-        super().__init__(forms, model_block, tail, zero=zero)
+        super().__init__(forms, model_block, tail, zero=zero, scratch=scratch)
         self._local_buffers = threading.local()
         self._slot_of = {r: k for k, r in enumerate(self.singles)}
 
@@ -212,7 +213,7 @@ class TorchProgram(LocalProgram):
                 bind = _through_numpy(bind, t)
             rows = []
             for b in self.blocks:
-                offset = layout.start(b) - layout.first_node(b)
+                offset = layout.node_offset(b)
                 rows.append(index + offset if offset else index)
             bufs = self._buffer_set(min(step, size), d, dtype, device)
             blocks, tmp, ones = bufs["blocks"], bufs["tmp"], bufs["ones"]
@@ -327,7 +328,13 @@ def torch_program(program: LocalProgram) -> TorchProgram:
     key = program.key if program.key is not None else id(program)
     return _PROGRAMS.built(
         key,
-        lambda: TorchProgram(program.forms, program.model, program.tail_length, zero=program.zero),
+        lambda: TorchProgram(
+            program.forms,
+            program.model,
+            program.tail_length,
+            zero=program.zero,
+            scratch=program.scratch,
+        ),
     )
 
 
