@@ -28,15 +28,17 @@ Decentralized section: gradient tracking (DIGing, the CTA form: two whole-block 
 products a round, x and y) over ``--dec-n`` nodes in ``--dec-dim`` dimensions (defaults
 10^5 and 10) on a static ring (metropolis weights) and on the one-peer exponential graph
 (hop 2^(k mod tau) at step k), every node a diagonal quadratic. Reported: seconds per
-round on 1 and 2 ranks, and the halo bytes one rank sends and receives per round, counted
-at the process group and in closed form: per product, the remote rows its rows of W read
-(2 on a ring, ``min(m, h) - max(0, m + h - n)`` at hop h for a rank of m nodes:
-:func:`~stochmix.engine.distributed.ring_halo_rows`,
+round on 1 and 2 ranks (and on the NumPy backend, one process), and the halo bytes one
+rank sends and receives per round, counted at the process group and in closed form: per
+product, the remote rows its rows of W read (2 on a ring, ``min(m, h) - max(0, m + h -
+n)`` at hop h for a rank of m nodes: :func:`~stochmix.engine.distributed.ring_halo_rows`,
 :func:`~stochmix.engine.distributed.shift_halo_rows`) times d times 8 bytes. The rest of a
 round's traffic is the network average (one (1, d) all_gather) and the finiteness flag.
 
 Run: ``.venv/bin/python benchmarks/bench_distributed.py`` (about a minute; ``--n``,
-``--dim``, ``--rounds``, ``--dec-n``, ``--dec-dim`` to change the sizes). Writes
+``--dim``, ``--rounds``, ``--dec-n``, ``--dec-dim``, ``--dec-rounds`` to change the sizes;
+decentralized times are medians over the rounds after the graph's first period, whose
+rounds build and check the period's matrices once). Writes
 ``benchmarks/results-distributed.json``.
 """
 
@@ -125,7 +127,7 @@ def _decentralized(graph: str, args) -> dict:
     from stochmix.engine.distributed import DistributedBackend, ring_halo_rows, shift_halo_rows
     from stochmix.problems import Quadratic
 
-    n, dim, rounds = args.dec_n, args.dec_dim, args.rounds
+    n, dim, rounds = args.dec_n, args.dec_dim, args.dec_rounds
     problem = Quadratic.random(n, dim, seed=0)
     sequence, rule = _graphs(graph, n)
     method = sm.algorithms.GradientTracking(0.05, sequence, rule=rule)
@@ -141,8 +143,12 @@ def _decentralized(graph: str, args) -> dict:
     else:
         rows = sum(shift_halo_rows(n, m, -sequence.shift(r)) for r in range(rounds))
     closed = 2 * rows * dim * 8 / rounds  # two products (x and y) a round
+    # steady state: the rounds after the graph's first period (whose rounds build, check
+    # and plan each matrix of the period once)
+    first = max(2, getattr(sequence, "period", 1) or 1)
     return {
-        "seconds_per_round": float(np.median(np.diff(res.wall_time)[2:])),
+        "seconds_per_round": float(np.median(np.diff(res.wall_time)[first:])),
+        "first_period_seconds": float(res.wall_time[first]),
         "halo_sent_per_round": halo[0] / rounds,
         "halo_received_per_round": halo[1] / rounds,
         "halo_closed_form_per_round": closed,
@@ -230,6 +236,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--dec-n", type=int, default=100000)
     parser.add_argument("--dec-dim", type=int, default=10)
+    parser.add_argument("--dec-rounds", type=int, default=60)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as out:
         found = {size: _spawn(size, args, out) for size in (1, 2)}
@@ -273,24 +280,41 @@ def main() -> None:
     print(f"written {OUT}")
 
 
+def _numpy_seconds(graph: str, args) -> float:
+    """Seconds per round of the same gradient tracking run on the NumPy backend (one
+    process, no torch.distributed), median after the graph's first period."""
+    import stochmix as sm
+    from stochmix.problems import Quadratic
+
+    n = args.dec_n
+    sequence, rule = _graphs(graph, n)
+    method = sm.algorithms.GradientTracking(0.05, sequence, rule=rule)
+    res = sm.run(method, Quadratic.random(n, args.dec_dim, seed=0), sm.participation.Full(n),
+                 args.dec_rounds, seed=0, metrics=("distance",), progress=False)  # fmt: skip
+    first = max(2, getattr(sequence, "period", 1) or 1)
+    return float(np.median(np.diff(res.wall_time)[first:]))
+
+
 def _decentralized_table(found: dict, args) -> dict:
     """Print and return the decentralized section (1 and 2 ranks, rank 0's counts)."""
     print(f"\ngradient tracking (CTA), n = {args.dec_n} nodes, d = {args.dec_dim}, "
-          f"{args.rounds} rounds")  # fmt: skip
-    print(f"{'graph':22} {'ms/round 1':>10} {'ms/round 2':>10} {'halo sent B':>11} "
-          f"{'halo recv B':>11} {'closed form':>11} {'all B in/out':>13} {'plans':>5}")  # fmt: skip
+          f"{args.dec_rounds} rounds (ms/round: median after the first period)")  # fmt: skip
+    print(f"{'graph':22} {'numpy ms':>8} {'ms/round 1':>10} {'ms/round 2':>10} "
+          f"{'halo sent B':>11} {'halo recv B':>11} {'closed form':>11} {'all B in/out':>13} "
+          f"{'plans':>5}")  # fmt: skip
     out = {}
     for graph in DECENTRALIZED_GRAPHS:
         one, two = found[1]["decentralized"][graph], found[2]["decentralized"][graph]
         assert one["average_digest"] == two["average_digest"], "1 and 2 ranks differ"
         assert two["halo_received_per_round"] == two["halo_closed_form_per_round"]
-        print(f"{graph:22} {one['seconds_per_round'] * 1e3:10.2f} "
+        numpy = _numpy_seconds(graph, args)
+        print(f"{graph:22} {numpy * 1e3:8.2f} {one['seconds_per_round'] * 1e3:10.2f} "
               f"{two['seconds_per_round'] * 1e3:10.2f} {two['halo_sent_per_round']:11.0f} "
               f"{two['halo_received_per_round']:11.0f} "
               f"{two['halo_closed_form_per_round']:11.0f} "
               f"{two['sent_per_round']:6.0f}/{two['received_per_round']:<6.0f} "
               f"{two['plans_built']:5d}")  # fmt: skip
-        out[graph] = {"one": one, "two": two}
+        out[graph] = {"numpy_seconds_per_round": numpy, "one": one, "two": two}
     return out
 
 

@@ -285,8 +285,8 @@ class DistributedBackend:
                 ok = shard.local_step(item, z, bind, data, ctx)
             elif isinstance(item, RowMap):
                 raise NotImplementedError(
-                    f'backend="distributed": {method.name} applies a nonlinear row map '
-                    f"(phase {item.label!r}); row maps do not run on shards yet"
+                    f'backend="distributed": method {method.name} applies a nonlinear row '
+                    f"map (phase {item.label!r}); row maps do not run on shards yet"
                 )
             else:
                 ok = shard.whole_blocks(item, z, problem, method)
@@ -344,6 +344,11 @@ def halo_plan(matrix, lo: int, hi: int, owner: np.ndarray) -> HaloPlan:
     from the matrix itself, which every rank has: no messages)."""
     n = matrix.shape[0]
     size = int(owner.max()) + 1 if owner.size else 1
+    if lo == 0 and hi == n:  # one rank holds every node: W's arrays, nothing moves
+        nothing = np.zeros(0, dtype=np.int64)
+        # a new matrix object on the same arrays: the plan must not keep W itself alive
+        local = sp.csr_array((matrix.data, matrix.indices, matrix.indptr), shape=matrix.shape)
+        return HaloPlan(local, nothing, np.zeros(size, dtype=np.int64), (nothing,) * size)
     indptr = np.asarray(matrix.indptr, dtype=np.int64)
     indices = np.asarray(matrix.indices)
     m, a, b = hi - lo, int(indptr[lo]), int(indptr[hi])
