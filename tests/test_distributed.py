@@ -8,13 +8,14 @@ compared here: bit for bit with the run on one rank (a group of one, made inside
 two-process job), and to 1e-12 with the NumPy backend in this process.
 
 The same jobs run decentralized methods over 37 nodes (gradient tracking in both forms,
-push-pull in both forms, DGD, push-sum) on a static ring, the one-peer exponential graph
-(periodic) and random graphs drawn afresh each step, with halo exchanges: their final
-state is bit-identical on 1, 2 and 4 ranks *and* to the NumPy backend's (each product adds
-a row's entries in the same order on a shard as on one process); their reported model and
-consensus error (sums over all nodes, added per fixed segment) are bit-identical across
-ranks and agree with the NumPy backend to 1e-12 (one process adds them in another order).
-The halo moves exactly the rows the closed forms count.
+push-pull in both forms, DGD, push-sum, EXTRA, K-GT) on a static ring, the one-peer
+exponential graph (periodic) and random graphs drawn afresh each step, with halo
+exchanges: their final state is bit-identical on 1, 2 and 4 ranks *and* to the NumPy
+backend's with ``compiled=False`` (each product adds a row's entries in the same order on
+a shard as on one process); their reported model and consensus error (sums over all
+nodes, added per fixed segment) are bit-identical across ranks and agree with the NumPy
+backend to 1e-12 (one process adds them in another order). The halo moves exactly the
+rows the closed forms count.
 """
 
 from __future__ import annotations
@@ -37,7 +38,10 @@ from stochmix.problems import LeastSquares  # noqa: E402
 N, D, ROUNDS, SEED = 37, 5, 40, 3
 METHODS = ("FedAvg", "FOCUS", "FedStale", "SCAFFOLD")
 # decentralized cases: name -> (method, graph sequence)
-DECENTRALIZED = ("GT-ring", "GT-atc-random", "PP-random", "PP-ab-exp", "DGD-exp", "PS-random")
+DECENTRALIZED = (
+    "GT-ring", "GT-atc-random", "PP-random", "PP-ab-exp", "DGD-exp", "PS-random", "EXTRA-ring",
+    "KGT-random",
+)  # fmt: skip
 
 
 def _problem():
@@ -74,6 +78,12 @@ def _decentralized(name: str, lr: float | None = None):
         "DGD-exp": lambda lr: algorithms.DGD(lr or 0.02, mixing.OnePeerExponential(N), rule="row"),
         "PS-random": lambda lr: algorithms.PushSum(
             lr or 0.02, mixing.RandomSequence(N, seed=6, **directed)
+        ),
+        "EXTRA-ring": lambda lr: algorithms.EXTRA(
+            lr or 0.02, mixing.StaticSequence(nx.cycle_graph(N))
+        ),
+        "KGT-random": lambda lr: algorithms.KGT(
+            lr or 0.01, mixing.RandomSequence(N, seed=7), local_steps=2
         ),
     }
     return build[name](lr)

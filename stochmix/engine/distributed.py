@@ -39,8 +39,8 @@ ranks those rows of ``W`` read (a :class:`HaloPlan`, made once per distinct matr
 static or periodic graph is planned once per matrix, a random sequence once per step).
 Renaming columns keeps every row's entries in ``W``'s stored order, and SciPy adds a row's
 products in stored order, so each new row is the same sum of the same products in the
-same order as on one process: **the state is bit-identical to the NumPy backend's**, on
-any number of ranks. Only the halo moves, in one message per pair of ranks and phase
+same order as on one process: **the state is bit-identical to the NumPy backend's** (run
+with ``compiled=False``: the shards run the NumPy programs), on any number of ranks. Only the halo moves, in one message per pair of ranks and phase
 (``isend``/``irecv``; gloo has no ``all_to_all``): a ring moves 2 rows a rank and product
 (:func:`ring_halo_rows`), a one-peer graph at hop h ``min(m, h) - max(0, m + h - n)``
 rows (:func:`shift_halo_rows`; the one-peer exponential graph's long hops reach a whole
