@@ -11,6 +11,7 @@ A configuration::
     dtype = "float64"            # or "float32"
     metrics = ["distance", "objective", "gradient_norm", "consensus"]
     evaluate_every = "auto"      # or k: metrics that cost a pass over all clients every k rounds
+    storage = "auto"             # or "full" | "compact": node rows nothing reads left out
 
     [problem]
     kind = "least_squares"       # quadratic | least_squares | logistic
@@ -478,6 +479,7 @@ TOP_LEVEL = {
     "dtype",
     "metrics",
     "evaluate_every",
+    "storage",
     "problem",
     "participation",
     "graphs",
@@ -512,6 +514,10 @@ def _settings(raw: dict, backend: str) -> dict:
     if every != "auto" and not (_integer(every) and every >= 1):
         raise ConfigError(f'evaluate_every must be "auto" or a positive integer, got {every!r}')
     settings["evaluate_every"] = every
+    storage = raw.get("storage", "auto")
+    if storage not in ("auto", "full", "compact"):
+        raise ConfigError(f'storage must be "auto", "full" or "compact", got {storage!r}')
+    settings["storage"] = storage
     return settings
 
 

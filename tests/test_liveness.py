@@ -1,10 +1,15 @@
-"""Blocks known to be zero: runs skip reading them and writing zeros back, same numbers.
+"""Liveness: blocks known to be zero, and node rows the state does not keep; same numbers.
 
 FOCUS's collect empties the client rows of its tracker y every round, so from the second
 round on a run need not gather them, nor store zeros over zeros (stochmix.engine.liveness).
 Checked against the same runs with the knowledge switched off, bit for bit, for every
 method of the fast-path tests (whose rows are zero or not), on the NumPy programs and the
 compiled row-wise loop, through rounds nobody joins and a checkpoint.
+
+Rows left out of the state (run(storage=...)): found from each method's phases (FedAvg's
+client models, FOCUS's client trackers), the same numbers as the full state on every
+path, a made-up method whose rows are read only after the rounds probed refused, and
+checkpoints that resume under either storage.
 """
 
 from __future__ import annotations
@@ -13,10 +18,12 @@ import numpy as np
 import pytest
 
 import stochmix.engine.execute as execute
-from stochmix.algorithms import FOCUS
+from stochmix.algorithms import FOCUS, FedAvg
 from stochmix.engine import Block, Method, run
+from stochmix.engine.backends import NumpyBackend
+from stochmix.engine.equations import Equations, grad, mean
 from stochmix.engine.layout import Layout
-from stochmix.engine.liveness import ZeroRows
+from stochmix.engine.liveness import LivenessError, ZeroRows, find_scratch
 from stochmix.participation import Trace
 from stochmix.problems import Quadratic
 from tests.test_programs import _methods
@@ -147,6 +154,7 @@ def test_checkpointed_focus_resumes_bit_identical(monkeypatch, tmp_path):
     monkeypatch.setattr(execute, "ZERO_ROWS", True)
     problem = Quadratic.random(N, 3, seed=7)
     options = dict(seed=1, metrics=(), progress=False, checkpoint=path, checkpoint_every=5)
+    options["storage"] = "full"  # the whole state is compared, client models included
     run(FOCUS(0.002, 3), problem, Trace(_masks()), 10, **options)
     out = []
     run(FOCUS(0.002, 3), problem, Trace(_masks()), 16,
@@ -168,3 +176,134 @@ def test_zero_rows_knows_node_rows_only():
     assert zero.known == frozenset({"x"})
     zero.after_phase(None)
     assert zero.known == frozenset()
+
+
+# -- rows the state does not keep ---------------------------------------------------------
+
+
+def _plan_with(backend):
+    return lambda phases, method, ctx: execute.plan_round(phases, backend, method, ctx)
+
+
+def _scratch(method, n=N):
+    return find_scratch(method, n, 3, None, _plan_with(NumpyBackend()))
+
+
+def _record(method, storage, backend="numpy", compiled=False, rounds=16, **options):
+    everyone = method.model_offset == 0
+    length = max(rounds, 16)  # the same process for a run of 10 rounds and one of 16
+    masks = np.ones((length, N), dtype=bool) if everyone else _masks(length)
+    return run(
+        method, Quadratic.random(N, 3, seed=7), Trace(masks), rounds, seed=1,
+        metrics=("distance", "objective", "gradient_norm"), progress=False,
+        compiled=compiled, backend=backend, storage=storage, **options,
+    )  # fmt: skip
+
+
+def test_the_blocks_left_out_are_found_from_the_phases():
+    by_name = {m.name: _scratch(m) for m in _methods()}
+    assert by_name["FedAvg"] == {"x": "dead"}  # the pull writes x[S] before anything reads it
+    assert by_name["FOCUS"] == {"x": "dead", "y": "zero"}  # the collect empties y[S]
+    assert by_name["SCAFFOLD"] == {"x": "dead"}  # the controls c persist
+    assert by_name["FedStale"] == {"x": "dead"}  # the memory h persists
+    for name in ("GradientTracking", "PushPull"):  # every peer's rows persist
+        assert by_name[name] == {}
+    assert _scratch(Leaky()) == {}  # x persists, y holds values in odd rounds
+
+
+@pytest.mark.parametrize("backend", ["numpy", "compiled", "torch"])
+@pytest.mark.parametrize("method", _methods(), ids=lambda m: m.name)
+def test_a_compact_state_gives_the_same_numbers(method, backend):
+    if backend == "torch":
+        pytest.importorskip("torch")
+    options = dict(
+        compiled=backend == "compiled", backend="numpy" if backend != "torch" else "torch"
+    )
+    compact = _record(method, "compact", **options)
+    full = _record(method, "full", **options)
+    np.testing.assert_array_equal(compact.server, full.server)
+    for name in ("distance", "objective_gap", "gradient_norm"):
+        np.testing.assert_array_equal(getattr(compact, name), getattr(full, name))
+
+
+@pytest.mark.parametrize(
+    "method, kept",
+    [(FedAvg(0.1, 3), lambda n: 1), (FOCUS(0.002, 3), lambda n: n + 3)],
+    ids=["FedAvg", "FOCUS"],
+)
+def test_a_compact_state_keeps_only_what_persists(method, kept):
+    shapes = []
+    _record(method, "compact", callback=lambda r, z, ctx: shapes.append(z.shape))
+    assert set(shapes) == {(kept(N), 3)}  # FedAvg: the server; FOCUS: + y's server row, g
+    shapes.clear()
+    _record(method, "auto", callback=lambda r, z, ctx: shapes.append(z.shape))
+    assert set(shapes) == {(Layout(method.blocks(N)).size, 3)}  # a callback sees every row
+
+
+class LateReader(Method):
+    """A made-up method that pulls the server model for twenty rounds, then lets its
+    clients go on from their own last models: its client rows are dead in every round the
+    probe sees, and read from round 20 on."""
+
+    name = "LateReader"
+
+    def blocks(self, n):
+        return [Block("x", n + 1, "model")]
+
+    def round_phases(self, r, participants, ctx):
+        if not participants.size:
+            return []
+        eq = Equations(ctx)
+        (x,) = eq.blocks("x")
+        S = participants
+        phases = []
+        if r < 20:
+            x[S] = x.server
+            phases.append(eq.build("pull"))
+        x[S] -= 0.05 * grad(S)
+        phases.append(eq.build("local step"))
+        x.server = mean(x[S])
+        return [*phases, eq.build("average")]
+
+
+def test_a_round_that_reads_rows_left_out_is_refused():
+    assert _scratch(LateReader()) == {"x": "dead"}
+    with pytest.raises(LivenessError, match="round 20 of LateReader.*storage='full'"):
+        _record(LateReader(), "compact", rounds=30)
+    full = _record(LateReader(), "full", rounds=30)
+    assert np.isfinite(full.server).all()
+
+
+@pytest.mark.parametrize("first, then", [("full", "compact"), ("compact", "full")])
+def test_a_checkpoint_resumes_under_the_other_storage(tmp_path, first, then):
+    path = tmp_path / "run.ckpt"
+    whole = _record(FOCUS(0.002, 3), then)
+    _record(FOCUS(0.002, 3), first, rounds=10, checkpoint=path, checkpoint_every=5)
+    resumed = _record(FOCUS(0.002, 3), then, checkpoint=path, checkpoint_every=5)
+    np.testing.assert_array_equal(resumed.server, whole.server)
+    np.testing.assert_array_equal(resumed.distance, whole.distance)
+
+
+def test_a_layout_numbers_the_rows_it_leaves_out_last():
+    blocks = [Block("x", 5, "model"), Block("y", 5), Block("h", 4, first_node=1), Block("s", 1)]
+    full = Layout(blocks)
+    lay = Layout(blocks, {"x": "dead", "y": "zero"}, (1, 4))
+    assert (lay.kept, lay.size) == (full.size - 8, full.size)
+    every = np.concatenate([lay.rows(b.name) for b in blocks])
+    np.testing.assert_array_equal(np.sort(every), np.arange(lay.size))  # one row space
+    for b in blocks:
+        for local in range(b.rows):
+            row = lay.row(b.name, local)
+            assert lay.locate(row) == (b.name, local)
+            assert (row >= lay.kept) == (b.name in "xy" and local >= 1)  # node rows apart
+        node = b.first_node + b.rows - 1
+        assert lay.node_offset(b.name) + node == lay.row(b.name, b.rows - 1)
+    z = np.arange(full.size * 2.0).reshape(-1, 2)
+    back = full.moved(lay.moved(z, full), lay)  # full -> compact -> full
+    kept = np.concatenate([full.rows(b.name)[lay.rows(b.name) < lay.kept] for b in blocks])
+    np.testing.assert_array_equal(back[kept], z[kept])
+    assert not back[np.setdiff1d(np.arange(full.size), kept)].any()  # left out: zero
+    with pytest.raises(ValueError, match="not one range"):
+        lay.slice("x")
+    with pytest.raises(ValueError, match="scratch"):
+        Layout(blocks, {"x": "gone"}, (1, 4))

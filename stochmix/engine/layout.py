@@ -194,6 +194,16 @@ class Layout:
         """The rows of block ``name`` in the stacked array ``z`` (a view, not a copy)."""
         return z[self.slice(name)]
 
+    def _kept_pieces(self, name: str) -> list[tuple[slice, slice]]:
+        """The kept rows of block ``name`` as ``(rows of Z, block-local rows)`` slices."""
+        b = self.block(name)
+        lo, hi = self._apart.get(name, (b.rows, b.rows))
+        start, after = self._start[name], b.rows - hi
+        pieces = [(slice(start, start + lo), slice(0, lo))]
+        if after:
+            pieces.append((slice(start + lo, start + lo + after), slice(hi, b.rows)))
+        return [(rows, local) for rows, local in pieces if rows.stop > rows.start]
+
     def moved(self, z: np.ndarray, other: Layout) -> np.ndarray:
         """The state ``z`` laid out by ``other`` (the same blocks), laid out by this
         layout: rows kept by both are copied, rows this layout keeps and ``other`` does
@@ -221,10 +231,8 @@ class Layout:
         for b in self.blocks:
             if b.init == "zeros":
                 continue
-            rows = self.rows(b.name)
-            kept = rows < self.kept
-            value = 1.0 if b.init == "ones" else x0[kept] if x0.ndim == 2 else x0
-            z[rows[kept]] = value
+            for rows, local in self._kept_pieces(b.name):  # slices: no N-long index arrays
+                z[rows] = 1.0 if b.init == "ones" else x0[local] if x0.ndim == 2 else x0
         return z
 
     def __repr__(self) -> str:

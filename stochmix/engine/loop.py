@@ -163,8 +163,8 @@ def run(
             evaluate_every=evaluate_every, divergence_threshold=divergence_threshold,
             compiled=compiled,
         )  # fmt: skip
-    expected = participation.probabilities
-    expected = n if expected is None else float(np.sum(expected))
+    probabilities = participation.probabilities  # a copy of N numbers: taken once
+    expected = n if probabilities is None else float(np.sum(probabilities))
     # a checkpointed run must continue on the path it started on, whatever the cache holds
     # by then: "auto" decides by the run's length alone there
     rows = row_gradient(
@@ -176,11 +176,11 @@ def run(
     if storage == "compact" or (storage == "auto" and callback is None):
         if getattr(back, "runs_local_phases", False):
             scratch = find_scratch(
-                method, n, dim, participation.probabilities,
+                method, n, dim, probabilities,
                 lambda phases, m, c: plan_round(phases, back, m, c),
             )  # fmt: skip
     layout = Layout(method.blocks(n), scratch, (method.model_offset, n))
-    ctx = RunContext(layout, n, dim, participation.probabilities, seed=seed)
+    ctx = RunContext(layout, n, dim, probabilities, seed=seed)
     method.start(ctx)
     z = back.asarray(layout.initial(x0))
     recorder = Recorder(problem, method, ctx, metrics, rounds, evaluate_every, expected)

@@ -469,8 +469,10 @@ class Bernoulli(ParticipationProcess):
 
     @property
     def probabilities(self) -> Float[np.ndarray, " n"]:
-        """``p``, shape ``(N,)``."""
-        return self.p.copy()
+        """``p``, shape ``(N,)``: a read-only view (no copy of N numbers per call)."""
+        view = self.p.view()
+        view.flags.writeable = False
+        return view
 
     def _sparse_plan(self) -> list[tuple] | None:
         """The groups of the fast draws, computed once: ``(members, q, keep)`` per group, where
@@ -487,7 +489,12 @@ class Bernoulli(ParticipationProcess):
             plan = [(None, top, p / top)]
             cost = n * top
             # Groups of p within a factor of two: at most 2 sum(p) candidates, plus a sort.
-            level = np.minimum(np.floor(-np.log2(p / top)), 60).astype(np.int64)
+            level = p / top  # in place from here: no N-long temporaries at 10^7 clients
+            np.log2(level, out=level)
+            np.negative(level, out=level)
+            np.floor(level, out=level)
+            np.minimum(level, 60, out=level)
+            level = level.astype(np.int8)
             counts = np.bincount(level)
             present = np.flatnonzero(counts)
             if present.size > 1:

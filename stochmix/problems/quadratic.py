@@ -62,7 +62,7 @@ class Quadratic(Problem):
         self._diagonal = h.ndim == 2
 
         if self._diagonal:
-            if (h < 0).any():
+            if h.min() < 0:
                 i, j = np.argwhere(h < 0)[0]
                 raise ValueError(
                     f"hessians must be positive semidefinite; client {i} has diagonal entry "
@@ -72,7 +72,7 @@ class Quadratic(Problem):
             mean_diag = h.mean(axis=0)
             mu = float(mean_diag.min())
             self._check_mean_definite(mu, float(mean_diag.max()))
-            weighted = (h * z).sum(axis=0)
+            weighted = _sum_of_products(h, z)
             total = h.sum(axis=0)
             self._x_star = weighted / total
             self._mean_h = mean_diag  # the diagonal of Hbar
@@ -226,8 +226,10 @@ class Quadratic(Problem):
             raise ValueError(f"condition must be >= 1, got {kappa}")
         spread = as_float(heterogeneity, "heterogeneity", nonnegative=True)
         rng = make_rng(seed)
-        eig = np.exp(rng.uniform(0.0, np.log(kappa), size=(n, d)))
-        centers = spread * rng.standard_normal((n, d))
+        eig = rng.uniform(0.0, np.log(kappa), size=(n, d))
+        np.exp(eig, out=eig)  # in place: no (N, d) temporary at ten million clients
+        centers = rng.standard_normal((n, d))
+        centers *= spread
         if diagonal:
             hess = eig
         else:
@@ -238,3 +240,14 @@ class Quadratic(Problem):
         obj = cls.__new__(cls)
         obj._setup(centers, hess, copy=False)  # fresh arrays: no defensive copy needed
         return obj
+
+
+def _sum_of_products(h: np.ndarray, z: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
+    """``(h * z).sum(axis=0)`` for (n, d) arrays, the same bits (rows are added in order),
+    without an (n, d) temporary: chunk by chunk, each chunk's sum starting from the total
+    so far."""
+    total = np.zeros(h.shape[1], dtype=np.result_type(h, z))
+    for lo in range(0, h.shape[0], chunk):
+        part = h[lo : lo + chunk] * z[lo : lo + chunk]
+        total = np.concatenate([total[None], part]).sum(axis=0)
+    return total
