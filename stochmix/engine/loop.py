@@ -47,6 +47,10 @@ else:
 
 __all__ = ["CheckpointWarning", "DivergenceError", "DivergenceWarning", "run"]
 
+#: storage="auto" leaves rows out of states that would take at least this many bytes in
+#: full (memory matters there; smaller runs skip the few milliseconds of probing)
+COMPACT_MIN_BYTES = 1 << 26
+
 
 class DivergenceWarning(RuntimeWarning):
     """A run stopped because its state held NaN or Inf."""
@@ -137,8 +141,10 @@ def run(
             overwritten by the pull before they are read; FOCUS's client trackers, zero
             after every collect; see :mod:`stochmix.engine.liveness`): memory O(|S| d)
             instead of O(N d) for each such block, the same numbers. "auto" is
-            "compact" unless a callback is given (it gets the state ``z`` and may read any
-            row; with "compact" it gets the kept rows, laid out by ``ctx.layout``).
+            "compact" for states of at least :data:`COMPACT_MIN_BYTES` in full (finding
+            the rows costs a few milliseconds of planning probe rounds) unless a callback
+            is given (it gets the state ``z`` and may read any row; with "compact" it gets
+            the kept rows, laid out by ``ctx.layout``).
 
     Returns:
         A :class:`Result`; ``result.server[r]`` is the model after round r.
@@ -173,7 +179,10 @@ def run(
     )  # fmt: skip
 
     scratch = {}
-    if storage == "compact" or (storage == "auto" and callback is None):
+    full_bytes = Layout(method.blocks(n)).size * dim * np.dtype(dtype).itemsize
+    if storage == "compact" or (
+        storage == "auto" and callback is None and full_bytes >= COMPACT_MIN_BYTES
+    ):
         if getattr(back, "runs_local_phases", False):
             scratch = find_scratch(
                 method, n, dim, probabilities,
