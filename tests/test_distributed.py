@@ -143,7 +143,7 @@ def _worker(rank, size, port, out, extra):
                 if name in DECENTRALIZED:
                     halo = back.traffic.by_kind.get("halo", [0, 0, 0])
                     results[f"{name}_consensus"] = res.consensus
-                    results[f"{name}_halo"] = np.array(halo[:2])
+                    results[f"{name}_halo"] = np.array(halo)  # sent, received, exchanges
                     results[f"{name}_range"] = np.array([back.shard.lo, back.shard.hi])
                     results[f"{name}_plans"] = back.shard.plans_built
                     results[f"{name}_plans_kept"] = len(back.shard.plans)
@@ -314,7 +314,9 @@ def test_halo_plans_one_per_distinct_matrix(runs):
 def test_halo_bytes_equal_closed_form(runs, ranks):
     """Per rank: a ring moves 2 rows a product (one to and one from each side); the
     one-peer exponential graph at hop h moves min(m, h) - max(0, m + h - n) rows; each
-    row is D float64 values. Gradient tracking mixes x and y each round, DGD x."""
+    row is D float64 values. Gradient tracking mixes x and y each round, DGD x; the
+    products of a round move in one exchange (y's halo is fetched with x's: the phase
+    that mixes x does not rewrite y)."""
     from stochmix.engine.distributed import ring_halo_rows, shift_halo_rows
 
     graphs = sm.mixing.OnePeerExponential(N)
@@ -323,10 +325,10 @@ def test_halo_bytes_equal_closed_form(runs, ranks):
         lo, hi = (int(v) for v in p["GT-ring_range"])
         ring = ROUNDS * 2 * ring_halo_rows(N, hi - lo) * D * 8
         assert ring_halo_rows(N, hi - lo) == 2
-        assert list(p["GT-ring_halo"]) == [ring, ring]
+        assert list(p["GT-ring_halo"]) == [ring, ring, ROUNDS]  # x's and y's: one exchange
         hops = sum(shift_halo_rows(N, hi - lo, -graphs.shift(r)) for r in range(ROUNDS))
-        assert list(p["DGD-exp_halo"]) == [hops * D * 8] * 2
-        assert list(p["PP-ab-exp_halo"]) == [2 * hops * D * 8] * 2
+        assert list(p["DGD-exp_halo"]) == [hops * D * 8] * 2 + [ROUNDS]
+        assert list(p["PP-ab-exp_halo"]) == [2 * hops * D * 8] * 2 + [ROUNDS]
 
 
 def test_decentralized_checkpoint_resume_and_divergence(runs):

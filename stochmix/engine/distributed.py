@@ -40,15 +40,17 @@ static or periodic graph is planned once per matrix, a random sequence once per 
 Renaming columns keeps every row's entries in ``W``'s stored order, and SciPy adds a row's
 products in stored order, so each new row is the same sum of the same products in the
 same order as on one process: **the state is bit-identical to the NumPy backend's** (run
-with ``compiled=False``: the shards run the NumPy programs), on any number of ranks. Only the halo moves, in one message per pair of ranks and phase
-(``isend``/``irecv``; gloo has no ``all_to_all``): a ring moves 2 rows a rank and product
-(:func:`ring_halo_rows`), a one-peer graph at hop h ``min(m, h) - max(0, m + h - n)``
-rows (:func:`shift_halo_rows`; the one-peer exponential graph's long hops reach a whole
-shard). Node-local runs (gradient steps on every node) run per segment, as above. The
-reported model, the mean of the method's ``node_models`` over all nodes, and the
-consensus error are sums over the nodes taken per segment and added along the same tree:
-bit-identical across ranks, and equal to the NumPy backend's (which adds them in another
-order) to rounding (tested to 1e-12).
+with ``compiled=False``: the shards run the NumPy programs), on any number of ranks. Only
+the halo moves (``isend``/``irecv``; gloo has no ``all_to_all``), in one message per pair
+of ranks for a phase and the whole-block phases after it whose sources are not rewritten
+before they read them (gradient tracking's x and y products: one exchange a round): a
+ring moves 2 rows a rank and product (:func:`ring_halo_rows`), a one-peer graph at hop h
+``min(m, h) - max(0, m + h - n)`` rows (:func:`shift_halo_rows`; the one-peer exponential
+graph's long hops reach a whole shard). Node-local runs (gradient steps on every node)
+run per segment, as above. The reported model, the mean of the method's ``node_models``
+over all nodes, and the consensus error are sums over the nodes taken per segment and
+added along the same tree: bit-identical across ranks, and equal to the NumPy backend's
+(which adds them in another order) to rounding (tested to 1e-12).
 
 The end of each round all-reduces one finiteness flag (divergence stops every rank at the
 same round). Every collective goes through :class:`Traffic`, which counts the bytes each
@@ -73,6 +75,7 @@ import scipy.sparse as sp
 from .blockwise import BlockTarget, BlockwiseForm, apply_blockwise_numpy
 from .layout import Block, Layout
 from .method import Method, RunContext
+from .phase import Phase
 
 SEGMENTS = 64  #: the fixed grid of client segments (a power of two): at most this many ranks
 PLANS = 64  #: halo plans kept per shard (one per distinct mixing matrix, by identity)
@@ -280,7 +283,8 @@ class DistributedBackend:
         bind = _chunk_gradients(problem)
         data = 2 * (problem.chunk_cost() if hasattr(problem, "chunk_cost") else z.shape[1])
         finite = True
-        for item in plan:
+        shard.halos = {}  # halo rows fetched ahead for later phases of the round
+        for i, item in enumerate(plan):
             if isinstance(item, LocalStep):
                 ok = shard.local_step(item, z, bind, data, ctx)
             elif isinstance(item, RowMap):
@@ -289,7 +293,7 @@ class DistributedBackend:
                     f"map (phase {item.label!r}); row maps do not run on shards yet"
                 )
             else:
-                ok = shard.whole_blocks(item, z, problem, method)
+                ok = shard.whole_blocks(item, z, problem, method, plan[i + 1 :])
                 if ok is None:  # not a whole-block phase over the sharded nodes
                     ok = shard.general(item, z, problem, method, ctx)
             finite = ok and finite
@@ -416,6 +420,11 @@ class _Mixed:
     source: str
     rows: slice
 
+    @property
+    def key(self) -> tuple:
+        """What its halo rows are kept under: (id(matrix), source)."""
+        return id(self.matrix), self.source
+
 
 class _ByIdentity:
     """Values cached by the identity of an object (a mixing matrix, a phase), dropped when
@@ -495,6 +504,7 @@ class Shard:
         self.plans = _ByIdentity(PLANS)  # mixing matrix -> HaloPlan
         self.forms = _ByIdentity(4 * PLANS)  # phase -> its form on the shard
         self.plans_built = 0
+        self.halos: dict = {}  # halo rows fetched ahead (see whole_blocks), per round
         self.local_ctx = None  # the shard's own rows as a context (decentralized methods)
         if len(self.node_blocks) == len(layout.blocks) and self.hi > self.lo:
             local = Layout([Block(b.name, self.hi - self.lo, b.init, 0) for b in layout.blocks])
@@ -658,21 +668,30 @@ class Shard:
         return finite
 
     # ------------------------------------------------------------------ whole blocks
-    def whole_blocks(self, phase, z, problem, method) -> bool | None:
+    def whole_blocks(self, phase, z, problem, method, following=()) -> bool | None:
         """Apply a whole-block phase (a decentralized mixing step, see
         :mod:`stochmix.engine.blockwise`) to this rank's rows, as the NumPy backend applies
         it to all of them: each product ``W @ S`` as this rank's rows of ``W`` times its
-        rows of S and the halo rows it receives (:class:`HaloPlan`; one exchange for all
-        the phase's products), the other terms row by row, gradients for its own nodes.
-        Returns False if a new entry is not finite, None when the phase is not a
-        whole-block phase over blocks of one row per client (the general path then)."""
-        found = self.forms.get(phase)
-        if found is None:
-            found = self.forms.put(phase, self._local_form(phase.blockwise))
-        local, mixed = found
+        rows of S and the halo rows it receives (:class:`HaloPlan`), the other terms row by
+        row, gradients for its own nodes. Returns False if a new entry is not finite, None
+        when the phase is not a whole-block phase over blocks of one row per client (the
+        general path then).
+
+        One exchange carries the halos of every product of the phase and of the
+        ``following`` phases of the round (the rest of the plan) that can be fetched now:
+        those of the whole-block phases up to the first other item, whose source blocks
+        no phase before them rewrites (gradient tracking's two products a round, x's and
+        y's, move in one exchange)."""
+        local, mixed = self._form_of(phase)
         if local is None:
             return None
-        halos = self._exchange(mixed, z)
+        halos = self.halos  # (id(matrix), source) -> [rows, phases still to read them]
+        if self.backend.size > 1 and any(m.key not in halos for m in mixed):
+            ahead = [*mixed, *self._ahead(local, following)]
+            wanted = [m for m in ahead if m.key not in halos]
+            got = self._exchange(wanted, z)
+            for m in wanted:
+                halos.setdefault(m.key, [got[m.key], 0])[1] += 1
         plans = {id(m.matrix): m.plan for m in mixed}
         grads = None
         if local.clients is not None:
@@ -683,9 +702,42 @@ class Shard:
             plan = plans[id(term.matrix)]
             if not plan.rows:
                 return plan.local @ own
-            return plan.local @ np.concatenate((own, halos[id(term.matrix), term.source]))
+            return plan.local @ np.concatenate((own, halos[id(term.matrix), term.source][0]))
 
-        return apply_blockwise_numpy(z, local, grads, product)
+        finite = apply_blockwise_numpy(z, local, grads, product)
+        for m in mixed:  # read: dropped once every phase counted on it has read it
+            entry = halos.get(m.key)
+            if entry is not None:
+                entry[1] -= 1
+                if entry[1] <= 0:
+                    del halos[m.key]
+        return finite
+
+    def _form_of(self, phase) -> tuple:
+        """:meth:`_local_form` of ``phase``'s whole-block form, kept per phase object."""
+        found = self.forms.get(phase)
+        if found is None:
+            form = phase.blockwise if isinstance(phase, Phase) else None
+            found = self.forms.put(phase, self._local_form(form))
+        return found
+
+    def _ahead(self, local, following) -> list:
+        """The products (:class:`_Mixed`) of the whole-block phases among ``following``
+        (up to the first other item) whose source blocks neither ``local`` nor a phase
+        between rewrites: their halos hold now what those phases will read."""
+        from .execute import LocalStep
+
+        written = {t.block for t in local.targets}
+        ahead = []
+        for item in following:
+            if isinstance(item, LocalStep) or type(item) is not Phase:
+                break
+            form, mixed = self._form_of(item)
+            if form is None:
+                break
+            ahead += [m for m in mixed if m.source not in written]
+            written |= {t.block for t in form.targets}
+        return ahead
 
     def _local_form(self, form) -> tuple:
         """``form`` on this rank's rows (targets, sources and per-row coefficients cut to
@@ -747,6 +799,7 @@ class Shard:
         back = self.backend
         if back.size == 1 or not mixed:
             return {}
+        mixed = tuple({m.key: m for m in mixed}.values())
         d = z.shape[1]
         outgoing, incoming = [], np.zeros(back.size, dtype=np.int64)
         for q in range(back.size):
