@@ -72,6 +72,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from .._arrays import row_sums
 from .blockwise import BlockTarget, BlockwiseForm, apply_blockwise_numpy
 from .layout import Block, Layout
 from .method import Method, RunContext
@@ -306,24 +307,6 @@ def _tree(parts: np.ndarray) -> np.ndarray:
     while parts.shape[0] > 1:
         parts = parts[0::2] + parts[1::2]
     return parts[0]
-
-
-def _column_sums(rows: np.ndarray) -> np.ndarray:
-    """The sum of the rows of ``rows`` (s, ...) -> (...). NumPy adds one row of d values
-    at a time, slow for small d; a C-contiguous (s, d) array is summed as views of about
-    1024 values per row instead, then folded. The order depends on the shape alone, so a
-    segment's sum is the same bits on whatever rank holds it."""
-    if rows.ndim != 2 or not rows.flags.c_contiguous:
-        return rows.sum(axis=0)
-    s, d = rows.shape
-    k = max(1, 1024 // max(d, 1))
-    m = (s // k) * k
-    if k == 1 or m == 0:
-        return rows.sum(axis=0)
-    total = rows[:m].reshape(m // k, k * d).sum(axis=0).reshape(k, d).sum(axis=0)
-    if m < s:
-        total += rows[m:].sum(axis=0)
-    return total
 
 
 # ===================================================================== halo plans
@@ -582,7 +565,7 @@ class Shard:
         out = np.zeros((cuts.size - 1, *rows.shape[1:]), dtype=rows.dtype)
         for i in range(cuts.size - 1):
             if cuts[i + 1] > cuts[i]:
-                out[i] = _column_sums(rows[cuts[i] : cuts[i + 1]])
+                out[i] = row_sums(rows[cuts[i] : cuts[i + 1]])
         return out
 
     # ------------------------------------------------------------------ node-local runs

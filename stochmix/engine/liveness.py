@@ -226,7 +226,7 @@ class ZeroRows:
         self.known = self.always | frozenset(
             name
             for name, rows in self.ranges.items()
-            if layout_keeps(self.layout, name) and not bool((z[rows] != 0).any())
+            if name not in self.layout.scratch and not bool((z[rows] != 0).any())
         )
 
     def after_program(self, program, nodes: np.ndarray) -> None:
@@ -266,8 +266,3 @@ class ZeroRows:
             if k < rows.size and rows[k] < span.stop:
                 found.add(name)
         return found
-
-
-def layout_keeps(layout: Layout, name: str) -> bool:
-    """Whether the state keeps block ``name``'s node rows."""
-    return name not in layout.scratch
