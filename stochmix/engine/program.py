@@ -325,7 +325,10 @@ class LocalProgram:
         finite. ``worker`` numbers the part (0 on the calling thread)."""
         # buffers per thread: the pool's workers, and runs that users start on threads of
         # their own with the same compiled program, never share them
-        bufs = self._buffer_set(min(step, size), z.shape[1], z.dtype, threading.get_ident())
+        # capacity rounded up to a power of two: chunk sizes vary from round to round (equal
+        # chunks of each round's size), and a set per exact size would pile up sets
+        capacity = 1 << (min(step, size) - 1).bit_length()
+        bufs = self._buffer_set(capacity, z.shape[1], z.dtype, threading.get_ident())
         if z.flags.c_contiguous:
             state, (views, zeros) = z.view(bufs["row"])[:, 0], bufs["rows"]
         else:

@@ -27,6 +27,10 @@ from .._validate import as_client_indices, as_float, as_int, as_mask, as_nonnega
 from .rowsparse import Broadcast, Reduce, RowSparse
 
 
+_SERVER = np.zeros(1, dtype=np.int64)  # the one row an average sets
+_SERVER.flags.writeable = False
+
+
 def _nodes(participants, n_clients) -> tuple[np.ndarray, int]:
     """The participants' nodes (client i is node i + 1) and N, after checking both:
     ``participants`` sorted, distinct integers in ``[0, N)`` (one pass over them)."""
@@ -40,9 +44,11 @@ def assign_rows(participants: Int[np.ndarray, " s"], n_clients: int) -> RowSpars
     ``participants``: the sorted, distinct indices of the participating clients in
     ``[0, n_clients)`` (as every ``*_rows`` builder takes them)."""
     nodes, n = _nodes(participants, n_clients)
-    return RowSparse._from_entries(
-        n + 1, nodes, np.zeros_like(nodes), 1.0, pattern=Broadcast(nodes, 0)
-    )
+
+    def entries():
+        return nodes, np.zeros_like(nodes), np.ones(nodes.size)
+
+    return RowSparse._lazy(n + 1, nodes, entries, Broadcast(nodes, 0))
 
 
 def average_rows(
@@ -62,12 +68,16 @@ def average_rows(
     server_lr = as_float(server_lr, "server_lr", positive=True)
     if nodes.size == 0:
         return RowSparse._from_entries(n_clients + 1, [], [], [])
-    cols = np.concatenate([[0], nodes])
     own = 1.0 - server_lr * float(q.sum())
-    vals = np.concatenate([[own], server_lr * q])
     equal = bool((q == q[0]).all())  # uniform weights: one number for every node
-    pattern = Reduce(0, own, nodes, server_lr * float(q[0]) if equal else server_lr * q)
-    return RowSparse._from_entries(n_clients + 1, np.zeros_like(cols), cols, vals, pattern=pattern)
+    coefs = server_lr * float(q[0]) if equal else server_lr * q
+
+    def entries():
+        vals = np.empty(nodes.size + 1)
+        vals[0], vals[1:] = own, coefs
+        return np.zeros(nodes.size + 1, np.int64), np.concatenate([[0], nodes]), vals
+
+    return RowSparse._lazy(n_clients + 1, _SERVER, entries, Reduce(0, own, nodes, coefs))
 
 
 def collect_rows(participants: Int[np.ndarray, " s"], n_clients: int) -> RowSparse:
@@ -75,15 +85,12 @@ def collect_rows(participants: Int[np.ndarray, " s"], n_clients: int) -> RowSpar
     nodes, n_clients = _nodes(participants, n_clients)
     if nodes.size == 0:
         return RowSparse._from_entries(n_clients + 1, [], [], [])
-    cols = np.concatenate([[0], nodes])
-    return RowSparse._from_entries(
-        n_clients + 1,
-        np.zeros_like(cols),
-        cols,
-        1.0,
-        set_rows=nodes,
-        pattern=Reduce(0, 1.0, nodes, 1.0, clears=True),
-    )
+    cols = np.concatenate([[0], nodes])  # also the rows it sets: the server's and theirs
+
+    def entries():
+        return np.zeros(cols.size, np.int64), cols, np.ones(cols.size)
+
+    return RowSparse._lazy(n_clients + 1, cols, entries, Reduce(0, 1.0, nodes, 1.0, clears=True))
 
 
 def local_diagonal_rows(participants: Int[np.ndarray, " s"], n_clients: int) -> RowSparse:

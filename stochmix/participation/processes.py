@@ -477,16 +477,17 @@ class Bernoulli(ParticipationProcess):
     def _sparse_plan(self) -> list[tuple] | None:
         """The groups of the fast draws, computed once: ``(members, q, keep)`` per group, where
         ``members`` are its clients, sorted (``None``: all of them), ``q`` its largest
-        probability and ``keep`` the ``p_i / q`` of its members (``None``: all one); or
-        ``None`` when one uniform per client is cheaper."""
+        probability and ``keep`` whether its members are thinned (kept with probability
+        ``p_i / q``, computed for each round's candidates only: no N-long array of them);
+        or ``None`` when one uniform per client is cheaper."""
         p, n = self.p, self.n_clients
         top = float(p.max())
         total = float(p.sum())
         if self._homogeneous:
-            plan = [(None, top, None)]
+            plan = [(None, top, False)]
             cost = n * top
         else:
-            plan = [(None, top, p / top)]
+            plan = [(None, top, True)]
             cost = n * top
             # Groups of p within a factor of two: at most 2 sum(p) candidates, plus a sort.
             level = p / top  # in place from here: no N-long temporaries at 10^7 clients
@@ -508,7 +509,7 @@ class Bernoulli(ParticipationProcess):
                     plan = []
                     for g in present:
                         members = order[bounds[g] : bounds[g + 1]]
-                        plan.append((members, float(tops[g]), p[members] / tops[g]))
+                        plan.append((members, float(tops[g]), True))
                     cost = grouped
         return None if cost > _DENSE_CANDIDATES * n else plan
 
@@ -517,10 +518,14 @@ class Bernoulli(ParticipationProcess):
         for members, q, keep in self._plan:
             size = self.n_clients if members is None else members.size
             candidates = _skips(rng, size, q)
-            if keep is not None:
-                kept = rng.random(candidates.size) < keep[candidates]
-                candidates = np.compress(kept, candidates)  # faster than candidates[kept]
-            found.append(candidates if members is None else members[candidates])
+            clients = candidates if members is None else members[candidates]
+            if keep:
+                # p[clients] / q: the same numbers as dividing all of p once, taken per round
+                ratio = self.p[clients]
+                np.divide(ratio, q, out=ratio)
+                kept = rng.random(candidates.size) < ratio
+                clients = np.compress(kept, clients)  # faster than clients[kept]
+            found.append(clients)
         if len(found) == 1:
             return found[0]
         return np.sort(np.concatenate(found).astype(np.int64))
