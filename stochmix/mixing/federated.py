@@ -26,7 +26,6 @@ from jaxtyping import Bool, Float, Int
 from .._validate import as_client_indices, as_float, as_int, as_mask, as_nonnegative
 from .rowsparse import Broadcast, Reduce, RowSparse
 
-
 _SERVER = np.zeros(1, dtype=np.int64)  # the one row an average sets
 _SERVER.flags.writeable = False
 

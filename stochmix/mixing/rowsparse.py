@@ -7,6 +7,7 @@ applying it costs what the participants cost, not what the number of nodes costs
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
