@@ -120,7 +120,7 @@ def _needs_missing_package(block: str) -> bool:
     return False
 
 
-def test_readme_code_blocks_run(tmp_path, monkeypatch, capsys):
+def test_readme_code_blocks_run(tmp_path, monkeypatch, capsys, unchecked):
     import matplotlib
 
     matplotlib.use("Agg")

@@ -204,7 +204,7 @@ def test_compressors():
 # ------------------------------------------------------------------ the papers' claims
 
 
-def test_claim_fedadam_and_fedyogi_converge_under_heterogeneity():
+def test_claim_fedadam_and_fedyogi_converge_under_heterogeneity(unchecked):
     """Full participation, one local step: the pseudo-gradient is -gamma grad f(x_0), and
     the adaptive server reaches x_star to rounding on a heterogeneous quadratic."""
     problem = Quadratic.random(20, 5, heterogeneity=3.0, seed=1)

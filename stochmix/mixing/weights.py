@@ -34,8 +34,9 @@ from .graphs import _edge_arrays
 GraphLike = nx.Graph | sp.sparray | sp.spmatrix
 
 
-def _adjacency(graph, n_nodes: int | None, name: str = "graph") -> sp.csr_array:
-    """Binary ``(n, n)`` CSR: ``A[i, j] = 1`` iff the edge ``j -> i`` exists, ``i != j``."""
+def _links(graph, n_nodes: int | None, name: str = "graph") -> tuple[np.ndarray, np.ndarray, int]:
+    """``(dst, src, n)``: the distinct edges ``src -> dst`` with ``src != dst``, sorted by
+    ``(dst, src)``, i.e. the nonzero pattern of the adjacency in CSR order."""
     if isinstance(graph, nx.Graph):
         src, dst, _, n = _edge_arrays(graph, n_nodes, name, weights=False)
     elif isinstance(graph, (sp.sparray, sp.spmatrix)):
@@ -53,17 +54,32 @@ def _adjacency(graph, n_nodes: int | None, name: str = "graph") -> sp.csr_array:
             f"{type(graph).__name__}: {show(graph)}"
         )
     off = src != dst
-    src, dst = src[off].astype(np.int64), dst[off].astype(np.int64)
-    adjacency = sp.csr_array((np.ones(src.size), (dst, src)), shape=(n, n))
-    adjacency.sum_duplicates()
-    adjacency.data[:] = 1.0  # parallel edges count once
-    adjacency.sort_indices()
-    return adjacency
+    keys = np.unique(dst[off].astype(np.int64) * n + src[off])  # parallel edges count once
+    return keys // n, keys % n, n
 
 
-def _with_identity(adjacency: sp.csr_array) -> sp.csr_array:
-    n = adjacency.shape[0]
-    return (adjacency + sp.eye_array(n, format="csr")).tocsr()
+def _csr(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, n: int) -> sp.csr_array:
+    """``(n, n)`` CSR from entries already in CSR order (sorted by row, then column)."""
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    return sp.csr_array((vals, cols, indptr), shape=(n, n))
+
+
+def _adjacency(graph, n_nodes: int | None, name: str = "graph") -> sp.csr_array:
+    """Binary ``(n, n)`` CSR: ``A[i, j] = 1`` iff the edge ``j -> i`` exists, ``i != j``."""
+    dst, src, n = _links(graph, n_nodes, name)
+    return _csr(dst, src, np.ones(dst.size), n)
+
+
+def _with_diagonal(dst, src, vals, diagonal, n) -> sp.csr_array:
+    """The off-diagonal entries ``(dst, src, vals)`` (CSR order) plus ``diagonal``, as one
+    canonical CSR array, built directly (no sparse arithmetic: at a few dozen nodes SciPy's
+    per-call checks cost more than the numbers)."""
+    nodes = np.arange(n, dtype=np.int64)
+    order = np.argsort(np.concatenate([dst * n + src, nodes * (n + 1)]), kind="stable")
+    rows = np.concatenate([dst, nodes])[order]
+    cols = np.concatenate([src, nodes])[order]
+    return _csr(rows, cols, np.concatenate([vals, diagonal])[order], n)
 
 
 def metropolis_hastings(graph: GraphLike, n_nodes: int | None = None) -> sp.csr_array:
@@ -81,31 +97,19 @@ def metropolis_hastings(graph: GraphLike, n_nodes: int | None = None) -> sp.csr_
     Returns:
         ``(n, n)`` CSR array.
     """
-    adjacency = _adjacency(graph, n_nodes)
-    asymmetric = (adjacency != adjacency.T).tocoo()
-    if asymmetric.nnz:
-        i, j = int(asymmetric.row[0]), int(asymmetric.col[0])
-        if adjacency[i, j]:  # the edge j -> i is there, i -> j is not
-            i, j = j, i
+    dst, src, n = _links(graph, n_nodes)
+    reversed_keys = np.sort(src * n + dst)  # the key each edge's reverse would have
+    missing = np.setdiff1d(reversed_keys, dst * n + src, assume_unique=True)
+    if missing.size:  # the edge j -> i is there, i -> j is not
+        i, j = divmod(int(missing[0]), n)
         raise ValueError(
             "graph must be undirected for metropolis_hastings (every edge in both"
             f" directions): it has the edge {i} -> {j} but not {j} -> {i}"
         )
-    n = adjacency.shape[0]
-    degree = np.diff(adjacency.indptr)
-    coo = adjacency.tocoo()
-    values = 1.0 / (1.0 + np.maximum(degree[coo.row], degree[coo.col]))
-    diagonal = 1.0 - np.bincount(coo.row, weights=values, minlength=n)
-    nodes = np.arange(n)
-    matrix = sp.csr_array(
-        (
-            np.concatenate([values, diagonal]),
-            (np.concatenate([coo.row, nodes]), np.concatenate([coo.col, nodes])),
-        ),
-        shape=(n, n),
-    )
-    matrix.sum_duplicates()
-    return matrix
+    degree = np.bincount(dst, minlength=n)
+    values = 1.0 / (1.0 + np.maximum(degree[dst], degree[src]))
+    diagonal = 1.0 - np.bincount(dst, weights=values, minlength=n)
+    return _with_diagonal(dst, src, values, diagonal, n)
 
 
 def uniform_in_neighbors(graph: GraphLike, n_nodes: int | None = None) -> sp.csr_array:
@@ -123,11 +127,9 @@ def uniform_in_neighbors(graph: GraphLike, n_nodes: int | None = None) -> sp.csr
     Returns:
         ``(n, n)`` CSR array with ``W @ 1 = 1``.
     """
-    adjacency = _adjacency(graph, n_nodes)
-    scale = 1.0 / (1.0 + np.diff(adjacency.indptr))
-    matrix = (sp.diags_array(scale) @ _with_identity(adjacency)).tocsr()
-    matrix.sort_indices()
-    return matrix
+    dst, src, n = _links(graph, n_nodes)
+    scale = 1.0 / (1.0 + np.bincount(dst, minlength=n))
+    return _with_diagonal(dst, src, scale[dst], scale, n)
 
 
 def uniform_out_neighbors(graph: GraphLike, n_nodes: int | None = None) -> sp.csr_array:
@@ -145,12 +147,9 @@ def uniform_out_neighbors(graph: GraphLike, n_nodes: int | None = None) -> sp.cs
     Returns:
         ``(n, n)`` CSR array with ``1^T W = 1^T``.
     """
-    adjacency = _adjacency(graph, n_nodes)
-    out_degree = np.bincount(adjacency.indices, minlength=adjacency.shape[0])
-    scale = 1.0 / (1.0 + out_degree)
-    matrix = (_with_identity(adjacency) @ sp.diags_array(scale)).tocsr()
-    matrix.sort_indices()
-    return matrix
+    dst, src, n = _links(graph, n_nodes)
+    scale = 1.0 / (1.0 + np.bincount(src, minlength=n))
+    return _with_diagonal(dst, src, scale[src], scale, n)
 
 
 __all__ = ["metropolis_hastings", "uniform_in_neighbors", "uniform_out_neighbors"]
