@@ -30,7 +30,6 @@ from . import __version__
 from .config import Experiment, dumps
 from .engine import Result, run
 from .engine.checkpoint import check_folder_writable
-from .engine.execute import ROWWISE_MIN_WORK
 from .engine.result import COLUMNS
 from .reporting import summary_row
 
@@ -79,26 +78,10 @@ def _score(results: list[Result]) -> float:
     return float(np.mean(values))
 
 
-def _stable_options(exp: Experiment) -> dict:
-    """The run options, with ``compiled="auto"`` decided by the run's length alone.
-
-    ``run(compiled="auto")`` also takes programs found compiled in this machine's cache,
-    which agree with the NumPy programs to rounding, not bit for bit; a configuration must
-    give the same metrics.csv every time, so here "auto" compiles exactly when the run is
-    long enough to (:data:`~stochmix.engine.execute.ROWWISE_MIN_WORK`), cache or not."""
-    options = dict(exp.run_options)
-    if options.get("compiled", "auto") == "auto" and exp.backend == "numpy":
-        p = exp.participation.probabilities
-        expected = exp.problem.n_clients if p is None else float(np.sum(p))
-        if exp.rounds * expected * exp.problem.dim < ROWWISE_MIN_WORK:
-            options["compiled"] = False
-    return options
-
-
 def run_experiment(exp: Experiment, progress="auto", log=print) -> list[MethodOutcome]:
     """Every method at every lr of its grid and every seed; ``log`` gets one line per grid."""
     outcomes = []
-    options = _stable_options(exp)
+    options = dict(exp.run_options)
     for spec in exp.methods:
         runs = {}
         for lr in spec.lrs:

@@ -246,10 +246,11 @@ def test_compiled_programs_are_cached_on_disk_between_processes(tmp_path):
     first_hits, first = run_in(cache, tmp_path / "a.npy")
     second_hits, second = run_in(cache, tmp_path / "b.npy")
     assert first_hits == 0 and second_hits >= 1
-    # "auto" does not compile for a run this short, but takes what the cache holds
+    # "auto" does not take what the cache holds for a run this short: its numbers are the
+    # NumPy programs', as before anything was compiled
     auto_hits, auto = run_in(cache, tmp_path / "d.npy", "auto")
-    assert auto_hits >= 1
-    np.testing.assert_array_equal(auto, first)
+    assert auto_hits == 0
+    np.testing.assert_array_equal(auto, run_in("off", tmp_path / "e.npy", "auto")[1])
     assert list((cache / "programs").glob("stochmix_program_*.py"))
     np.testing.assert_array_equal(first, second)
     blocked = tmp_path / "file"
@@ -260,20 +261,26 @@ def test_compiled_programs_are_cached_on_disk_between_processes(tmp_path):
         np.testing.assert_array_equal(again, first)
 
 
-def test_where_numbers_must_not_depend_on_the_cache_auto_decides_by_length():
-    from stochmix import config, experiments
+def test_auto_decides_by_the_run_alone_never_by_the_cache(monkeypatch):
+    """The two paths agree to rounding, not bit for bit: "auto" must give the same numbers
+    whether or not an earlier run compiled the program."""
     from stochmix.engine import make_backend
 
     backend = make_backend("numpy")
     problem = Quadratic.random(20, 3, seed=0)
-    assert execute.row_gradient(problem, backend, np.float64, 1e6, 1e5) is not None
-    assert execute.row_gradient(problem, backend, np.float64, 1e6, 1e5, cached_ok=False) is None
-    long = execute.row_gradient(problem, backend, np.float64, 1e9, 1e5, cached_ok=False)
-    assert long is not None and long.compile
-    exp = config.default()
-    assert experiments._stable_options(exp)["compiled"] is False  # short: NumPy programs
-    exp.rounds = 10**9
-    assert experiments._stable_options(exp).get("compiled", "auto") == "auto"  # long: compiles
+    assert execute.row_gradient(problem, backend, np.float64, 1e6, 1e5) is None  # short
+    assert execute.row_gradient(problem, backend, np.float64, 1e9, 1e5) is not None  # long
+    assert execute.row_gradient(problem, backend, np.float64, 1e9, 10.0) is None  # small rounds
+    # a short run after the same structure ran compiled stays on the NumPy programs
+    monkeypatch.setattr(execute, "ROWWISE_MIN_ENTRIES", 0)
+    big = Quadratic.random(200, 5, seed=1)
+    method, part = FedAvg(0.05, 3), UniformSample(200, 100)
+    short_before, _ = states(method, big, part, 5, compiled=False)
+    states(method, big, part, 5, compiled=True)  # the program is compiled now
+    ran = _spy(monkeypatch)
+    short_after, _ = states(method, big, part, 5)
+    assert not ran
+    np.testing.assert_array_equal(short_after, short_before)
 
 
 @pytest.mark.parametrize("block", [1, 3, 64])

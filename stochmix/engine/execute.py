@@ -256,14 +256,11 @@ def _rowwise(program: LocalProgram, gradient: tuple) -> RowwiseProgram:
 
 class RowGradient(NamedTuple):
     """The problem's compiled one-client gradient for the row-wise path (see
-    :meth:`stochmix.problems.Problem.row_gradient`), and whether the run may compile
-    programs that are not compiled yet (``compile=False``: use only those in memory or in
-    the disk cache)."""
+    :meth:`stochmix.problems.Problem.row_gradient`)."""
 
     kernel: object
     fetch: object
     data: tuple
-    compile: bool = True
 
 
 def row_gradient(
@@ -272,14 +269,14 @@ def row_gradient(
     dtype,
     work: float = float("inf"),
     per_round: float = float("inf"),
-    cached_ok: bool = True,
 ) -> RowGradient | None:
     """The :class:`RowGradient` when the row-wise path may run this problem on
     ``backend``, per ``backend.compiled`` (True, False or "auto": then compiling new
     programs only for a run of ``work`` >= :data:`ROWWISE_MIN_WORK` node entries, and
     none at all for rounds expected to touch fewer than :data:`ROWWISE_MIN_ENTRIES`
-    (``per_round``): such runs never import Numba; ``cached_ok=False``: "auto" ignores
-    programs compiled earlier and decides by ``work`` alone); else None. Raises ValueError
+    (``per_round``): such runs never import Numba); else None. "auto" decides by these
+    numbers alone, never by what a cache holds: the two paths agree to rounding, not bit
+    for bit, and a run's numbers must not depend on what ran before it. Raises ValueError
     when ``compiled=True`` cannot be honoured."""
     mode = getattr(backend, "compiled", False)
     if mode is False or (mode == "auto" and per_round < ROWWISE_MIN_ENTRIES):
@@ -293,12 +290,9 @@ def row_gradient(
     if found is None and mode is True:
         why = numba_unavailable() or f"{type(problem).__name__} has no compiled gradient"
         raise ValueError(f"compiled=True: {why}; use compiled='auto' or False")
-    if found is None:
+    if found is None or (mode == "auto" and work < ROWWISE_MIN_WORK):
         return None
-    compile_new = mode is True or work >= ROWWISE_MIN_WORK
-    if not compile_new and not cached_ok:
-        return None
-    return RowGradient(*found, compile=compile_new)
+    return RowGradient(*found)
 
 
 def _defined_in(cls: type, name: str):
@@ -528,9 +522,7 @@ def execute(
             elif kernel is not None and (
                 backend.compiled is True or item.nodes.size * z.shape[1] >= ROWWISE_MIN_ENTRIES
             ):
-                rowwise = _rowwise(program, (kernel.kernel, kernel.fetch))
-                if kernel.compile or rowwise.compiled():
-                    program, grads = rowwise, kernel
+                program, grads = _rowwise(program, (kernel.kernel, kernel.fetch)), kernel
             ok = program.run(
                 z,
                 item.nodes,

@@ -171,12 +171,9 @@ def run(
         )  # fmt: skip
     probabilities = participation.probabilities  # a copy of N numbers: taken once
     expected = n if probabilities is None else float(np.sum(probabilities))
-    # a checkpointed run must continue on the path it started on, whatever the cache holds
-    # by then: "auto" decides by the run's length alone there
     rows = row_gradient(
-        problem, back, getattr(back, "dtype", dtype), rounds * expected * dim, expected * dim,
-        cached_ok=checkpoint is None,
-    )  # fmt: skip
+        problem, back, getattr(back, "dtype", dtype), rounds * expected * dim, expected * dim
+    )
 
     scratch = {}
     full_bytes = Layout(method.blocks(n)).size * dim * np.dtype(dtype).itemsize

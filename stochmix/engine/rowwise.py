@@ -145,18 +145,6 @@ class RowwiseProgram(LocalProgram):
         exec(compile(source, f"<stochmix rowwise program {id(self):x}>", "exec"), namespace)
         return numba.njit(nogil=True, boundscheck=False)(namespace["rows"])
 
-    def compiled(self) -> bool:
-        """Whether running the program compiles nothing: its machine code is in memory
-        (it ran in this process) or in Numba's disk cache (it ran on this machine)."""
-        function = self._function
-        if function.signatures:
-            return True
-        try:  # Numba's index of what it has cached for the function
-            index = function._cache._cache_file._index_path
-        except AttributeError:  # compiled in memory (no disk cache), or Numba changed
-            return False
-        return os.path.exists(index)
-
     # ------------------------------------------------------------------ loops over a row
     def _loop(self, w: SourceWriter, statement: str) -> None:
         w.emit("for j in range(d):")
