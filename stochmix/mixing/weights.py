@@ -30,6 +30,7 @@ import scipy.sparse as sp
 from .._validate import as_int, show
 from .checks import check_matrix
 from .graphs import _edge_arrays
+from .rowsparse import csr_from_triplets
 
 GraphLike = nx.Graph | sp.sparray | sp.spmatrix
 
@@ -58,17 +59,10 @@ def _links(graph, n_nodes: int | None, name: str = "graph") -> tuple[np.ndarray,
     return keys // n, keys % n, n
 
 
-def _csr(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, n: int) -> sp.csr_array:
-    """``(n, n)`` CSR from entries already in CSR order (sorted by row, then column)."""
-    indptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
-    return sp.csr_array((vals, cols, indptr), shape=(n, n))
-
-
 def _adjacency(graph, n_nodes: int | None, name: str = "graph") -> sp.csr_array:
     """Binary ``(n, n)`` CSR: ``A[i, j] = 1`` iff the edge ``j -> i`` exists, ``i != j``."""
     dst, src, n = _links(graph, n_nodes, name)
-    return _csr(dst, src, np.ones(dst.size), n)
+    return csr_from_triplets(dst, src, np.ones(dst.size), (n, n))
 
 
 def _with_diagonal(dst, src, vals, diagonal, n) -> sp.csr_array:
@@ -79,7 +73,7 @@ def _with_diagonal(dst, src, vals, diagonal, n) -> sp.csr_array:
     order = np.argsort(np.concatenate([dst * n + src, nodes * (n + 1)]), kind="stable")
     rows = np.concatenate([dst, nodes])[order]
     cols = np.concatenate([src, nodes])[order]
-    return _csr(rows, cols, np.concatenate([vals, diagonal])[order], n)
+    return csr_from_triplets(rows, cols, np.concatenate([vals, diagonal])[order], (n, n))
 
 
 def metropolis_hastings(graph: GraphLike, n_nodes: int | None = None) -> sp.csr_array:

@@ -475,19 +475,19 @@ class Bernoulli(ParticipationProcess):
         return view
 
     def _sparse_plan(self) -> list[tuple] | None:
-        """The groups of the fast draws, computed once: ``(members, q, keep)`` per group, where
-        ``members`` are its clients, sorted (``None``: all of them), ``q`` its largest
-        probability and ``keep`` whether its members are thinned (kept with probability
-        ``p_i / q``, computed for each round's candidates only: no N-long array of them);
-        or ``None`` when one uniform per client is cheaper."""
+        """The groups of the fast draws, computed once: ``(members, q)`` per group, where
+        ``members`` are its clients, sorted (``None``: all of them), and ``q`` its largest
+        probability; or ``None`` when one uniform per client is cheaper. Unless ``p`` is
+        homogeneous, each round thins a group's candidates, keeping each with probability
+        ``p_i / q`` (computed for those candidates only: no N-long array of them)."""
         p, n = self.p, self.n_clients
         top = float(p.max())
         total = float(p.sum())
         if self._homogeneous:
-            plan = [(None, top, False)]
+            plan = [(None, top)]
             cost = n * top
         else:
-            plan = [(None, top, True)]
+            plan = [(None, top)]
             cost = n * top
             # Groups of p within a factor of two: at most 2 sum(p) candidates, plus a sort.
             level = p / top  # in place from here: no N-long temporaries at 10^7 clients
@@ -509,17 +509,17 @@ class Bernoulli(ParticipationProcess):
                     plan = []
                     for g in present:
                         members = order[bounds[g] : bounds[g + 1]]
-                        plan.append((members, float(tops[g]), True))
+                        plan.append((members, float(tops[g])))
                     cost = grouped
         return None if cost > _DENSE_CANDIDATES * n else plan
 
     def _sparse_round(self, rng: np.random.Generator) -> np.ndarray:
         found = []
-        for members, q, keep in self._plan:
+        for members, q in self._plan:
             size = self.n_clients if members is None else members.size
             candidates = _skips(rng, size, q)
             clients = candidates if members is None else members[candidates]
-            if keep:
+            if not self._homogeneous:
                 # p[clients] / q: the same numbers as dividing all of p once, taken per round
                 ratio = self.p[clients]
                 np.divide(ratio, q, out=ratio)
