@@ -8,7 +8,10 @@ whole set repeated (``--reps``, default 3) so that load on a shared machine hits
   combinations whose memory would pass about 4 GB);
 * ``decentralized``: DGD (Erdos-Renyi graphs, a new one every round) and
   GradientTracking (one-peer exponential graphs, period log2 n) on every node, n = 100,
-  1000, 10^4 and d = 10, 100; Torch with sparse mixing and, up to n = 1000, dense.
+  1000, 10^4 and d = 10, 100; Torch with sparse mixing and, up to n = 1000, dense. Up to
+  n = 1000, also GradientTracking on the complete graph (Metropolis weights 1/n): a
+  dense W, what dense mixing is for (on the sparse graphs a dense product does O(n^2 d)
+  work where the sparse one does O(nnz d): 500x more at n = 1000 on the one-peer graph).
 
 Backends: NumPy with default arguments (``compiled="auto"``), NumPy with
 ``compiled=False`` (the NumPy programs), and ``backend="torch"`` on the CPU with its
@@ -128,7 +131,9 @@ def federated(quick: bool, reps: int, rounds: int) -> list[dict]:
 
 
 def decentralized(quick: bool, reps: int, rounds: int) -> list[dict]:
-    from stochmix.mixing import OnePeerExponential, RandomSequence
+    import networkx as nx
+
+    from stochmix.mixing import OnePeerExponential, RandomSequence, StaticSequence
 
     sizes = [100, 1000] if quick else [100, 1000, 10**4]
     configs = []
@@ -136,13 +141,22 @@ def decentralized(quick: bool, reps: int, rounds: int) -> list[dict]:
         for d in (10, 100):
             problem = sm.problems.Quadratic.random(n, d, seed=0)
             lr = 0.2 / problem.smoothness
-            for name, method in (
+            methods = [
                 ("DGD", sm.algorithms.DGD(lr, RandomSequence(n, "erdos_renyi", seed=2))),
                 (
                     "GradientTracking",
                     sm.algorithms.GradientTracking(lr, OnePeerExponential(n), rule="natural"),
                 ),
-            ):
+            ]
+            if n <= 1000:
+                complete = StaticSequence(nx.complete_graph(n))
+                methods.append(
+                    (
+                        "GradientTracking, complete graph",
+                        sm.algorithms.GradientTracking(lr, complete),
+                    )
+                )
+            for name, method in methods:
 
                 def call(rounds, method=method, problem=problem, n=n, **kw):
                     everyone = sm.participation.Full(n)

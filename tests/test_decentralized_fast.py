@@ -238,11 +238,24 @@ NAN_CASES = [
 ]
 
 
+class InfAfter(NaNAfter):
+    """One node's gradient turns +Inf from the ``bad``-th call on (no NaN anywhere: the
+    network average is then Inf, not NaN)."""
+
+    def gradients(self, clients, points):
+        self.calls += 1
+        out = Quadratic.gradients(self, clients, points)
+        if self.calls >= self.bad:
+            out[0] = np.inf
+        return out
+
+
 @pytest.mark.parametrize("backend", [NumpyBackend, GeneralOnly])
 @pytest.mark.parametrize(("make", "bad", "round_"), NAN_CASES)
-def test_nan_stops_the_run_at_its_round(backend, make, bad, round_):
+@pytest.mark.parametrize("broken", [NaNAfter, InfAfter])
+def test_nan_stops_the_run_at_its_round(backend, make, bad, round_, broken):
     n, d = 8, 3
-    problem = NaNAfter(Quadratic.random(n, d, seed=7), bad=bad)
+    problem = broken(Quadratic.random(n, d, seed=7), bad=bad)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = run(make(n), problem, Full(n), 10, backend=backend(), progress=False)
@@ -306,3 +319,25 @@ def test_the_same_phases_get_the_same_plan():
     backend = GeneralOnly()
     plans = [plan_round(phases, backend, method, ctx) for _ in range(3)]
     assert plans[2][0] is plans[1][0] and plans[1][0] is not plans[0][0]
+
+
+def test_whole_block_phases_leave_the_model_block_to_the_reported_average():
+    """In a run's plan, whole-block phases do not sum the model block for the NaN/Inf
+    check: the network average, checked after every round, sums every row of it. The
+    other blocks keep their checks (y), but for a copy of gradients that y adds (g)."""
+    from stochmix.engine.execute import plan_round
+
+    n, d = 16, 2
+    method = GradientTracking(0.05, OnePeerExponential(n), rule="natural")
+    ctx = RunContext(Layout(method.blocks(n)), n, d)
+    method.start(ctx)
+    phases = method.round_phases(2, np.arange(n), ctx)
+    plan = plan_round(phases, NumpyBackend(), method, ctx)
+    checks = {t.block: check for item in plan for t, _, check in item.blockwise.order}
+    assert method.checked_by_output == ("x",)
+    assert checks["x"] is False and checks["y"] is True
+    # the phases themselves are untouched: analysis and other runs see their own checks
+    own = {t.block: check for ph in phases for t, _, check in ph.blockwise.order}
+    assert own["x"] is True
+    again = plan_round(phases, NumpyBackend(), method, ctx)
+    assert all(a is b for a, b in zip(plan, again, strict=True))  # one copy per phase

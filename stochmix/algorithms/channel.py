@@ -62,6 +62,10 @@ class ChannelNoise(Method):
     def output(self, z, ctx: RunContext):
         return self.method.output(z, ctx)
 
+    @property
+    def checked_by_output(self) -> tuple[str, ...]:
+        return self.method.checked_by_output
+
     def consensus_error(self, z, ctx: RunContext):
         return self.method.consensus_error(z, ctx)
 

@@ -181,6 +181,12 @@ class DecentralizedMethod(Method):
         """The model each node reports, shape (n, dim)."""
         return z[ctx.layout.slice(self.model_block)]
 
+    @property
+    def checked_by_output(self) -> tuple[str, ...]:
+        """The model block: the network average sums every row of it (as ``x / w`` for
+        push-sum), so a NaN or Inf there shows in the reported model."""
+        return (self.model_block,)
+
     def output(self, z, ctx: RunContext):
         """The network average of the node models, shape (dim,)."""
         return _average(self.node_models(z, ctx))

@@ -238,7 +238,8 @@ class TorchBackend:
         (W @ S) + sum coef * S + sum coef * G`` (one sparse or dense product per mixed
         block, computed from the old ``z``), then every T is written into its slice of
         ``z``. ``gradients``: the gradients of ``phase.blockwise.clients`` (a tensor), or
-        None. The new values are added into the round's flag; returns True."""
+        None. The new values of the targets the form checks (:attr:`BlockwiseForm.order`)
+        are added into the round's flag; returns True."""
         form = phase.blockwise
         new = []
         for target in form.targets:
@@ -273,9 +274,11 @@ class TorchBackend:
                 acc = self.torch.zeros((rows, z.shape[1]), dtype=z.dtype, device=z.device)
             new.append(acc)
         flag = self._flag(z)
+        checked = {t.block for t, _, check in form.order if check}
         for target, acc in zip(form.targets, new, strict=True):
             z[target.rows] = acc
-            flag.add_(acc.sum(0))
+            if target.block in checked:
+                flag.add_(acc.sum(0))
         return True
 
     def _scaled_add(self, acc, values, coef):

@@ -73,7 +73,9 @@ class BlockwiseForm:
             a direct target is written into the state as soon as it is computed (no
             target computed after it reads it); the others are written at the end.
             ``check``: whether its new rows are summed for the NaN/Inf check (not for a
-            copy of gradients that another target adds in full, and so checks).
+            copy of gradients that another target adds in full, and so checks; nor, in
+            a run's plan, for a block that the run's reported model sums, which the run
+            checks after every round: :meth:`Phase.trusting`).
     """
 
     targets: tuple[BlockTarget, ...]

@@ -379,8 +379,15 @@ def plan_round(phases: list[Phase], backend, method: Method, ctx: RunContext) ->
             return list(found[1])
     local_ok = getattr(backend, "runs_local_phases", False)
     whole = hasattr(backend, "apply_blockwise")
+    # a whole-block phase leaves the checks of the blocks the reported model sums to the
+    # run, which checks that model after every round
+    trusted = method.checked_by_output if whole else ()
     plan = [
-        _bind(item, method, ctx) if isinstance(item, _Run) else item
+        _bind(item, method, ctx)
+        if isinstance(item, _Run)
+        else item.trusting(trusted)
+        if isinstance(item, Phase)
+        else item
         for item in _plan(phases, local_ok, method, ctx, whole)
     ]
     if memo is not None:

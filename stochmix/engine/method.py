@@ -68,11 +68,17 @@ class Method(ABC):
         model_block: block where gradients are taken and the output is read.
         model_offset: row of client i inside ``model_block`` is ``i + model_offset``
             (1 in federated methods, where row 0 is the server; 0 in decentralized ones).
+        checked_by_output: blocks every entry of which reaches the reported model
+            (:meth:`output`) so that a NaN or Inf there makes the model NaN or Inf: a mean
+            of the block's rows, or its rows divided by others. A run checks the model
+            after every round, so whole-block phases skip their own check of these blocks
+            (:func:`~stochmix.engine.blockwise.apply_blockwise_numpy`). None by default.
     """
 
     name: str = "method"
     model_block: str = "x"
     model_offset: int = 1
+    checked_by_output: tuple[str, ...] = ()
 
     @abstractmethod
     def blocks(self, n_clients: int) -> list[Block]:

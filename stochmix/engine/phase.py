@@ -32,7 +32,8 @@ as it was; a row meant to keep its value plus something needs :meth:`PhaseBuilde
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from typing import NamedTuple
 
@@ -233,6 +234,26 @@ class Phase:
         arrays are all of a block's rows in order); else None. Built on first use."""
         make = self._make_blockwise
         return None if make is None else make()
+
+    def trusting(self, blocks) -> Phase:
+        """This phase, or a copy of it whose whole-block form leaves out its NaN/Inf check
+        of the blocks in ``blocks`` (those a run checks otherwise: the blocks its reported
+        model sums, :attr:`~stochmix.engine.method.Method.checked_by_output`). The copy
+        shares everything else, computed parts included."""
+        form = self.blockwise
+        if form is None or not blocks:
+            return self
+        twins = self.__dict__.setdefault("_twins", {})  # one copy, however often asked
+        if blocks not in twins:
+            order = tuple((t, now, ok and t.block not in blocks) for t, now, ok in form.order)
+            twin = None  # (not the phase itself: no reference cycle)
+            if order != form.order:
+                twin = copy.copy(self)
+                for memo in ("_plans", "_twins"):  # plan_round's memo and this one are ours
+                    twin.__dict__.pop(memo, None)
+                twin.__dict__["blockwise"] = replace(form, order=order)
+            twins[blocks] = twin
+        return twins[blocks] or self
 
     @property
     def is_identity(self) -> bool:

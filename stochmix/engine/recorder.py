@@ -111,15 +111,21 @@ class Recorder:
         """Whether the scheduled metrics are evaluated after round ``r``."""
         return r % self.interval == 0 or r == self.rounds
 
-    @np.errstate(over="ignore", invalid="ignore")
     def measure(self, r: int, z, backend, last: bool = False) -> np.ndarray:
         """Record the metrics after round ``r`` from the state ``z``; returns the reported
         model (float64, shape (d,)). ``last``: the run stops after this round (the
         scheduled metrics are evaluated whatever the schedule says)."""
         x = backend.to_numpy(self.method.output(z, self.ctx)).astype(float)
         self.server[r] = x
-        due = last or self.due(r)
-        for name in self.names:
+        if self.names:
+            with np.errstate(over="ignore", invalid="ignore"):
+                self._record(r, x, z, last or self.due(r))
+        return x
+
+    def _record(self, r: int, x: np.ndarray, z, due: bool) -> None:
+        """Evaluate the metrics of round ``r`` at the model ``x`` (those on the schedule
+        when ``due``)."""
+        for name in list(self.names):
             if name in self.scheduled and not due:
                 continue
             value = self._evaluate(name, x, z)
@@ -128,7 +134,6 @@ class Recorder:
                 del self.values[name]
                 continue
             self.values[name][r] = value
-        return x
 
     def _evaluate(self, name: str, x: np.ndarray, z) -> float | None:
         if name == "distance":

@@ -82,13 +82,19 @@ class DataCache:
 
     def get(self, like=np.float64) -> dict:
         """The arrays suited to ``like``: a NumPy dtype, or an array / tensor."""
-        if isinstance(like, np.dtype):  # the engine's inner loop: one dict lookup
-            hit = self._by_dtype.get(like)
+        # the engine's inner loop asks with NumPy arrays and dtypes: one dict lookup
+        dtype = like.dtype if isinstance(like, np.ndarray) else like
+        if isinstance(dtype, np.dtype):
+            hit = self._by_dtype.get(dtype)
             if hit is None:
-                hit = self._by_dtype[like] = self.get(np.empty(0, dtype=like))
+                hit = self._by_dtype[dtype] = self._copies_like(np.empty(0, dtype=dtype))
             return hit
         if isinstance(like, (type, str)):
             like = np.empty(0, dtype=like)
+        return self._copies_like(like)
+
+    def _copies_like(self, like) -> dict:
+        """The arrays in ``like``'s namespace, device and dtype, made on first use."""
         key = cache_key(like)
         if key not in self._copies:
             copies = {k: to_like(v, like) for k, v in self.master.items()}
