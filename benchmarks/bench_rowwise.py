@@ -1,8 +1,9 @@
 """The compiled row-wise path at scale: a round's rate, draw included.
 
-FedAvg and FOCUS (K = 3) on a diagonal quadratic with N = 10^6 clients, d = 10, and
-|S| = 10^5 participants drawn uniformly without replacement, on the compiled path
-(``compiled=True``, ``metrics=()``). Side by side in one process, rounds interleaved:
+FedAvg (lr 0.01) and FOCUS (lr 1/(N L), as the README's FOCUS runs; K = 3) on a diagonal
+quadratic with N = 10^6 clients, d = 10, and |S| = 10^5 participants drawn uniformly
+without replacement, on the compiled path (``compiled=True``, ``metrics=()``). Side by
+side in one process, rounds interleaved:
 
 * ``legacy draws``: today's participation stream (``draws="legacy"``: an O(N) shuffle);
 * ``default``: the O(|S| log |S|) draws;
@@ -13,9 +14,12 @@ FedAvg and FOCUS (K = 3) on a diagonal quadratic with N = 10^6 clients, d = 10, 
 With ``--baseline PATH`` (a checkout of an earlier stochmix, e.g. ``git worktree add
 /tmp/before <commit>``), the same FedAvg and FOCUS runs (default draws) of that code and of
 this checkout are timed by one script in fresh subprocesses between this process's
-repeats, so "today's rate" is measured beside the current one rather than quoted.
+repeats, so "today's rate" is measured beside the current one rather than quoted (the
+checkout's own package is loaded, not the installed one). A round's time is the median of
+a run's round times but the first (``Result.wall_time``): set-up and planning probes are
+not a round's.
 
-Usage: ``python benchmarks/bench_rowwise.py [--rounds 10] [--repeats 3] [--baseline PATH]``;
+Usage: ``python benchmarks/bench_rowwise.py [--rounds 20] [--repeats 3] [--baseline PATH]``;
 writes ``benchmarks/results-rowwise.json``.
 """
 
@@ -23,11 +27,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -39,37 +41,55 @@ HERE = Path(__file__).resolve().parent
 
 
 def per_round(method, problem, participation, rounds: int, block: int) -> float:
-    """Seconds per round of a run of ``rounds`` rounds (compiled and warmed first)."""
+    """Seconds a round takes, draw included: the median of a run's round times but the
+    first (``Result.wall_time``; compiled and warmed first, set-up left out)."""
     rowwise.BLOCK = block
     execute._ROWWISE.clear()
     options = {"compiled": True, "metrics": (), "progress": False}
     sm.run(method, problem, participation, 2, **options)  # compile, warm the caches
-    start = time.perf_counter()
-    sm.run(method, problem, participation, rounds, **options)
-    return (time.perf_counter() - start) / rounds
+    result = sm.run(method, problem, participation, rounds, **options)
+    return float(np.median(np.diff(result.wall_time)[1:]))
 
 
 BASELINE = """
-import sys, time
-import stochmix as sm
+import importlib.util, sys
+from pathlib import Path
+# the checkout's package, not the installed one: an editable install's import hook comes
+# before PYTHONPATH, so the package is loaded from its folder by hand
+root = Path(sys.argv[5]) / "stochmix"
+spec = importlib.util.spec_from_file_location(
+    "stochmix", root / "__init__.py", submodule_search_locations=[str(root)]
+)
+sm = sys.modules["stochmix"] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(sm)
+assert Path(sm.algorithms.__file__).is_relative_to(root), sm.algorithms.__file__
 n, s, d, rounds = map(int, sys.argv[1:5])
 problem = sm.problems.Quadratic.random(n, d, seed=0)
 participation = sm.participation.UniformSample(n, s)
 options = {"compiled": True, "metrics": (), "progress": False}
-for method in (sm.algorithms.FedAvg(0.01, local_steps=3), sm.algorithms.FOCUS(0.01, local_steps=3)):
+focus_lr = 1 / (n * problem.smoothness)
+fedavg = sm.algorithms.FedAvg(0.01, local_steps=3)
+for method in (fedavg, sm.algorithms.FOCUS(focus_lr, local_steps=3)):
     sm.run(method, problem, participation, 2, **options)
-    start = time.perf_counter()
-    sm.run(method, problem, participation, rounds, **options)
-    print((time.perf_counter() - start) / rounds)
+    result = sm.run(method, problem, participation, rounds, **options)
+    steps = sorted(b - a for a, b in zip(result.wall_time[1:], result.wall_time[2:]))
+    print(steps[len(steps) // 2])
 """
 
 
 def baseline_per_round(path: str, n: int, s: int, d: int, rounds: int) -> list[float]:
     """(FedAvg, FOCUS) seconds per round of the stochmix checked out at ``path``."""
-    env = {**os.environ, "PYTHONPATH": str(Path(path).resolve())}
     out = subprocess.run(
-        [sys.executable, "-c", BASELINE, str(n), str(s), str(d), str(rounds)],
-        env=env,
+        [
+            sys.executable,
+            "-c",
+            BASELINE,
+            str(n),
+            str(s),
+            str(d),
+            str(rounds),
+            str(Path(path).resolve()),
+        ],
         capture_output=True,
         text=True,
         check=True,
@@ -82,7 +102,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=10**6)
     parser.add_argument("--participants", type=int, default=10**5)
     parser.add_argument("--dim", type=int, default=10)
-    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--blocks", type=int, nargs="*", default=[64, 256])
     parser.add_argument("--baseline", help="a checkout of an earlier stochmix to time beside")
@@ -96,7 +116,7 @@ def main() -> None:
     }
     methods = {
         "FedAvg": sm.algorithms.FedAvg(0.01, local_steps=3),
-        "FOCUS": sm.algorithms.FOCUS(0.01, local_steps=3),
+        "FOCUS": sm.algorithms.FOCUS(1 / (n * problem.smoothness), local_steps=3),
     }
     default_block = rowwise.BLOCK
     times = {name: {v: [] for v in variants} for name in methods}

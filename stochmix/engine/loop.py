@@ -48,13 +48,9 @@ else:
 __all__ = ["CheckpointWarning", "DivergenceError", "DivergenceWarning", "run"]
 
 #: storage="auto" leaves rows out of states that would take at least this many bytes in
-#: full (memory matters there; smaller runs skip the few milliseconds of probing)
+#: full (memory matters there, and rounds get faster: fewer rows to move; smaller runs skip
+#: the few milliseconds of probing)
 COMPACT_MIN_BYTES = 1 << 26
-#: ... and, for runs on the compiled row-wise loop, at least this many: that loop runs some
-#: compact states slower (FOCUS at 10^6 clients, d = 10: 15.3 against 8.4 ms for a round's
-#: node loop on one thread, the generated loops differing only by a store the compact one
-#: leaves out; not understood yet), so below 1 GiB the memory saved does not repay it
-COMPACT_COMPILED_MIN_BYTES = 1 << 30
 
 
 class DivergenceWarning(RuntimeWarning):
@@ -147,8 +143,7 @@ def run(
             after every collect; see :mod:`stochmix.engine.liveness`): memory O(|S| d)
             instead of O(N d) for each such block, the same numbers. "auto" is
             "compact" for states of at least :data:`COMPACT_MIN_BYTES` in full (finding
-            the rows costs a few milliseconds of planning probe rounds), or at least
-            :data:`COMPACT_COMPILED_MIN_BYTES` when the run takes the compiled loop, unless
+            the rows costs a few milliseconds of planning probe rounds), unless
             a callback is given (it gets the state ``z`` and may read any row; with
             "compact" it gets the kept rows, laid out by ``ctx.layout``).
 
@@ -184,9 +179,7 @@ def run(
     scratch = {}
     full_bytes = Layout(method.blocks(n)).size * dim * np.dtype(dtype).itemsize
     if storage == "compact" or (
-        storage == "auto"
-        and callback is None
-        and full_bytes >= (COMPACT_MIN_BYTES if rows is None else COMPACT_COMPILED_MIN_BYTES)
+        storage == "auto" and callback is None and full_bytes >= COMPACT_MIN_BYTES
     ):
         if getattr(back, "runs_local_phases", False):
             scratch = find_scratch(

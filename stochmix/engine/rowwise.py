@@ -45,7 +45,7 @@ PARALLEL_MIN_ENTRIES = 1 << 17
 # d = 10, FedAvg: 14 ms a round with none and 9 ms with 4-32 for 10^5 participants; 0.36 ms
 # with none, 0.25 ms with 8 and 0.27 ms with 64 for 1000. Prefetching the next block of
 # nodes all at once instead was as slow as none.
-AHEAD = 8
+AHEAD = 16
 # Nodes per block of the blocked loop (see RowwiseProgram); 0: the node loop. Measured
 # (benchmarks/bench_rowwise.py, FedAvg, N = 10^6, d = 10, 10^5 participants, one thread,
 # AMD EPYC): the node loop prefetching 8 nodes ahead 12 ms a round; blocks of 8-1024 nodes
@@ -160,15 +160,12 @@ class RowwiseProgram(LocalProgram):
         gathered = {w.slot[b] for b in self.gather}
         used = {s for s, _ in stores} | gathered
         head = [f"def rows({', '.join(ROWS_PARAMETERS)}):", "    d = z.shape[1]"]
+        vectors = [f"b{w.slot[b]}_{k}" for b in self.blocks for k in (0, 1)]
+        head += _aligned_vectors([*vectors, "g", "tmp", "origin"])
         for b in self.blocks:
             i = w.slot[b]
-            head.append(f"    b{i}_0 = np.empty(d, z.dtype)")
-            head.append(f"    b{i}_1 = np.empty(d, z.dtype)")
             if i in used:
                 head.append(f"    r{i} = rows[{i}]")
-        head.append("    g = np.empty(d, z.dtype)")
-        head.append("    tmp = np.empty(d, z.dtype)")
-        head.append("    origin = np.zeros(d, z.dtype)")
         for k, slot in enumerate(self.array_slots):
             head.append(f"    a{slot} = ca[{k}]")
         for k in range(len(self.singles)):
@@ -315,6 +312,23 @@ class RowwiseProgram(LocalProgram):
         for k, r in enumerate(self.outer_rows):
             acc[r] += sums[k]
         return bool(ok)
+
+
+def _aligned_vectors(names: list[str]) -> list[str]:
+    """Source lines that give each of ``names`` a vector of d zeros of z's dtype, each
+    starting on a cache line of its own (one allocation per call). Separately allocated
+    vectors land wherever the heap puts them; the loops' vector loads of a buffer that the
+    previous loop stored then straddle cache lines at some addresses and not at others,
+    and a program ran twice as slow or not by where its buffers happened to fall (FOCUS
+    at 10^6 clients: 10.8 against 5.1 ms a round's loop, for the same code)."""
+    lines = [
+        "    line = 64 // z.itemsize",
+        "    w = (d + line - 1) // line * line",
+        f"    pool = np.zeros({len(names)} * w + line, z.dtype)",
+        "    at = (-(pool.ctypes.data // z.itemsize)) % line",
+    ]
+    lines += [f"    {name} = pool[at + {k} * w : at + {k} * w + d]" for k, name in enumerate(names)]
+    return lines
 
 
 # ---------------------------------------------------------------------- the disk cache
