@@ -341,3 +341,44 @@ def test_whole_block_phases_leave_the_model_block_to_the_reported_average():
     assert own["x"] is True
     again = plan_round(phases, NumpyBackend(), method, ctx)
     assert all(a is b for a, b in zip(plan, again, strict=True))  # one copy per phase
+
+
+class NoHandOff(NumpyBackend):
+    """The NumPy backend with every whole-block phase writing its blocks into the state."""
+
+    hands_off = False
+
+
+@pytest.mark.parametrize("d", [1, 3])
+@pytest.mark.parametrize("form", ["atc", "cta"])
+def test_a_block_handed_to_the_next_phase_gives_the_same_bits(form, d):
+    """DGD's local step hands x to its product x <- W x, which writes W x straight into the
+    state (no temporary copied back): the same bits as writing x and multiplying it. The
+    CTA form and gradient tracking have no such pair (their products have other terms)."""
+    from stochmix.engine.execute import plan_round
+
+    n = 12
+    problem = Quadratic.random(n, d, seed=3)
+    for graphs, rule in (
+        (OnePeerExponential(n), "natural"),
+        (RandomSequence(n, "erdos_renyi", seed=4), "metropolis"),
+    ):
+        method = DGD(0.05, graphs, rule=rule, form=form)
+        ctx = RunContext(Layout(method.blocks(n)), n, d)
+        method.start(ctx)
+        plan = plan_round(method.round_phases(0, np.arange(n), ctx), NumpyBackend(), method, ctx)
+        handed = [(item.blockwise.hand_off, item.blockwise.take) for item in plan]
+        assert handed == ([("x", None), (None, "x")] if form == "atc" else [(None, None)])
+        x0 = np.random.default_rng(5).normal(size=(n, d))
+        ours = run(method, problem, Full(n), 9, x0=x0, progress=False, metrics=("consensus",))
+        plain = run(
+            method, problem, Full(n), 9, x0=x0, progress=False, metrics=("consensus",),
+            backend=NoHandOff(),
+        )  # fmt: skip
+        assert np.array_equal(ours.server, plain.server)
+        assert np.array_equal(ours.consensus, plain.consensus)
+    tracking = GradientTracking(0.05, OnePeerExponential(n), rule="natural")
+    ctx = RunContext(Layout(tracking.blocks(n)), n, d)
+    tracking.start(ctx)
+    plan = plan_round(tracking.round_phases(1, np.arange(n), ctx), NumpyBackend(), tracking, ctx)
+    assert all(item.blockwise.hand_off is None and item.blockwise.take is None for item in plan)

@@ -498,3 +498,20 @@ def test_property_gradients_equal_the_loop(seed, n, d, m, kind, reg):
         want = ls_loop(feats, targs, reg, clients, points)
     assert got.shape == (m, d)
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", [*PROBLEMS, "logistic"])
+def test_a_slice_of_consecutive_clients_gives_the_gathered_bits(name, monkeypatch):
+    """gradients_unchecked takes a slice of consecutive clients (client_slices): their data
+    is read in place, chunk by chunk, with the same bits as gathering it by index."""
+    from stochmix.problems import Logistic, base
+
+    p = Logistic.random(9, 3, seed=2) if name == "logistic" else PROBLEMS[name]()
+    monkeypatch.setattr(base, "CHUNK_ELEMENTS", 2 * p.chunk_cost())  # several chunks
+    rng = np.random.default_rng(1)
+    lo, hi = 1, p.n_clients - 1
+    points = rng.standard_normal((hi - lo, p.dim))
+    assert p.client_slices
+    for x in (points, points.astype(np.float32)):
+        by_index = p.gradients_unchecked(np.arange(lo, hi), x)
+        np.testing.assert_array_equal(p.gradients_unchecked(slice(lo, hi), x), by_index)

@@ -24,6 +24,7 @@ class NumpyBackend:
 
     name = "numpy"
     runs_local_phases = True  # node-local runs of phases go through the chunked path
+    hands_off = True  # a whole-block phase may hand a block to the next (blockwise.chained)
 
     def __init__(self, dtype=np.float64, compiled="auto"):
         self.dtype = np.dtype(dtype)
@@ -58,7 +59,8 @@ class NumpyBackend:
         then every T is written into its slice of ``z``. ``gradients``: shape (c, d), the
         gradients of ``phase.blockwise.clients``, or None. False if a new entry is not
         finite (as :meth:`apply`)."""
-        return apply_blockwise_numpy(z, phase.blockwise, gradients)
+        handed = self.__dict__.setdefault("_handed", {})  # rows a phase hands to the next
+        return apply_blockwise_numpy(z, phase.blockwise, gradients, handed=handed)
 
 
 class TorchBackend:

@@ -76,12 +76,19 @@ class BlockwiseForm:
             copy of gradients that another target adds in full, and so checks; nor, in
             a run's plan, for a block that the run's reported model sums, which the run
             checks after every round: :meth:`Phase.trusting`).
+        hand_off: in a run's plan, a block whose new rows are not written into the
+            state but handed to the next phase (:func:`chained`), which rewrites it.
+        take: in a run's plan, the block that this phase (one product ``T <- W T``)
+            takes from the previous phase: ``W`` times the handed rows is written
+            straight into the state's rows of T, with no copy through a temporary.
     """
 
     targets: tuple[BlockTarget, ...]
     clients: Int[np.ndarray, " c"] | None
     consecutive: bool = False
     order: tuple = ()
+    hand_off: str | None = None
+    take: str | None = None
 
 
 def _whole(rows: np.ndarray, n: int, memo: dict) -> bool:
@@ -222,7 +229,59 @@ def _checked_elsewhere(target: BlockTarget, targets: tuple) -> bool:
     )
 
 
-def apply_blockwise_numpy(z: np.ndarray, form: BlockwiseForm, gradients, product=None) -> bool:
+def chained(first: BlockwiseForm, second: BlockwiseForm) -> str | None:
+    """The block that ``first`` may hand to ``second`` instead of writing it: ``second``
+    is ``T <- W T`` alone (one product of the block it rewrites, scale 1, no gradients)
+    and ``first`` rewrites T. Applied in turn they compute T's new rows, then write them
+    and multiply them by W into a temporary that is copied back; handed over, ``first``
+    keeps its T in its own array and ``second`` writes ``W`` times it straight into the
+    state (DGD: x <- x - a G(x), then x <- W x). The same numbers."""
+    if len(second.targets) != 1 or second.clients is not None or first.hand_off is not None:
+        return None
+    target = second.targets[0]
+    if len(target.terms) != 1:
+        return None
+    term = target.terms[0]
+    if term.kind != "mix" or term.source != target.block or term.coef != 1.0:
+        return None
+    if all(t.block != target.block for t in first.targets):
+        return None
+    return target.block
+
+
+try:  # SciPy's own kernel behind ``csr @ dense``, which adds into an array it is given
+    from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
+except ImportError:  # pragma: no cover (a SciPy that moved it: products go through @)
+    _csr_matvecs = None
+
+
+def _product_into(matrix, values: np.ndarray, out: np.ndarray) -> None:
+    """``out[...] = matrix @ values`` without a temporary where SciPy's kernel can take
+    the arrays as they are (the same kernel and order of additions as ``@``: the same
+    bits), else through ``@``."""
+    if (
+        _csr_matvecs is not None
+        and matrix.format == "csr"
+        and values.ndim == 2
+        and values.shape[1] > 1
+        and matrix.dtype == values.dtype == out.dtype
+        and matrix.indices.dtype == matrix.indptr.dtype
+        and values.flags.c_contiguous
+        and out.flags.c_contiguous
+    ):
+        out[...] = 0.0
+        m, n = matrix.shape
+        _csr_matvecs(
+            m, n, values.shape[1], matrix.indptr, matrix.indices, matrix.data,
+            values.ravel(), out.ravel(),
+        )  # fmt: skip
+    else:
+        out[...] = matrix @ values
+
+
+def apply_blockwise_numpy(
+    z: np.ndarray, form: BlockwiseForm, gradients, product=None, handed=None
+) -> bool:
     """Apply ``form`` to the NumPy state ``z`` in place (``gradients``: shape (c, d), the
     gradients of ``form.clients``, or None); False if a new entry is not finite (the
     non-finite rows are written all the same). ``product(term, z)`` computes a "mix"
@@ -233,11 +292,24 @@ def apply_blockwise_numpy(z: np.ndarray, form: BlockwiseForm, gradients, product
     other terms but its last added in place, and the last one added with the result
     written straight into the target's slice of ``z`` (no separate copy). A target is
     written at once where no target computed after it reads it (:attr:`BlockwiseForm.
-    order`); the others are kept in buffers and written when every target is computed."""
+    order`); the others are kept in buffers and written when every target is computed.
+
+    ``handed``: a dict that carries the rows of :attr:`BlockwiseForm.hand_off` from this
+    phase to the next (:attr:`BlockwiseForm.take`; see :func:`chained`)."""
     product = _product if product is None else product
     finite = True
+    if form.take is not None:
+        (target, _, check), values = form.order[0], handed.pop(form.take)
+        out = z[target.rows]
+        _product_into(target.terms[0].matrix, values, out)
+        return not check or bool(np.isfinite(out.sum()))
     later = []
     for target, direct, check in form.order:
+        if target.block == form.hand_off:
+            new = _combine(target.terms, target.rows, z, gradients, None, product)
+            handed[target.block] = new
+            finite = finite and (not check or bool(np.isfinite(new.sum())))
+            continue
         if direct:
             out = z[target.rows]
             _combine(target.terms, target.rows, z, gradients, out, product)

@@ -36,11 +36,13 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
 
+from .blockwise import BlockwiseForm, chained
 from .liveness import ZeroRows
 from .method import Method, RunContext
 from .phase import LocalForm, Phase
@@ -171,6 +173,28 @@ def _plan(phases: list[Phase], local_ok: bool, method, ctx, whole: bool = False)
         else:
             checked.append(item)
     return _whole_runs(checked) if whole else checked
+
+
+def _hand_off(plan: list) -> list:
+    """The plan with each pair of whole-block phases where the first may hand a block to
+    the second (:func:`~stochmix.engine.blockwise.chained`: DGD's local step, then its
+    product ``x <- W x``) replaced by copies of them that do."""
+    out = list(plan)
+    for i in range(len(out) - 1):
+        first, second = out[i], out[i + 1]
+        if not (isinstance(first, Phase) and isinstance(second, Phase)):
+            continue
+        if first.blockwise is None or second.blockwise is None:
+            continue
+        block = chained(first.blockwise, second.blockwise)
+        if block is not None:
+            out[i] = first.twin(("hand_off", block), partial(_with, first, hand_off=block))
+            out[i + 1] = second.twin(("take", block), partial(_with, second, take=block))
+    return out
+
+
+def _with(phase: Phase, **fields) -> BlockwiseForm:
+    return replace(phase.blockwise, **fields)
 
 
 def _whole_runs(items: list) -> list:
@@ -390,6 +414,8 @@ def plan_round(phases: list[Phase], backend, method: Method, ctx: RunContext) ->
         else item
         for item in _plan(phases, local_ok, method, ctx, whole)
     ]
+    if getattr(backend, "hands_off", False):
+        plan = _hand_off(plan)
     if memo is not None:
         if len(memo) >= 256:
             memo.clear()
@@ -413,17 +439,24 @@ def _apply_blockwise(phase: Phase, z, backend, problem, method: Method, ctx: Run
             points = z[first : first + clients.size]
         else:
             points = method.points(z, ctx, clients)
-        grads = _gradients_at(problem, clients, points)
+        grads = _gradients_at(problem, clients, points, form.consecutive)
     return backend.apply_blockwise(z, phase, grads)
 
 
-def _gradients_at(problem, clients, points):
+def _gradients_at(problem, clients, points, consecutive: bool = False):
     """``problem.gradients(clients, points)``, without its argument checks where the
     gradients are a pure formula with an unchecked twin (the engine's indices and points
-    are valid by construction)."""
-    if _pure_formula(problem) and _at_or_below(
-        type(problem), "gradients_unchecked", ("gradients",)
-    ):
+    are valid by construction). ``consecutive`` clients are given as a slice where the
+    problem declares ``client_slices`` with the methods that take it (their data is then
+    read in place, not gathered)."""
+    cls = type(problem)
+    if _pure_formula(problem) and _at_or_below(cls, "gradients_unchecked", ("gradients",)):
+        if (
+            consecutive
+            and getattr(problem, "client_slices", False)
+            and _at_or_below(cls, "client_slices", ("gradients_unchecked", "gradients"))
+        ):
+            clients = slice(int(clients[0]), int(clients[0]) + clients.size)
         return problem.gradients_unchecked(clients, points)
     return problem.gradients(clients, points)
 

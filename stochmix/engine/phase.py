@@ -238,22 +238,28 @@ class Phase:
     def trusting(self, blocks) -> Phase:
         """This phase, or a copy of it whose whole-block form leaves out its NaN/Inf check
         of the blocks in ``blocks`` (those a run checks otherwise: the blocks its reported
-        model sums, :attr:`~stochmix.engine.method.Method.checked_by_output`). The copy
-        shares everything else, computed parts included."""
+        model sums, :attr:`~stochmix.engine.method.Method.checked_by_output`)."""
         form = self.blockwise
         if form is None or not blocks:
             return self
-        twins = self.__dict__.setdefault("_twins", {})  # one copy, however often asked
-        if blocks not in twins:
-            order = tuple((t, now, ok and t.block not in blocks) for t, now, ok in form.order)
-            twin = None  # (not the phase itself: no reference cycle)
-            if order != form.order:
-                twin = copy.copy(self)
-                for memo in ("_plans", "_twins"):  # plan_round's memo and this one are ours
-                    twin.__dict__.pop(memo, None)
-                twin.__dict__["blockwise"] = replace(form, order=order)
-            twins[blocks] = twin
-        return twins[blocks] or self
+        order = tuple((t, now, ok and t.block not in blocks) for t, now, ok in form.order)
+        if order == form.order:
+            return self
+        return self.twin(("trusting", blocks), lambda: replace(form, order=order))
+
+    def twin(self, key, make_form) -> Phase:
+        """A copy of this phase whose whole-block form is ``make_form()``, made once per
+        ``key`` (the same copy however often asked). It shares everything else, computed
+        parts included; the phase itself is unchanged, for analysis and other runs."""
+        twins = self.__dict__.setdefault("_twins", {})
+        found = twins.get(key)
+        if found is None:
+            found = copy.copy(self)
+            for memo in ("_plans", "_twins"):  # plan_round's memo and this one are ours
+                found.__dict__.pop(memo, None)
+            found.__dict__["blockwise"] = make_form()
+            twins[key] = found
+        return found
 
     @property
     def is_identity(self) -> bool:

@@ -49,10 +49,15 @@ class Problem(abc.ABC):
             declaration belongs to the :meth:`gradients` it sits with: a subclass that
             overrides :meth:`gradients` is taken as impure unless it declares
             ``pure_gradients = True`` itself.
+        client_slices: whether :meth:`gradients_unchecked` also takes a slice of
+            consecutive clients (the engine then passes one for a whole block of
+            peers, whose data is read in place instead of gathered). True here; like
+            ``pure_gradients``, the declaration belongs to the methods it sits with.
     """
 
     closed_form_metrics: frozenset[str] = frozenset()
     pure_gradients: bool = True
+    client_slices: bool = True
 
     def __init__(self, n_clients: int, dim: int):
         self._n_clients = int(n_clients)
@@ -108,15 +113,25 @@ class Problem(abc.ABC):
 
     def gradients_unchecked(self, idx, x):
         """:meth:`gradients` without the argument checks, for the engine's inner loop:
-        ``idx`` must be an int64 array of valid clients and ``x`` a float array (m, d)."""
+        ``idx`` must be an int64 array of valid clients, or a slice of consecutive clients
+        (whose data rows are then read in place, not gathered: the formula gets them with
+        ``idx`` None, as from :meth:`bind_clients`), and ``x`` a float array (m, d)."""
         data = self._data.get(x)
+        if isinstance(idx, slice):
+            data = {key: value[idx] for key, value in data.items()}
+            idx = None
         xp = NUMPY_NAMESPACE if is_numpy(x) else namespace(x)
         if not is_numpy(x):
-            return self._gradient_formula(xp, data, to_like(idx, x), x)
+            return self._gradient_formula(xp, data, None if idx is None else to_like(idx, x), x)
         out = np.empty_like(x)
         step = max(1, CHUNK_ELEMENTS // max(1, self.chunk_cost()))
         for s in range(0, x.shape[0], step):
-            out[s : s + step] = self._gradient_formula(xp, data, idx[s : s + step], x[s : s + step])
+            rows = slice(s, s + step)
+            if idx is None:
+                part, clients = {key: value[rows] for key, value in data.items()}, None
+            else:
+                part, clients = data, idx[rows]
+            out[rows] = self._gradient_formula(xp, part, clients, x[rows])
         return out
 
     def bind_clients(self, idx, like):
