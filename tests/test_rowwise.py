@@ -196,8 +196,8 @@ def test_a_subclass_with_its_own_formula_is_not_given_the_parent_kernel(monkeypa
     monkeypatch.setattr(execute, "ROWWISE_MIN_ENTRIES", 0)
 
     class Doubled(Quadratic):
-        def _gradient_formula(self, xp, data, idx, x):
-            return 2.0 * super()._gradient_formula(xp, data, idx, x)
+        def gradient_formula(self, xp, data, idx, x):
+            return 2.0 * super().gradient_formula(xp, data, idx, x)
 
     base = Quadratic.random(20, 3, seed=0)
     doubled = Doubled(base.centers, base.hessians)

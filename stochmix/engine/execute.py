@@ -308,7 +308,7 @@ def row_gradient(
     found = None
     if numba_available() and callable(getattr(problem, "row_gradient", None)):
         # a subclass that rewrites the gradients but not their compiled twin must not get it
-        current = _at_or_below(type(problem), "row_gradient", ("gradients", "_gradient_formula"))
+        current = _at_or_below(type(problem), "row_gradient", ("gradients", "gradient_formula"))
         if current and _pure_formula(problem):
             found = problem.row_gradient(np.dtype(dtype))
     if found is None and mode is True:

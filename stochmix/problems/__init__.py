@@ -10,12 +10,13 @@ its own point, vectorized over the batch; see :class:`Problem` for the whole int
   seeded stochastic gradients.
 """
 
+from ._common import client_rows
 from .base import Problem
 from .least_squares import LeastSquares
 from .quadratic import Quadratic
 from .stochastic import Minibatch, Noisy
 
-__all__ = ["LeastSquares", "Minibatch", "Noisy", "Problem", "Quadratic"]
+__all__ = ["LeastSquares", "Minibatch", "Noisy", "Problem", "Quadratic", "client_rows"]
 
 # Data sets and their split among clients (scikit-learn only for load_dataset, imported there).
 from .data import (

@@ -45,7 +45,7 @@ class Problem(abc.ABC):
             into chunks of clients and run the chunks on several threads (and use
             :meth:`row_gradient`'s compiled kernel); otherwise it asks for all the
             requested clients in one call, in order. True here (the gradients are
-            :meth:`_gradient_formula`); the stochastic wrappers set it False. The
+            :meth:`gradient_formula`); the stochastic wrappers set it False. The
             declaration belongs to the :meth:`gradients` it sits with: a subclass that
             overrides :meth:`gradients` is taken as impure unless it declares
             ``pure_gradients = True`` itself.
@@ -105,7 +105,7 @@ class Problem(abc.ABC):
         and dtype of ``points`` (a NumPy array or a Torch tensor).
 
         ``clients`` may be any subset of ``range(N)``, in any order, with repeats, or empty.
-        The formula is written once (:meth:`_gradient_formula`, against an array namespace);
+        The formula is written once (:meth:`gradient_formula`, against an array namespace);
         NumPy inputs are processed in cache-sized chunks of rows.
         """
         idx, x = self._check_batch(clients, points)
@@ -122,7 +122,7 @@ class Problem(abc.ABC):
             idx = None
         xp = NUMPY_NAMESPACE if is_numpy(x) else namespace(x)
         if not is_numpy(x):
-            return self._gradient_formula(xp, data, None if idx is None else to_like(idx, x), x)
+            return self.gradient_formula(xp, data, None if idx is None else to_like(idx, x), x)
         out = np.empty_like(x)
         step = max(1, CHUNK_ELEMENTS // max(1, self.chunk_cost()))
         for s in range(0, x.shape[0], step):
@@ -131,7 +131,7 @@ class Problem(abc.ABC):
                 part, clients = {key: value[rows] for key, value in data.items()}, None
             else:
                 part, clients = data, idx[rows]
-            out[rows] = self._gradient_formula(xp, part, clients, x[rows])
+            out[rows] = self.gradient_formula(xp, part, clients, x[rows])
         return out
 
     def bind_clients(self, idx, like):
@@ -143,12 +143,12 @@ class Problem(abc.ABC):
             data = self._data.get(like.dtype)
             # valid indices by contract: "clip" skips NumPy's bounds checks (2x faster)
             own = {key: np.take(value, idx, axis=0, mode="clip") for key, value in data.items()}
-            return lambda x: self._gradient_formula(NUMPY_NAMESPACE, own, None, x)
+            return lambda x: self.gradient_formula(NUMPY_NAMESPACE, own, None, x)
         data = self._data.get(like)
         xp = namespace(like)
         index = to_like(idx, like)
         own = {key: xp.take(value, index, axis=0) for key, value in data.items()}
-        return lambda x: self._gradient_formula(xp, own, None, x)
+        return lambda x: self.gradient_formula(xp, own, None, x)
 
     def row_gradient(self, dtype):
         """This problem's gradient for one client at one point, compiled with Numba, for the
@@ -181,19 +181,19 @@ class Problem(abc.ABC):
 
         The engine uses the kernel only where :attr:`pure_gradients` holds and the class
         that defines this method also defines (or inherits unchanged) the gradient formula:
-        a subclass that rewrites :meth:`gradients` or :meth:`_gradient_formula` without
+        a subclass that rewrites :meth:`gradients` or :meth:`gradient_formula` without
         rewriting this method keeps the NumPy path. See :mod:`stochmix.problems.kernels`
         for the built-in kernels.
         """
         return None
 
-    def _gradient_formula(self, xp, data: dict, idx, x):
+    def gradient_formula(self, xp, data: dict, idx, x):
         """grad F_idx[t](x[t]) for every t, written with the array namespace ``xp`` on the
         arrays ``data`` (this problem's data in the namespace of ``x``). ``idx`` None means
         ``data`` holds the requested clients' rows already, in order (see
         :meth:`bind_clients`); formulas read client rows through
         :func:`stochmix.problems._common.client_rows`."""
-        raise NotImplementedError(f"{type(self).__name__} must define _gradient_formula")
+        raise NotImplementedError(f"{type(self).__name__} must define gradient_formula")
 
     def chunk_cost(self) -> int:
         """Array elements one client's gradient touches (its data and point): the engine

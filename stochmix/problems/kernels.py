@@ -6,7 +6,7 @@ The engine's row-wise programs (:mod:`stochmix.engine.rowwise`) call these as
 starts loading client c's rows into the cache; the programs call it a few nodes ahead, so
 that the memory latencies of scattered clients overlap.
 
-Each kernel is the one-row case of its problem's vectorized ``_gradient_formula``:
+Each kernel is the one-row case of its problem's vectorized ``gradient_formula``:
 elementwise formulas round as that one does; sums over rows and columns may be added in
 another order. Importing this module imports Numba; problems reach it through
 :meth:`Problem.row_gradient <stochmix.problems.Problem.row_gradient>`, which documents the

@@ -227,7 +227,7 @@ class LeastSquares(Problem):
         return gram, atb
 
     # ----------------------------------------------------------------------- evaluation
-    def _gradient_formula(self, xp, data: dict, idx, x):
+    def gradient_formula(self, xp, data: dict, idx, x):
         """A_c^T (A_c x_t - b_c) + reg x_t with c = idx[t], from the padded rows (O(n_max d)
         per row) or from A_c^T A_c and A_c^T b_c (O(d^2) per row)."""
         if self._form == "padded":

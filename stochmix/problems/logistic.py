@@ -268,7 +268,7 @@ class Logistic(Problem):
         return self._smoothness
 
     # ----------------------------------------------------------------------- evaluation
-    def _gradient_formula(self, xp, data: dict, idx, x):
+    def gradient_formula(self, xp, data: dict, idx, x):
         """(1/n_c) sum_r a_r (sigmoid(a_r.x_t) - y_r) + reg x_t (or the softmax analogue),
         c = idx[t], over client c's padded rows (padding has weight 0); O(n_max p C) per row."""
         a = client_rows(xp, data["a"], idx)

@@ -146,7 +146,7 @@ class Quadratic(Problem):
         return self._strong_convexity
 
     # ----------------------------------------------------------------------- evaluation
-    def _gradient_formula(self, xp, data: dict, idx, x):
+    def gradient_formula(self, xp, data: dict, idx, x):
         """H_c (x_t - z_c) with c = idx[t]: O(d) per row for diagonal H, O(d^2) for full."""
         diff = x - client_rows(xp, data["centers"], idx)
         h = client_rows(xp, data["hessians"], idx)
