@@ -295,11 +295,12 @@ def apply_blockwise_numpy(
     order`); the others are kept in buffers and written when every target is computed.
 
     ``handed``: a dict that carries the rows of :attr:`BlockwiseForm.hand_off` from this
-    phase to the next (:attr:`BlockwiseForm.take`; see :func:`chained`)."""
+    phase to the next (:attr:`BlockwiseForm.take`; see :func:`chained`), keyed by the
+    state's identity as well (runs that share a backend do not share what they hand)."""
     product = _product if product is None else product
     finite = True
     if form.take is not None:
-        (target, _, check), values = form.order[0], handed.pop(form.take)
+        (target, _, check), values = form.order[0], handed.pop((id(z), form.take))
         out = z[target.rows]
         _product_into(target.terms[0].matrix, values, out)
         return not check or bool(np.isfinite(out.sum()))
@@ -307,7 +308,7 @@ def apply_blockwise_numpy(
     for target, direct, check in form.order:
         if target.block == form.hand_off:
             new = _combine(target.terms, target.rows, z, gradients, None, product)
-            handed[target.block] = new
+            handed[id(z), target.block] = new
             finite = finite and (not check or bool(np.isfinite(new.sum())))
             continue
         if direct:
