@@ -49,7 +49,9 @@ __all__ = ["CheckpointWarning", "DivergenceError", "DivergenceWarning", "run"]
 
 #: storage="auto" leaves rows out of states that would take at least this many bytes in
 #: full (memory matters there, and rounds get faster: fewer rows to move; smaller runs skip
-#: the few milliseconds of probing)
+#: the few milliseconds of probing), and out of every state of a run on the compiled loop
+#: (a long run by construction, whose rounds the compact state makes faster at any size:
+#: FedAvg at 10^4 clients, d = 10, 0.17 against 0.28 ms a round)
 COMPACT_MIN_BYTES = 1 << 26
 
 
@@ -143,9 +145,10 @@ def run(
             after every collect; see :mod:`stochmix.engine.liveness`): memory O(|S| d)
             instead of O(N d) for each such block, the same numbers. "auto" is
             "compact" for states of at least :data:`COMPACT_MIN_BYTES` in full (finding
-            the rows costs a few milliseconds of planning probe rounds), unless
-            a callback is given (it gets the state ``z`` and may read any row; with
-            "compact" it gets the kept rows, laid out by ``ctx.layout``).
+            the rows costs a few milliseconds of planning probe rounds) and for runs on
+            the compiled loop, unless a callback is given (it gets the state ``z`` and
+            may read any row; with "compact" it gets the kept rows, laid out by
+            ``ctx.layout``).
 
     Returns:
         A :class:`Result`; ``result.server[r]`` is the model after round r.
@@ -179,7 +182,9 @@ def run(
     scratch = {}
     full_bytes = Layout(method.blocks(n)).size * dim * np.dtype(dtype).itemsize
     if storage == "compact" or (
-        storage == "auto" and callback is None and full_bytes >= COMPACT_MIN_BYTES
+        storage == "auto"
+        and callback is None
+        and (rows is not None or full_bytes >= COMPACT_MIN_BYTES)
     ):
         if getattr(back, "runs_local_phases", False):
             scratch = find_scratch(
