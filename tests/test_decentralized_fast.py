@@ -382,3 +382,48 @@ def test_a_block_handed_to_the_next_phase_gives_the_same_bits(form, d):
     tracking.start(ctx)
     plan = plan_round(tracking.round_phases(1, np.arange(n), ctx), NumpyBackend(), tracking, ctx)
     assert all(item.blockwise.hand_off is None and item.blockwise.take is None for item in plan)
+
+
+class TwoGossips(Method):
+    """A made-up method: a local step, then two gossip steps, x <- W (W (x - a G(x)))."""
+
+    name = "two gossips"
+    model_offset = 0
+
+    def __init__(self, w):
+        self.w = w
+
+    def blocks(self, n_clients):
+        return [Block("x", n_clients, "model")]
+
+    def round_phases(self, r, participants, ctx):
+        w = RowSparse.whole(self.w)
+        step = (
+            ctx.phase("step")
+            .keep("x", participants)
+            .gradient("x", participants, participants, -0.1)
+        )
+        first = ctx.phase("gossip").apply("x", "x", w)
+        second = ctx.phase("gossip again").apply("x", "x", w)
+        return [step.build(), first.build(), second.build()]
+
+    def output(self, z, ctx):
+        return z[ctx.layout.slice("x")].mean(axis=0)
+
+
+def test_a_phase_that_takes_a_block_hands_none_on():
+    """Of three phases in a chain, only the first pair hands x over (a phase takes or hands,
+    not both); the run gives the bits of the unchained path."""
+    from stochmix.engine.execute import plan_round
+
+    n, d = 10, 3
+    w = OnePeerExponential(n).matrix(1, "natural")
+    method = TwoGossips(w)
+    ctx = RunContext(Layout(method.blocks(n)), n, d)
+    plan = plan_round(method.round_phases(0, np.arange(n), ctx), NumpyBackend(), method, ctx)
+    handed = [(item.blockwise.hand_off, item.blockwise.take) for item in plan]
+    assert handed == [("x", None), (None, "x"), (None, None)]
+    problem = Quadratic.random(n, d, seed=1)
+    ours = run(method, problem, Full(n), 6, progress=False, metrics=())
+    plain = run(method, problem, Full(n), 6, progress=False, metrics=(), backend=NoHandOff())
+    assert np.array_equal(ours.server, plain.server)

@@ -236,7 +236,9 @@ def chained(first: BlockwiseForm, second: BlockwiseForm) -> str | None:
     and multiply them by W into a temporary that is copied back; handed over, ``first``
     keeps its T in its own array and ``second`` writes ``W`` times it straight into the
     state (DGD: x <- x - a G(x), then x <- W x). The same numbers."""
-    if len(second.targets) != 1 or second.clients is not None or first.hand_off is not None:
+    if len(second.targets) != 1 or second.clients is not None:
+        return None
+    if first.hand_off is not None or first.take is not None:  # one hand-off a phase
         return None
     target = second.targets[0]
     if len(target.terms) != 1:
