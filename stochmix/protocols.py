@@ -37,9 +37,11 @@ exist: no N-long mask per round). The same seed must give the same rounds.
 gradients`` in place, returning False when a new entry is not finite. Optional:
 ``dtype``; ``compiled`` and ``runs_local_phases`` (the chunked and compiled paths of
 :mod:`stochmix.engine.execute`); ``apply_blockwise(z, phase, gradients)`` (whole-block
-phases, :mod:`stochmix.engine.blockwise`); ``local_program(program)`` (the backend's own
-emitter of node-local runs) and ``begin_round()`` / ``end_round()`` (one finiteness check
-per round), as the Torch backend has them.
+phases, :mod:`stochmix.engine.blockwise`; with ``hands_off = True`` the plan may give it
+a phase that hands a block to the next, :func:`stochmix.engine.blockwise.chained`);
+``local_program(program)`` (the backend's own emitter of node-local runs) and
+``begin_round()`` / ``end_round()`` (one finiteness check per round), as the Torch backend
+has them.
 
 This module imports nothing but ``typing``.
 """
