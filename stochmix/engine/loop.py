@@ -180,11 +180,10 @@ def run(
     )
 
     scratch = {}
-    full_bytes = Layout(method.blocks(n)).size * dim * np.dtype(dtype).itemsize
     if storage == "compact" or (
         storage == "auto"
         and callback is None
-        and (rows is not None or full_bytes >= COMPACT_MIN_BYTES)
+        and (rows is not None or _full_bytes(method, n, dim, dtype) >= COMPACT_MIN_BYTES)
     ):
         if getattr(back, "runs_local_phases", False):
             scratch = find_scratch(
@@ -219,6 +218,11 @@ def run(
         seed=seed, dtype=dtype, callback=callback, bar=bar,
         divergence_threshold=divergence_threshold, on_divergence=on_divergence,
     )  # fmt: skip
+
+
+def _full_bytes(method: Method, n: int, dim: int, dtype) -> int:
+    """The bytes of ``method``'s state with every row of every block kept."""
+    return Layout(method.blocks(n)).size * dim * np.dtype(dtype).itemsize
 
 
 def participant_stream(participation, seed):

@@ -240,12 +240,15 @@ class Phase:
         of the blocks in ``blocks`` (those a run checks otherwise: the blocks its reported
         model sums, :attr:`~stochmix.engine.method.Method.checked_by_output`)."""
         form = self.blockwise
-        if form is None or not blocks:
+        if form is None or not any(ok and t.block in blocks for t, _, ok in form.order):
             return self
-        order = tuple((t, now, ok and t.block not in blocks) for t, now, ok in form.order)
-        if order == form.order:
-            return self
-        return self.twin(("trusting", blocks), lambda: replace(form, order=order))
+        return self.twin(
+            ("trusting", blocks),
+            lambda: replace(
+                form,
+                order=tuple((t, now, ok and t.block not in blocks) for t, now, ok in form.order),
+            ),
+        )
 
     def twin(self, key, make_form) -> Phase:
         """A copy of this phase whose whole-block form is ``make_form()``, made once per

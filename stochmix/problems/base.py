@@ -192,7 +192,7 @@ class Problem(abc.ABC):
         arrays ``data`` (this problem's data in the namespace of ``x``). ``idx`` None means
         ``data`` holds the requested clients' rows already, in order (see
         :meth:`bind_clients`); formulas read client rows through
-        :func:`stochmix.problems._common.client_rows`."""
+        :func:`stochmix.problems.client_rows`."""
         raise NotImplementedError(f"{type(self).__name__} must define gradient_formula")
 
     def chunk_cost(self) -> int:
