@@ -379,14 +379,18 @@ def tune_chunk(make, process, seed, rounds=3, candidates=(None, 1 << 16, 1 << 18
 # ---------------------------------------------------------------------------- floors
 
 
-def read_floor(arrays, runs, threads=2):
+def read_floor(arrays, runs, threads=2, ahead=16):
     """Seconds per round to read every participant's row of each of ``arrays`` (N, d) and
     nothing else: a Numba loop over the participants in ``threads`` parts that sums the
-    rows, timed like the engine (``runs`` is a list of runs, each a list of per-round
-    participant arrays never read before; the minimum over runs of the mean time per
-    round). The least any round that needs those bytes can take. None without Numba."""
+    rows, asking for the rows ``ahead`` participants on as the engine's compiled loop does
+    (``stochmix.engine.rowwise.AHEAD``; 0: no prefetching), timed like the engine (``runs``
+    is a list of runs, each a list of per-round participant arrays never read before; the
+    minimum over runs of the mean time per round). The least any round that needs those
+    bytes can take. None without Numba."""
     try:
         import numba
+
+        from stochmix._compiled import prefetch_read
     except ImportError:
         return None
 
@@ -395,7 +399,11 @@ def read_floor(arrays, runs, threads=2):
         m = idx.shape[0]
         for p in numba.prange(parts):
             total = 0.0
-            for t in range(m * p // parts, m * (p + 1) // parts):
+            hi = m * (p + 1) // parts
+            for t in range(m * p // parts, hi):
+                if ahead and t + ahead < hi:
+                    prefetch_read(a, idx[t + ahead])
+                    prefetch_read(b, idx[t + ahead])
                 i = idx[t]
                 for j in range(a.shape[1]):
                     total += a[i, j] + b[i, j]

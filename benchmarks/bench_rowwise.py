@@ -19,6 +19,13 @@ checkout's own package is loaded, not the installed one). A round's time is the 
 a run's round times but the first (``Result.wall_time``): set-up and planning probes are
 not a round's.
 
+The same run measures the **floor** of a round on this machine: drawing the participants
+alone (``UniformSample.participants``, the draws a run makes) plus reading every row the
+round must read and nothing else (``baselines.read_floor``: a Numba loop on two threads,
+prefetching as the compiled loop does; FedAvg reads h_i and z_i, FOCUS also its kept
+block g_i). No round can be faster, so ``baseline / floor`` is the largest rate gain this
+machine allows.
+
 Usage: ``python benchmarks/bench_rowwise.py [--rounds 20] [--repeats 3] [--baseline PATH]``;
 writes ``benchmarks/results-rowwise.json``.
 """
@@ -30,14 +37,40 @@ import json
 import platform
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
+from baselines import read_floor
 
 import stochmix as sm
 from stochmix.engine import execute, rowwise
 
 HERE = Path(__file__).resolve().parent
+
+
+def draw_time(participation, rounds: int, seed: int) -> float:
+    """Seconds per round to draw the participants alone (median over ``rounds``)."""
+    stream = participation.participants(seed)
+    next(stream)
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        next(stream)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def floor_time(name: str, problem, participation, rounds: int, seed: int) -> float:
+    """Seconds per round of the draw alone plus the read floor of the rows the round
+    reads (see the module's docstring)."""
+    n, d = problem.n_clients, problem.dim
+    arrays = [problem.hessians, problem.centers]
+    if name == "FOCUS":  # its kept block g: one (N, d) array of the state
+        arrays.append(np.ones((n, d)))
+    stream = participation.participants(seed)
+    runs = [[next(stream) for _ in range(rounds)] for _ in range(3)]
+    return draw_time(participation, rounds, seed + 1) + read_floor(arrays, runs)
 
 
 def per_round(method, problem, participation, rounds: int, block: int) -> float:
@@ -123,7 +156,7 @@ def main() -> None:
     if args.baseline:  # both checkouts timed the same way: the same script, a fresh process
         for name in methods:
             times[name] = {"baseline": [], "current, same script": [], **times[name]}
-    for _ in range(args.repeats):
+    for repeat in range(args.repeats):
         if args.baseline:
             for label, path in (("baseline", args.baseline), ("current, same script", HERE.parent)):
                 found = baseline_per_round(path, n, s, d, args.rounds)
@@ -133,7 +166,9 @@ def main() -> None:
             for variant, (participation, block) in variants.items():
                 seconds = per_round(method, problem, participation, args.rounds, block)
                 times[name][variant].append(seconds)
-        rowwise.BLOCK = default_block
+            rowwise.BLOCK = default_block
+            floor = floor_time(name, problem, variants["default"][0], args.rounds, seed=repeat)
+            times[name].setdefault("floor (draw + read)", []).append(floor)
     reference = "baseline" if args.baseline else "legacy draws"
     results = {}
     for name in methods:

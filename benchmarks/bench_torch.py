@@ -12,6 +12,8 @@ whole set repeated (``--reps``, default 3) so that load on a shared machine hits
   n = 1000, also GradientTracking on the complete graph (Metropolis weights 1/n): a
   dense W, what dense mixing is for (on the sparse graphs a dense product does O(n^2 d)
   work where the sparse one does O(nnz d): 500x more at n = 1000 on the one-peer graph).
+  Beside each dense row, the dense products alone (``torch.mm`` timed by itself, one per
+  mixed block): the least dense mixing can cost, against NumPy's whole iteration.
 
 Backends: NumPy with default arguments (``compiled="auto"``), NumPy with
 ``compiled=False`` (the NumPy programs), and ``backend="torch"`` on the CPU with its
@@ -167,7 +169,38 @@ def decentralized(quick: bool, reps: int, rounds: int) -> list[dict]:
                     options["dense"] = {"mixing": "dense"}
                 fields = {"method": name, "n": n, "d": d}
                 configs.append((fields, call, backends(options)))
-    return measure(configs, reps, rounds)
+    rows = measure(configs, reps, rounds)
+    for row in rows:
+        if "torch-dense" in row["seconds_per_round"]:
+            # DGD mixes x, gradient tracking x and y: one or two (n, n) @ (n, d) products
+            products = 1 if row["method"] == "DGD" else 2
+            alone = products * dense_product_time(row["n"], row["d"])
+            row["dense_products_alone"] = alone
+            row["dense_products_alone_to_numpy"] = alone / row["seconds_per_round"]["numpy"]
+            log(
+                f"  {row['method']} n={row['n']} d={row['d']}: its {products} dense products "
+                f"alone {alone * 1e3:.2f} ms, {row['dense_products_alone_to_numpy']:.2f}x NumPy's "
+                "whole iteration"
+            )
+    return rows
+
+
+def dense_product_time(n: int, d: int, repeats: int = 50) -> float:
+    """Seconds for one dense (n, n) @ (n, d) float64 product in Torch on the CPU (the
+    threads the Torch backend set), the median of ``repeats``: the least a dense mixing
+    step can cost, whatever the engine around it."""
+    import torch
+
+    w = torch.rand(n, n, dtype=torch.float64)
+    x = torch.rand(n, d, dtype=torch.float64)
+    out = torch.empty(n, d, dtype=torch.float64)
+    torch.mm(w, x, out=out)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(w, x, out=out)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
 
 
 def main(argv=None) -> int:

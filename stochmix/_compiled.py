@@ -57,3 +57,23 @@ def _prefetcher(write: int):
 
 prefetch_read = _prefetcher(0)
 prefetch_write = _prefetcher(1)
+
+
+def inlined(function):
+    """``function`` (a Numba function) compiled anew to be inlined into each caller by
+    Numba itself (``inline="always"``), else ``function`` unchanged (not a Numba
+    dispatcher, or a ``parallel=True`` one).
+
+    The row-wise programs call a problem's gradient kernel once per local step of each
+    node. Left to LLVM, a program with more than four such calls stopped inlining them,
+    and every call then passed the problem's arrays field by field: FedAvg at 10^6 clients
+    (10^5 a round, d = 10) took 2.5, 7.1 and 18.3 ms a round with K = 3, 5 and 8 local
+    steps, against 2.0, 2.6 and 3.5 ms inlined.
+    """
+    py = getattr(function, "py_func", None)
+    options = dict(getattr(function, "targetoptions", None) or {})
+    if py is None or options.get("parallel"):
+        return function
+    options.pop("cache", None)  # the caller's cache holds the inlined code
+    options.pop("nopython", None)
+    return numba.njit(**{**options, "inline": "always"})(py)

@@ -95,6 +95,35 @@ def test_compiled_gradients_of_every_problem(method, problem):
     np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-11 * (1 + np.abs(slow).max()))
 
 
+def test_kernels_are_inlined_by_numba_into_every_program():
+    import numba
+
+    from stochmix._compiled import inlined
+    from stochmix.problems import kernels
+
+    fast = inlined(kernels.quadratic_diagonal)
+    assert fast.targetoptions["inline"] == "always"
+    assert fast.py_func is kernels.quadratic_diagonal.py_func
+
+    def plain(data, c, x, out):
+        out[:] = x
+
+    assert inlined(plain) is plain  # not a Numba function: called as it is
+    spread = numba.njit(parallel=True)(plain)
+    assert inlined(spread) is spread  # parallel functions are not inlined
+
+
+@pytest.mark.parametrize("steps", [5, 8])
+def test_many_local_steps_each_call_the_kernel(steps):
+    # programs with more than four kernel calls (LLVM stopped inlining them there)
+    problem = Quadratic.random(30, 4, seed=2)
+    for method in (FedAvg(0.05, steps), FOCUS(0.002, steps)):
+        fast, _ = states(method, problem, Trace(_masks(30)), 20, compiled=True)
+        slow, _ = states(method, problem, Trace(_masks(30)), 20, backend=SparseOnly())
+        np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-11 * (1 + np.abs(slow).max()))
+        assert np.abs(fast[-1]).max() > 0.01
+
+
 def test_least_squares_in_gram_form():
     rng = np.random.default_rng(0)
     a = rng.standard_normal((20, 200, 3))  # many rows per client: stored as A^T A, A^T b

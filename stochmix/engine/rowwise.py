@@ -106,8 +106,8 @@ class RowwiseProgram(LocalProgram):
         model_block: where gradients are taken.
         tail: how many of the last forms only set single rows from single rows.
         gradient: the problem's compiled ``(kernel, fetch)`` (see
-            ``Problem.row_gradient``); the program calls them directly (a call through a
-            function argument would not be inlined: 20% slower, and slower to dispatch).
+            ``Problem.row_gradient``); the program calls them directly, each inlined by
+            Numba at every call (:func:`stochmix._compiled.inlined`).
         block: nodes per block (default :data:`BLOCK`): the loop first gathers a block's
             rows of the blocks it reads into contiguous buffers (and prefetches the rows
             it only writes and the clients' data), then computes node by node from them.
@@ -137,11 +137,11 @@ class RowwiseProgram(LocalProgram):
             return cached
         import numba
 
-        from .._compiled import prefetch_read, prefetch_write
+        from .._compiled import inlined, prefetch_read, prefetch_write
 
         namespace = {"np": np, "prefetch_read": prefetch_read, "prefetch_write": prefetch_write}
         if self.gradient is not None:
-            namespace["grad"], namespace["fetch"] = self.gradient
+            namespace["grad"], namespace["fetch"] = map(inlined, self.gradient)
         exec(compile(source, f"<stochmix rowwise program {id(self):x}>", "exec"), namespace)
         return numba.njit(nogil=True, boundscheck=False)(namespace["rows"])
 
@@ -396,7 +396,7 @@ def _cached_function(source: str, gradient) -> object | None:
         "import numba",
         "import numpy as np",
         "",
-        "from stochmix._compiled import prefetch_read, prefetch_write",
+        "from stochmix._compiled import inlined, prefetch_read, prefetch_write",
     ]
     parts = [source, __version__, numba.__version__, np.__version__, _source_digest(__name__)]
     parts.append(_source_digest("stochmix._compiled"))
@@ -406,6 +406,7 @@ def _cached_function(source: str, gradient) -> object | None:
             return None
         lines.append(f"from {where[0]} import {where[1]} as {alias}")
         parts += [*where, _source_digest(where[0])]
+    lines += [f"{alias} = inlined({alias})" for alias in ("grad", "fetch")[: len(gradient or ())]]
     digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
     text = "\n".join(lines) + "\n\n\n@numba.njit(nogil=True, boundscheck=False, cache=True)\n"
     text += source
