@@ -26,7 +26,12 @@ prefetching as the compiled loop does; FedAvg reads h_i and z_i, FOCUS also its 
 block g_i). No round can be faster, so ``baseline / floor`` is the largest rate gain this
 machine allows.
 
-Usage: ``python benchmarks/bench_rowwise.py [--rounds 20] [--repeats 3] [--baseline PATH]``;
+Then a table by local steps K (``--steps``, default 1 3 5 8): the compiled loop as it runs,
+the same loop with the gradient kernel's calls left to LLVM (as before 24 November), and
+the NumPy programs.
+
+Usage: ``python benchmarks/bench_rowwise.py [--rounds 20] [--repeats 3] [--baseline PATH]
+[--steps K ...]``;
 writes ``benchmarks/results-rowwise.json``.
 """
 
@@ -73,15 +78,55 @@ def floor_time(name: str, problem, participation, rounds: int, seed: int) -> flo
     return draw_time(participation, rounds, seed + 1) + read_floor(arrays, runs)
 
 
-def per_round(method, problem, participation, rounds: int, block: int) -> float:
+def per_round(method, problem, participation, rounds: int, block: int, compiled=True) -> float:
     """Seconds a round takes, draw included: the median of a run's round times but the
     first (``Result.wall_time``; compiled and warmed first, set-up left out)."""
     rowwise.BLOCK = block
     execute._ROWWISE.clear()
-    options = {"compiled": True, "metrics": (), "progress": False}
+    options = {"compiled": compiled, "metrics": (), "progress": False}
     sm.run(method, problem, participation, 2, **options)  # compile, warm the caches
     result = sm.run(method, problem, participation, rounds, **options)
     return float(np.median(np.diff(result.wall_time)[1:]))
+
+
+def by_local_steps(problem, participation, steps, rounds: int, repeats: int) -> dict:
+    """ms a round of FedAvg and FOCUS with K local steps for each K in ``steps``: the
+    compiled loop as it runs (the gradient kernel inlined by Numba at each call), the same
+    loop leaving the calls to LLVM (compiled in memory with ``stochmix._compiled.inlined``
+    made the identity, as before 24 November), and the NumPy programs; medians over
+    ``repeats``, the three interleaved."""
+    import os
+
+    import stochmix._compiled as compiled_helpers
+
+    n = problem.n_clients
+    keep_inlined, keep_cache = compiled_helpers.inlined, os.environ.get("STOCHMIX_CACHE")
+    table = {}
+    for k in steps:
+        for name, method in (
+            ("FedAvg", sm.algorithms.FedAvg(0.01, local_steps=k)),
+            ("FOCUS", sm.algorithms.FOCUS(1 / (n * problem.smoothness), local_steps=k)),
+        ):
+            times = {"inlined": [], "left to LLVM": [], "NumPy programs": []}
+            for _ in range(repeats):
+                times["inlined"].append(per_round(method, problem, participation, rounds, 0))
+                os.environ["STOCHMIX_CACHE"] = "off"  # the disk cache holds inlined code
+                compiled_helpers.inlined = lambda function: function
+                try:
+                    seconds = per_round(method, problem, participation, rounds, 0)
+                finally:
+                    compiled_helpers.inlined = keep_inlined
+                    if keep_cache is None:
+                        os.environ.pop("STOCHMIX_CACHE")
+                    else:
+                        os.environ["STOCHMIX_CACHE"] = keep_cache
+                times["left to LLVM"].append(seconds)
+                seconds = per_round(method, problem, participation, rounds, 0, compiled=False)
+                times["NumPy programs"].append(seconds)
+            row = {label: 1e3 * float(np.median(t)) for label, t in times.items()}
+            table[f"{name} K={k}"] = row
+            print(f"  {name} K = {k}: " + ", ".join(f"{a} {b:.2f} ms" for a, b in row.items()))
+    return table
 
 
 BASELINE = """
@@ -139,6 +184,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--blocks", type=int, nargs="*", default=[64, 256])
     parser.add_argument("--baseline", help="a checkout of an earlier stochmix to time beside")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        nargs="*",
+        default=[1, 3, 5, 8],
+        help="local steps K of the by-K table (none: skip it)",
+    )
     args = parser.parse_args()
     n, s, d = args.clients, args.participants, args.dim
     problem = sm.problems.Quadratic.random(n, d, seed=0)
@@ -183,6 +235,12 @@ def main() -> None:
             f"{v}: {r['ms_per_round']:.1f} ({r['rate_vs_reference']:.2f}x)" for v, r in rows.items()
         )
         print(f"  {name}: {cells}")
+    steps = {}
+    if args.steps:
+        print("by local steps (default draws; ms a round):")
+        steps = by_local_steps(
+            problem, sm.participation.UniformSample(n, s), args.steps, args.rounds, args.repeats
+        )
     out = {
         "machine": platform.processor() or platform.machine(),
         "clients": n,
@@ -192,6 +250,7 @@ def main() -> None:
         "repeats": args.repeats,
         "baseline": args.baseline,
         "results": results,
+        "by_local_steps": steps,
     }
     (HERE / "results-rowwise.json").write_text(json.dumps(out, indent=2) + "\n")
 
