@@ -124,14 +124,14 @@ def section_bandwidth(cfg):
             "kernel ms",
             "kern GB/s",
             "of copy",
-            "mask alone ms",
+            "draw alone ms",
             "read only ms",
             "of copy",
         ],
         rows,
-        title=f"Effective bandwidth of one round (K = {K}, mask drawing included); read only "
-        "= reading the rows the round reads, writing nothing (Numba, 2 threads): no round "
-        "can beat it",
+        title=f"Effective bandwidth of one round (K = {K}, drawing the participants "
+        "included); read only = reading the rows the round reads, writing nothing (Numba, 2 "
+        "threads, prefetching as the compiled loop does): no round can beat it",
     )
     RESULTS["bandwidth"] = out
     return out

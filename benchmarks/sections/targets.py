@@ -268,12 +268,12 @@ def section_targets(cfg):
             "kernel N=1e3 ms",
             f"kernel N={cfg['flat_n']:.0e}",
             "kernel growth",
-            "mask alone 1e3",
-            f"mask alone {cfg['flat_n']:.0e}",
+            "draw alone 1e3",
+            f"draw alone {cfg['flat_n']:.0e}",
         ],
         rows,
-        title="Per-round time with UniformSample(N, 1000), d = 10 (mask alone = drawing the "
-        "mask and np.flatnonzero, which every implementation pays)",
+        title="Per-round time with UniformSample(N, 1000), d = 10 (draw alone = drawing the "
+        "participants as a run draws them, process.participants)",
     )
 
     # ---- T6 bandwidth
