@@ -15,12 +15,13 @@ from __future__ import annotations
 import json
 import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness import draw_seconds  # noqa: E402
 
 from stochmix.participation import Bernoulli, UniformSample  # noqa: E402
 
@@ -30,14 +31,7 @@ RANGES = [(0.05, 0.2), (0.005, 0.2)]
 
 
 def _round_ms(process, rounds: int) -> float:
-    stream = process.participants(0)
-    next(stream)
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        next(stream)
-        times.append(time.perf_counter() - start)
-    return 1e3 * float(np.median(times))
+    return 1e3 * draw_seconds(process, rounds, seed=0)
 
 
 def _processes(n: int, size: int, draws: str):

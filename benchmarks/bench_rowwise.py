@@ -42,28 +42,16 @@ import json
 import platform
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 from baselines import read_floor
+from harness import draw_seconds
 
 import stochmix as sm
 from stochmix.engine import execute, rowwise
 
 HERE = Path(__file__).resolve().parent
-
-
-def draw_time(participation, rounds: int, seed: int) -> float:
-    """Seconds per round to draw the participants alone (median over ``rounds``)."""
-    stream = participation.participants(seed)
-    next(stream)
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        next(stream)
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
 
 
 def floor_time(name: str, problem, participation, rounds: int, seed: int) -> float:
@@ -75,7 +63,7 @@ def floor_time(name: str, problem, participation, rounds: int, seed: int) -> flo
         arrays.append(np.ones((n, d)))
     stream = participation.participants(seed)
     runs = [[next(stream) for _ in range(rounds)] for _ in range(3)]
-    return draw_time(participation, rounds, seed + 1) + read_floor(arrays, runs)
+    return draw_seconds(participation, rounds, seed + 1) + read_floor(arrays, runs)
 
 
 def per_round(method, problem, participation, rounds: int, block: int, compiled=True) -> float:

@@ -284,6 +284,19 @@ def repeat_rounds(go, probe, budget, reps, max_rounds):
     return best, rounds, reps
 
 
+def draw_seconds(process, rounds: int, seed=MASK_SEED) -> float:
+    """Seconds per round to draw the participants alone, as a run draws them
+    (``process.participants``), the median over ``rounds`` after one untimed draw."""
+    stream = process.participants(seed)
+    next(stream)
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        next(stream)
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
 def mask_time(process, budget):
     """Seconds per round of drawing the participants alone, as a run draws them
     (``process.participants``: sorted indices, without an N-long mask where the process
