@@ -424,3 +424,25 @@ def test_unchanged_processes_give_sorted_indices_of_their_masks():
 
 def test_exported():
     assert participation.UniformSample is UniformSample
+
+
+def test_reused_draw_buffers_neither_change_the_stream_nor_leak_into_results():
+    from stochmix.participation.processes import _skips, _uniform_subset
+
+    n, size, work = 200_000, 20_000, {}
+    fresh, reused = np.random.default_rng(4), np.random.default_rng(4)
+    kept = []
+    for _ in range(6):
+        expected = _uniform_subset(fresh, n, size)
+        got = _uniform_subset(reused, n, size, work)
+        np.testing.assert_array_equal(got, expected)
+        kept.append((got, expected))
+    for got, expected in kept:  # later rounds wrote the buffers, not these arrays
+        np.testing.assert_array_equal(got, expected)
+        assert not np.shares_memory(got, work["positions"])
+    # a skip past the end at a tiny rate (the clamped path) draws the same positions
+    for q in (1e-12, 1e-6, 0.5):
+        a = _skips(np.random.default_rng(7), n, q)
+        b = _skips(np.random.default_rng(7), n, q, {})
+        np.testing.assert_array_equal(a, b)
+        assert np.all(np.diff(a) > 0) and (a.size == 0 or (a[0] >= 0 and a[-1] < n))
