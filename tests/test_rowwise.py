@@ -151,10 +151,10 @@ def test_threads_give_the_serial_result_and_are_deterministic(monkeypatch, metho
     monkeypatch.setattr(execute, "WORKERS", 2)
     monkeypatch.setattr(rowwise, "PARALLEL_MIN_ENTRIES", 1)
     parts = []
-    original = rowwise.RowwiseProgram._chunks
+    original = rowwise.RowwiseProgram._task  # what each part runs (the pool's or not)
     monkeypatch.setattr(
         rowwise.RowwiseProgram,
-        "_chunks",
+        "_task",
         lambda self, *a: parts.append(a[-1]) or original(self, *a),
     )
     threaded, _ = states(method, problem, part, 12, compiled=True)

@@ -284,9 +284,15 @@ class RowwiseProgram(LocalProgram):
         return max(size, 1), 1
 
     def _chunks(self, z, rows, starts, step, size, coefs, clients, bind, snapshot, acc, worker):
-        data = bind[2]
+        arguments = (z, rows, starts, step, size, coefs, clients, bind, snapshot, acc, worker)
+        return self._task(*arguments)()
+
+    def _task(self, z, rows, starts, step, size, coefs, clients, bind, snapshot, acc, worker):
+        """The call of the compiled function over the nodes that begin at ``starts``, its
+        arguments built here (on the calling thread, so that a pool's worker only makes
+        the call, which releases the GIL at once)."""
         if not len(starts):
-            return True
+            return _finite
         lo, hi = int(starts[0]), min(int(starts[-1]) + step, size)
         d = z.shape[1]
         scalars = np.array([c if np.ndim(c) == 0 else 0.0 for c in coefs], dtype=np.float64)
@@ -306,12 +312,22 @@ class RowwiseProgram(LocalProgram):
             clients=clients if clients is not None else rows[0],
             S=singles if singles is not None else np.empty((0, d), z.dtype),
             A=sums,
-            gd=data,
+            gd=bind[2],
         )
-        ok = self._function(*[getattr(call, name) for name in ROWS_PARAMETERS])
-        for k, r in enumerate(self.outer_rows):
-            acc[r] += sums[k]
-        return bool(ok)
+        arguments = [getattr(call, name) for name in ROWS_PARAMETERS]
+        function, outer = self._function, self.outer_rows
+
+        def run() -> bool:
+            ok = function(*arguments)
+            for k, r in enumerate(outer):
+                acc[r] += sums[k]
+            return bool(ok)
+
+        return run
+
+
+def _finite() -> bool:
+    return True
 
 
 def _aligned_vectors(names: list[str]) -> list[str]:
