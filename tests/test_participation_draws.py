@@ -446,3 +446,36 @@ def test_reused_draw_buffers_neither_change_the_stream_nor_leak_into_results():
         b = _skips(np.random.default_rng(7), n, q, {})
         np.testing.assert_array_equal(a, b)
         assert np.all(np.diff(a) > 0) and (a.size == 0 or (a[0] >= 0 and a[-1] < n))
+
+
+# Digests of 20 rounds from seed 7 of the default (fast) draws, recorded with the code of
+# 24 November before the draws reused their buffers (commit a696757): (masks, participants).
+RECORDED_FAST = {
+    "uniform_200000_20000": ("926dd045cc7f4231", "436863bd0186ccc0"),
+    "uniform_200000_150000": ("540781dac6da5416", "456fa2486b7da814"),
+    "bern_hom_0.03": ("8ec5d5a82bdc1d03", "4a7c5feef1912ab7"),
+    "bern_het": ("09bb75e11c3be713", "a359a5d9450dc268"),
+    "bern_groups": ("16712614b2f4e08e", "b6656ecdfe46e2d2"),
+}
+
+
+def _recorded_fast_processes():
+    return {
+        "uniform_200000_20000": UniformSample(200000, 20000),  # geometric skips
+        "uniform_200000_150000": UniformSample(200000, 150000),  # the excluded drawn
+        "bern_hom_0.03": Bernoulli(0.03, n_clients=50000),
+        "bern_het": Bernoulli.heterogeneous(50000, 0.005, 0.2, seed=1),
+        # four groups thinned at their own rates, some empty in some rounds
+        "bern_groups": Bernoulli(np.repeat([0.0001, 0.001, 0.01, 0.2], 12500)),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(RECORDED_FAST))
+def test_fast_streams_match_the_recorded_ones(name):
+    process = _recorded_fast_processes()[name]
+    masks, indices = RECORDED_FAST[name]
+    assert _digest(process.masks(7)) == masks
+    stream = process.participants(7)
+    kept = list(itertools.islice(stream, 20))
+    assert _digest(iter(kept)) == indices
+    assert _digest(process.participants(7)) == indices  # the kept rounds were not reused

@@ -529,18 +529,27 @@ class Bernoulli(ParticipationProcess):
                     cost = grouped
         return None if cost > _DENSE_CANDIDATES * n else plan
 
-    def _sparse_round(self, rng: np.random.Generator) -> np.ndarray:
+    def _sparse_round(self, rng: np.random.Generator, work: list[dict]) -> np.ndarray:
+        """One round by thinning: per group of the plan, candidates at the group's top
+        rate q by geometric skips, each kept with probability p_i / q. ``work``: one dict
+        of reusable buffers per group (see :func:`_skips`)."""
         found = []
-        for members, q in self._plan:
+        for (members, q), buffers in zip(self._plan, work, strict=True):
             size = self.n_clients if members is None else members.size
-            candidates = _skips(rng, size, q)
+            candidates = _skips(rng, size, q, buffers)  # a view of the buffers
             clients = candidates if members is None else members[candidates]
             if not self._homogeneous:
+                m = candidates.size
+                if "draws" not in buffers or buffers["draws"].size < m:
+                    room = max(m, buffers.get("size", 0))  # (no skips drawn at q = 1)
+                    buffers["draws"], buffers["ratio"] = np.empty(room), np.empty(room)
                 # p[clients] / q: the same numbers as dividing all of p once, taken per round
-                ratio = self.p[clients]
+                ratio = np.take(self.p, clients, out=buffers["ratio"][:m])
                 np.divide(ratio, q, out=ratio)
-                kept = rng.random(candidates.size) < ratio
-                clients = np.compress(kept, clients)  # faster than clients[kept]
+                draws = rng.random(out=buffers["draws"][:m])
+                clients = np.compress(draws < ratio, clients)  # faster than clients[kept]
+            elif members is None:
+                clients = clients.copy()
             found.append(clients)
         if len(found) == 1:
             return found[0]
@@ -564,8 +573,9 @@ class Bernoulli(ParticipationProcess):
         if self.draws == "legacy":
             yield from super()._index_stream(rng)
         elif self._plan is not None:
+            work: list[dict] = [{} for _ in self._plan]  # buffers reused round after round
             while True:
-                yield self._sparse_round(rng)
+                yield self._sparse_round(rng, work)
         elif self._homogeneous and self.p[0] == 1.0:
             while True:
                 yield np.arange(self.n_clients, dtype=np.int64)
