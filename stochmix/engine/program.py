@@ -320,7 +320,6 @@ class LocalProgram:
                 workers = 1
         return -(-size // -(-size // step)), workers  # equal chunks, none tiny
 
-    @np.errstate(over="ignore", invalid="ignore")
     def _task(self, z, rows, starts, step, size, coefs, clients, bind, snapshot, acc, worker):
         """A callable that runs :meth:`_chunks` with these arguments (what a pool's worker
         runs; the row-wise programs build their call's arguments here instead)."""
@@ -328,6 +327,7 @@ class LocalProgram:
             self._chunks, z, rows, starts, step, size, coefs, clients, bind, snapshot, acc, worker
         )
 
+    @np.errstate(over="ignore", invalid="ignore")
     def _chunks(self, z, rows, starts, step, size, coefs, clients, bind, snapshot, acc, worker):
         """Run the chunks that begin at ``starts``; False if a written entry is not
         finite. ``worker`` numbers the part (0 on the calling thread)."""
@@ -458,10 +458,12 @@ class LocalProgram:
                     for w, part in enumerate(parts)
                 ]
                 pool = _pool(workers)
-                common = (z, rows)
-                tail = (step, size, coefs, clients, bind, snapshot)
                 futures = [
-                    pool.submit(self._task(*common, part, *tail, part_acc, w))
+                    pool.submit(
+                        self._task(
+                            z, rows, part, step, size, coefs, clients, bind, snapshot, part_acc, w
+                        )
+                    )
                     for part, part_acc, w in jobs
                 ]
                 for future, (_, part_acc, _) in zip(futures, jobs, strict=True):
