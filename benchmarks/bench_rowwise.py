@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -83,8 +84,6 @@ def by_local_steps(problem, participation, steps, rounds: int, repeats: int) -> 
     loop leaving the calls to LLVM (compiled in memory with ``stochmix._compiled.inlined``
     made the identity, as before 24 November), and the NumPy programs; medians over
     ``repeats``, the three interleaved."""
-    import os
-
     import stochmix._compiled as compiled_helpers
 
     n = problem.n_clients

@@ -13,10 +13,10 @@ from harness import (
     METHODS,
     RESULTS,
     K,
+    budgeted_draw_time,
     fmt_ms,
     log,
     lr_for,
-    mask_time,
     quad_problem,
     table,
     time_baseline,
@@ -70,7 +70,7 @@ def section_bandwidth(cfg):
             partial(kern, data, lr, K, chunk_bytes=1 << 20), process, budget=cfg["bw_budget"]
         )[0]
         b = round_bytes(name, m, d)
-        tm = mask_time(process, cfg["bw_budget"] / 2)
+        tm = budgeted_draw_time(process, cfg["bw_budget"] / 2)
         # the floor: read the rows the round reads and nothing else (FOCUS also reads y_i
         # and g_i: two (N, d) arrays stand in for them) and write nothing, so no round
         # can be faster; its "of copy" counts the round's bytes, writes included

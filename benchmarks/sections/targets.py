@@ -30,13 +30,13 @@ from harness import (
     SEED,
     K,
     PeakRSS,
+    budgeted_draw_time,
     engine_label,
     fmt_mb,
     fmt_ms,
     fmt_ratio,
     log,
     lr_for,
-    mask_time,
     quad_problem,
     repeat_rounds,
     run_engine,
@@ -230,7 +230,7 @@ def section_targets(cfg):
             kper[nn] = time_baseline(
                 partial(kern, data, lr, K, chunk_bytes=1 << 20), process, budget=budget / 2
             )[0]
-            kper[("mask", nn)] = mask_time(process, budget / 4)
+            kper[("mask", nn)] = budgeted_draw_time(process, budget / 4)
         big = cfg["flat_n"]
         ratio = per[big] / per[10**3]
         rows.append(
