@@ -38,6 +38,7 @@ import numpy as np
 
 from .phase import LocalForm
 from .program import LocalProgram, SourceWriter
+from .row_statements import Call, Loop, Names, Put, Row, Sum, lower
 
 # Rounds of fewer node entries (nodes x d) than this stay on one thread.
 PARALLEL_MIN_ENTRIES = 1 << 17
@@ -145,23 +146,53 @@ class RowwiseProgram(LocalProgram):
         exec(compile(source, f"<stochmix rowwise program {id(self):x}>", "exec"), namespace)
         return numba.njit(nogil=True, boundscheck=False)(namespace["rows"])
 
-    # ------------------------------------------------------------------ loops over a row
+    # ------------------------------------------------------------------ emission
+    def _emit(self, schedule) -> str:
+        """The schedule lowered to loops over one row (:mod:`.row_statements`: gradients
+        written where they are kept, copies forwarded, element-wise steps on one buffer
+        fused), each statement written as one line or one loop over ``j``."""
+        w = self._writer()
+        names = Names(
+            buffer=lambda b: Row(str(b), f"{b}[j]"),
+            single=lambda row: Row(self._single(row), f"{self._single(row)}[j]"),
+            gathered=self._gathered,
+            gradient=Row("g", "g[j]"),
+            origin=Row("origin", "origin[j]"),
+            coef=lambda kind, slot: self._coef(w, kind, slot),
+            outer=self.outer_rows.index,
+        )
+        for statement in lower(schedule.steps, schedule.stores, schedule.checks, names):
+            if isinstance(statement, Loop):
+                self._loop(w, f"{statement.out.entry} = {statement.value}")
+            elif isinstance(statement, Call):
+                w.emit(f"grad(gd, client, {statement.point.row}, {statement.out.row})")
+            elif isinstance(statement, Sum):
+                self._loop(w, f"A[{statement.index}, j] += {statement.value}")
+            elif isinstance(statement, Put):
+                self._loop(w, f"z[n{statement.slot}, j] = {statement.value}")
+            else:  # Finite: x - x is 0 for finite x and NaN otherwise (an OR that vectorizes)
+                tests = [f"({e} - {e} != 0.0)" for e in statement.entries]
+                self._loop(w, f"bad |= {' | '.join(tests)}")
+        return self._finish(w)
+
+    def _gathered(self, slot: int) -> Row:
+        """The node's row of the block in ``slot``, where the loop reads it."""
+        if self.block:
+            return Row(f"G{slot}[k]", f"G{slot}[k, j]")
+        return Row(f"z[n{slot}]", f"z[n{slot}, j]")
+
     def _loop(self, w: SourceWriter, statement: str) -> None:
         w.emit("for j in range(d):")
         w.emit(f"    {statement}")
 
-    def _finish(self, w: SourceWriter, stores: tuple, checks: tuple) -> str:
-        for slot, var in stores:
-            self._loop(w, f"z[n{slot}, j] = " + ("0.0" if var is None else f"{var}[j]"))
-        for var in checks:
-            self._check(w, var)
+    def _finish(self, w: SourceWriter) -> str:
         w.emit("")
         self.array_slots = sorted(w.columns | w.vectors)
         gathered = {w.slot[b] for b in self.gather}
-        used = {s for s, _ in stores} | gathered
+        used = {store.block for store in self.schedule.stores} | gathered
         head = [f"def rows({', '.join(ROWS_PARAMETERS)}):", "    d = z.shape[1]"]
         vectors = [f"b{w.slot[b]}_{k}" for b in self.blocks for k in (0, 1)]
-        head += _aligned_vectors([*vectors, "g", "tmp", "origin"])
+        head += _aligned_vectors([*vectors, "g", "origin"])
         for b in self.blocks:
             i = w.slot[b]
             if i in used:
@@ -220,29 +251,6 @@ class RowwiseProgram(LocalProgram):
         # inside the node loop (which is inside the loop over blocks when blocked)
         return SourceWriter(self.schedule.blocks, indent=" " * (12 if self.block else 8))
 
-    def _gather(self, w: SourceWriter, var: str, slot: int) -> None:
-        if self.block:
-            self._loop(w, f"{var}[j] = G{slot}[k, j]")
-        else:
-            self._loop(w, f"{var}[j] = z[n{slot}, j]")
-
-    def _gradient(self, w: SourceWriter, x: str | None) -> None:
-        w.emit(f"grad(gd, client, {x if x is not None else 'origin'}, g)")
-
-    def _reduce(self, w: SourceWriter, row: int, src: str, kind: str, slot: int) -> None:
-        k = self.outer_rows.index(row)
-        if kind == "array":
-            w.vectors.add(slot)
-            self._loop(w, f"A[{k}, j] += a{slot}[t] * {src}[j]")
-        elif kind == "one":
-            self._loop(w, f"A[{k}, j] += {src}[j]")
-        else:
-            self._loop(w, f"A[{k}, j] += cs[{slot}] * {src}[j]")
-
-    def _check(self, w: SourceWriter, var: str) -> None:
-        # x - x is 0 for finite x and NaN otherwise: an OR over the row that vectorizes
-        self._loop(w, f"bad |= {var}[j] - {var}[j] != 0.0")
-
     def _single(self, row: int) -> str:
         return f"S{self.singles.index(row)}"
 
@@ -251,29 +259,6 @@ class RowwiseProgram(LocalProgram):
             w.columns.add(slot)
             return f"a{slot}[t]"
         return f"cs[{slot}]"
-
-    def _negate(self, w: SourceWriter, out: str) -> None:
-        self._loop(w, f"{out}[j] = -{out}[j]")
-
-    def _scale(self, w: SourceWriter, out: str, c: str) -> None:
-        self._loop(w, f"{out}[j] *= {c}")
-
-    def _copy(self, w: SourceWriter, out: str, src: str) -> None:
-        self._loop(w, f"{out}[j] = {src}[j]")
-
-    def _multiply(self, w: SourceWriter, out: str, src: str, c: str) -> None:
-        self._loop(w, f"{out}[j] = {src}[j] * {c}")
-
-    def _add(self, w: SourceWriter, out: str, src: str) -> None:
-        self._loop(w, f"{out}[j] = {out}[j] + {src}[j]")
-
-    def _subtract(self, w: SourceWriter, out: str, src: str) -> None:
-        self._loop(w, f"{out}[j] = {out}[j] - {src}[j]")
-
-    def _add_scaled(self, w: SourceWriter, out: str, src: str, c: str, scratch: str) -> None:
-        # the product, then the sum, each rounded (no fused multiply-add): in float64 the
-        # NumPy program's numbers exactly
-        self._loop(w, f"{out}[j] = {out}[j] + {src}[j] * {c}")
 
     # ------------------------------------------------------------------ execution
     def _split(self, size: int, d: int, itemsize: int, data_per_row: int, workers: int, whole):
