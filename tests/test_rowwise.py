@@ -327,3 +327,45 @@ def test_blocked_loop_equals_the_node_loop_bit_for_bit(monkeypatch, method, bloc
     assert ran and all(program.block == block for program in ran)
     assert "for t0 in range(lo, hi" in ran[0].source
     np.testing.assert_array_equal(blocked, nodes)
+
+
+@pytest.mark.parametrize("method", _methods(), ids=lambda m: m.name)
+def test_lowered_programs_equal_one_loop_per_step_bit_for_bit(monkeypatch, method):
+    # the lowering (gradients kept in place, copies forwarded, steps fused) changes no
+    # entry's arithmetic: every method's rounds give the same bits as the steps one by one
+    problem = Quadratic.random(30, 3, seed=5)
+    decentralized = method.name in ("GradientTracking", "PushPull")
+    part = Full(30) if decentralized else Trace(_masks(30))
+    found = {}
+    for lowered in (False, True):
+        monkeypatch.setattr(rowwise, "LOWERED", lowered)
+        monkeypatch.setattr(execute, "_ROWWISE", ProgramCache())
+        ran = _spy(monkeypatch)
+        found[lowered], _ = states(method, problem, part, 20, compiled=True)
+        assert ran and all(program.lowered == lowered for program in ran)
+    np.testing.assert_array_equal(found[True], found[False])
+    assert np.isfinite(found[True]).all() and np.abs(found[True][-1]).max() > 0
+
+
+@pytest.mark.parametrize("method", [FedAvg(0.05, 3), FOCUS(0.002, 3)], ids=lambda m: m.name)
+def test_lowered_programs_forward_copies_and_fuse_steps(monkeypatch, method):
+    # what the lowering is for, seen in the code: the snapshot row and the gradients read
+    # where they are (no copies), fewer loops than steps
+    ran = _spy(monkeypatch)
+    states(method, Quadratic.random(30, 3, seed=5), Trace(_masks(30)), 5, compiled=True)
+    lowered = ran[-1]
+    plain = rowwise.RowwiseProgram(
+        lowered.forms,
+        lowered.model,
+        lowered.tail_length,
+        lowered.gradient,
+        lowered=False,
+        zero=lowered.zero,
+        scratch=lowered.scratch,
+    )
+    assert lowered.source.count("for j in") < plain.source.count("for j in")
+    assert "grad(gd, client, S0, " in lowered.source
+    assert "grad(gd, client, S0, " not in plain.source
+    assert "= g[j]" not in lowered.source
+    if method.name == "FOCUS":  # it keeps every gradient
+        assert "= g[j]" in plain.source

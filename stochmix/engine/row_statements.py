@@ -16,7 +16,9 @@ numbers are bit for bit those of one loop per step):
   the row itself, until the row or the buffer is rewritten (the copy is then made, before
   that write);
 * **element-wise steps fused**: consecutive steps that each rewrite the same buffer from
-  others become one loop whose expression applies them in order.
+  others become one loop whose expression applies them in order (and a buffer summed into
+  an outer row right after it is computed, and never read again, is summed from that
+  expression without being written).
 
 :func:`lower` does this and returns statements (:class:`Loop`, :class:`Call`,
 :class:`Sum`, :class:`Finite`, :class:`Put`) that name rows and entries as code; the
@@ -143,6 +145,20 @@ def kept_gradients(steps: tuple) -> dict[int, Buffer]:
     return kept
 
 
+def _live_after(steps: tuple, stores: tuple, checks: tuple) -> list[set]:
+    """For each step, the buffers that a later step, a store or a check reads before
+    anything rewrites them whole."""
+    live = {s.value for s in stores if s.value is not None} | set(checks)
+    after: list[set] = [set()] * len(steps)
+    for i in range(len(steps) - 1, -1, -1):
+        after[i] = set(live)
+        step = steps[i]
+        if isinstance(step, Gather | Copy | Multiply):
+            live.discard(step.out)
+        live.update(b for b in _reads(step) if isinstance(b, Buffer))
+    return after
+
+
 def _reads(step) -> tuple:
     if isinstance(step, Gradient):
         return (step.point,)
@@ -168,8 +184,9 @@ def _writes(step) -> tuple:
 class _Lowering:
     """The buffers' copies and the pending fused loop while the steps are lowered."""
 
-    def __init__(self, names: Names):
+    def __init__(self, names: Names, plain: bool):
         self.names = names
+        self.plain = plain  # one loop per step: nothing forwarded or fused
         self.out: list[Statement] = []
         self.copies: dict[Buffer, Row] = {}  # buffer -> the row it is a copy of
         self.gradient = names.gradient  # where the current gradients are
@@ -184,6 +201,11 @@ class _Lowering:
         if self.pending is not None and operand == self.pending[0]:
             self.flush()
         return self.copies.get(operand) or self.names.buffer(operand)
+
+    def read_source(self, step: Gather | Copy) -> str:
+        if isinstance(step, Gather):
+            return self.names.gathered(step.block).entry
+        return self.read(step.source).entry
 
     # ------------------------------------------------------------------ writing
     def flush(self) -> None:
@@ -214,6 +236,8 @@ class _Lowering:
         old = self.read(buffer).entry
         self.define(buffer)
         self.pending = (buffer, rewrite(old))
+        if self.plain:
+            self.flush()
 
     def assign(self, buffer: Buffer, value: Callable[[], str]) -> None:
         """``buffer <- value()`` (value read after the pending loop is written)."""
@@ -221,10 +245,18 @@ class _Lowering:
         expression = value()
         self.define(buffer)
         self.pending = (buffer, expression)
+        if self.plain:
+            self.flush()
 
     # ------------------------------------------------------------------ the steps
-    def step(self, step, kept: Buffer | None) -> None:
+    def step(self, step, kept: Buffer | None, live: bool) -> None:
+        """Lower one step; ``kept``: the buffer a gradient goes into (else the scratch),
+        ``live``: whether a later step, store or check reads what this step reads."""
         names = self.names
+        if self.plain and isinstance(step, Gather | Copy):
+            self.flush()
+            self.out.append(Loop(names.buffer(step.out), self.read_source(step)))
+            return
         if isinstance(step, Gather):
             self.flush()
             self.define(step.out)
@@ -247,8 +279,12 @@ class _Lowering:
             if source != names.buffer(step.out):
                 self.copies[step.out] = source
         elif isinstance(step, Reduce):
-            value = self.read(step.source).entry
-            self.flush()
+            if self.pending is not None and self.pending[0] == step.source and not live:
+                value = f"({self.pending[1]})"  # summed where it is computed: never stored
+                self.pending = None
+            else:
+                value = self.read(step.source).entry
+                self.flush()
             if step.coef.kind != "one":
                 value = f"{self._coef(step.coef)} * {value}"
             self.out.append(Sum(names.outer(step.row), value))
@@ -309,13 +345,21 @@ class _Lowering:
 
 
 def lower(
-    steps: tuple, stores: tuple[Store, ...], checks: tuple[Buffer, ...], names: Names
+    steps: tuple,
+    stores: tuple[Store, ...],
+    checks: tuple[Buffer, ...],
+    names: Names,
+    plain: bool = False,
 ) -> list[Statement]:
-    """The statements of a run's steps, stores and checks (see the module docstring)."""
-    lowering = _Lowering(names)
-    kept = kept_gradients(steps)
+    """The statements of a run's steps, stores and checks (see the module docstring).
+
+    ``plain``: one loop per step instead, each step written as it is (what the lowering is
+    tested against, bit for bit)."""
+    lowering = _Lowering(names, plain)
+    kept = {} if plain else kept_gradients(steps)
+    live = _live_after(steps, stores, checks)
     for i, step in enumerate(steps):
-        lowering.step(step, kept.get(i))
+        lowering.step(step, kept.get(i), plain or any(b in live[i] for b in _reads(step)))
     lowering.finish(stores, checks)
     return lowering.out
 
