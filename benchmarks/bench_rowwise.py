@@ -27,8 +27,9 @@ block g_i). No round can be faster, so ``baseline / floor`` is the largest rate 
 machine allows.
 
 Then a table by local steps K (``--steps``, default 1 3 5 8): the compiled loop as it runs,
-the same loop with the gradient kernel's calls left to LLVM (as before 24 November), and
-the NumPy programs.
+the same loop written one loop per step (``rowwise.LOWERED = False``, as before 25
+November), the same loop with the gradient kernel's calls left to LLVM (as before 24
+November), and the NumPy programs.
 
 Usage: ``python benchmarks/bench_rowwise.py [--rounds 20] [--repeats 3] [--baseline PATH]
 [--steps K ...]``;
@@ -69,21 +70,25 @@ def floor_time(name: str, problem, participation, rounds: int, seed: int) -> flo
 
 def per_round(method, problem, participation, rounds: int, block: int, compiled=True) -> float:
     """Seconds a round takes, draw included: the median of a run's round times but the
-    first (``Result.wall_time``; compiled and warmed first, set-up left out)."""
+    first (``Result.wall_time``; set-up left out), after a whole run of the same rounds
+    (which compiles and warms)."""
     rowwise.BLOCK = block
     execute._ROWWISE.clear()
     options = {"compiled": compiled, "metrics": (), "progress": False}
-    sm.run(method, problem, participation, 2, **options)  # compile, warm the caches
+    # a whole run first, as the fresh-process script does: compiles, warms the caches, and
+    # touches the pages this run's arrays will use
+    sm.run(method, problem, participation, rounds, **options)
     result = sm.run(method, problem, participation, rounds, **options)
     return float(np.median(np.diff(result.wall_time)[1:]))
 
 
 def by_local_steps(problem, participation, steps, rounds: int, repeats: int) -> dict:
     """ms a round of FedAvg and FOCUS with K local steps for each K in ``steps``: the
-    compiled loop as it runs (the gradient kernel inlined by Numba at each call), the same
-    loop leaving the calls to LLVM (compiled in memory with ``stochmix._compiled.inlined``
+    compiled loop as it runs (the gradient kernel inlined by Numba at each call, the
+    schedule lowered), the same loop one loop per step, the same loop leaving the calls to
+    LLVM (compiled in memory with ``stochmix._compiled.inlined``
     made the identity, as before 24 November), and the NumPy programs; medians over
-    ``repeats``, the three interleaved."""
+    ``repeats``, all interleaved."""
     import stochmix._compiled as compiled_helpers
 
     n = problem.n_clients
@@ -94,9 +99,20 @@ def by_local_steps(problem, participation, steps, rounds: int, repeats: int) -> 
             ("FedAvg", sm.algorithms.FedAvg(0.01, local_steps=k)),
             ("FOCUS", sm.algorithms.FOCUS(1 / (n * problem.smoothness), local_steps=k)),
         ):
-            times = {"inlined": [], "left to LLVM": [], "NumPy programs": []}
+            times = {
+                "inlined": [],
+                "one loop per step": [],
+                "left to LLVM": [],
+                "NumPy programs": [],
+            }
             for _ in range(repeats):
                 times["inlined"].append(per_round(method, problem, participation, rounds, 0))
+                rowwise.LOWERED = False
+                try:
+                    seconds = per_round(method, problem, participation, rounds, 0)
+                finally:
+                    rowwise.LOWERED = True
+                times["one loop per step"].append(seconds)
                 os.environ["STOCHMIX_CACHE"] = "off"  # the disk cache holds inlined code
                 compiled_helpers.inlined = lambda function: function
                 try:
@@ -215,7 +231,11 @@ def main() -> None:
     for name in methods:
         median = {v: float(np.median(t)) for v, t in times[name].items()}
         results[name] = {
-            v: {"ms_per_round": 1e3 * m, "rate_vs_reference": median[reference] / m}
+            v: {
+                "ms_per_round": 1e3 * m,
+                "rate_vs_reference": median[reference] / m,
+                "ms_per_round_by_repeat": [1e3 * t for t in times[name][v]],
+            }
             for v, m in median.items()
         }
     print(f"N = {n}, |S| = {s}, d = {d}, K = 3; ms a round (rate vs {reference})")

@@ -329,13 +329,46 @@ def test_blocked_loop_equals_the_node_loop_bit_for_bit(monkeypatch, method, bloc
     np.testing.assert_array_equal(blocked, nodes)
 
 
-@pytest.mark.parametrize("method", _methods(), ids=lambda m: m.name)
-def test_lowered_programs_equal_one_loop_per_step_bit_for_bit(monkeypatch, method):
+def _zoo():
+    """The rest of the zoo whose rounds run row-wise programs (every client or node, on
+    an undirected ring where a method mixes)."""
+    import networkx as nx
+
+    from stochmix.algorithms import (
+        D2,
+        KGT,
+        NIDS,
+        ExactDiffusion,
+        FedAdagrad,
+        FedAdam,
+        FedAvgM,
+        FedDyn,
+        FedProx,
+        FedVARP,
+        FedYogi,
+        Scaffnew,
+    )
+    from stochmix.mixing.sequences import StaticSequence
+
+    ring = StaticSequence(nx.cycle_graph(30))
+    every = [Scaffnew(0.05, 0.3), KGT(0.05, ring, 2), NIDS(0.05, ring), D2(0.05, ring)]
+    every.append(ExactDiffusion(0.05, ring))
+    some = [FedAvgM(0.1, 2), FedDyn(0.05, 2), FedProx(0.1, 0.1, 2), FedAdam(0.1, 2)]
+    some += [FedYogi(0.1, 2), FedAdagrad(0.1, 2)]
+    some.append(FedVARP(0.1, 2, probabilities=np.linspace(0.1, 0.9, 30)))
+    return [(m, True) for m in every] + [(m, False) for m in some]
+
+
+@pytest.mark.parametrize(
+    ("method", "everyone"),
+    [(m, m.name in ("GradientTracking", "PushPull")) for m in _methods()] + _zoo(),
+    ids=lambda m: getattr(m, "name", ""),
+)
+def test_lowered_programs_equal_one_loop_per_step_bit_for_bit(monkeypatch, method, everyone):
     # the lowering (gradients kept in place, copies forwarded, steps fused) changes no
     # entry's arithmetic: every method's rounds give the same bits as the steps one by one
     problem = Quadratic.random(30, 3, seed=5)
-    decentralized = method.name in ("GradientTracking", "PushPull")
-    part = Full(30) if decentralized else Trace(_masks(30))
+    part = Full(30) if everyone else Trace(_masks(30))
     found = {}
     for lowered in (False, True):
         monkeypatch.setattr(rowwise, "LOWERED", lowered)

@@ -137,3 +137,51 @@ def test_rowwise_signature_is_the_declared_interface():
     program = RowwiseProgram(step.program.forms, "x", step.program.tail_length, None)
     assert program.schedule == step.program.schedule
     assert program.source.splitlines()[0] == f"def rows({', '.join(ROWS_PARAMETERS)}):"
+
+
+# The row-wise program's loop body for the same rounds: the schedule lowered
+# (stochmix.engine.row_statements). Read against the golden schedules above: the snapshot
+# row and the gathered rows are read where they are, each gradient is written into the
+# buffer that keeps it, each run of steps on one buffer is one loop, and FOCUS's y is
+# summed from its expression (nothing reads it again).
+FEDAVG_ROWS = """\
+grad(gd, client, S0, g)
+for j in range(d):
+    b0_0[j] = S0[j] + g[j] * cs[2]
+grad(gd, client, b0_0, g)
+for j in range(d):
+    b0_0[j] = b0_0[j] + g[j] * cs[4]
+for j in range(d):
+    A[0, j] += cs[5] * b0_0[j]
+for j in range(d):
+    z[n0, j] = b0_0[j]"""
+
+FOCUS_ROWS = """\
+grad(gd, client, S0, b2_1)
+for j in range(d):
+    b1_0[j] = z[n1, j] - z[n2, j] + b2_1[j]
+for j in range(d):
+    b0_0[j] = S0[j] + b1_0[j] * cs[6]
+grad(gd, client, b0_0, b2_0)
+for j in range(d):
+    A[0, j] += (b1_0[j] - b2_1[j] + b2_0[j])
+for j in range(d):
+    z[n0, j] = b0_0[j]
+for j in range(d):
+    z[n1, j] = 0.0
+for j in range(d):
+    z[n2, j] = b2_0[j]
+for j in range(d):
+    bad |= (b0_0[j] - b0_0[j] != 0.0) | (b2_0[j] - b2_0[j] != 0.0)"""
+
+
+@pytest.mark.parametrize(
+    ("method", "golden"),
+    [(A.FedAvg(0.1, local_steps=2), FEDAVG_ROWS), (A.FOCUS(0.1, local_steps=2), FOCUS_ROWS)],
+    ids=["FedAvg", "FOCUS"],
+)
+def test_golden_row_loop(method, golden):
+    (step,) = _steps(method)
+    program = RowwiseProgram(step.program.forms, "x", step.program.tail_length, None)
+    body = program.source.split("client = clients[t]\n")[1].split("\n    return")[0]
+    assert "\n".join(line[8:] for line in body.splitlines() if line.strip()) == golden
