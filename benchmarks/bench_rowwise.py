@@ -27,8 +27,8 @@ block g_i). No round can be faster, so ``baseline / floor`` is the largest rate 
 machine allows.
 
 Then a table by local steps K (``--steps``, default 1 3 5 8): the compiled loop as it runs,
-the same loop written one loop per step (``rowwise.LOWERED = False``, as before 25
-November), the same loop with the gradient kernel's calls left to LLVM (as before 24
+the same loop written one loop per step (``rowwise.LOWERED = False``, as before the
+schedule was lowered), the same loop with the gradient kernel's calls left to LLVM (as before 24
 November), and the NumPy programs.
 
 Usage: ``python benchmarks/bench_rowwise.py [--rounds 20] [--repeats 3] [--baseline PATH]

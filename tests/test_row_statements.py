@@ -1,0 +1,164 @@
+"""The lowering of a schedule for the row-wise programs, on made-up step lists.
+
+Each case is a short list of schedule steps whose lowered statements are checked as text
+(``tests/test_schedule.py`` has the golden loops of FedAvg and FOCUS, and
+``tests/test_rowwise.py`` checks every method's lowered programs against one loop per
+step, bit for bit).
+"""
+
+from __future__ import annotations
+
+from stochmix.engine import row_statements as rs
+from stochmix.engine.schedule import (
+    GRADIENT,
+    Add,
+    AddScaled,
+    Buffer,
+    Check,
+    Coef,
+    Copy,
+    Gather,
+    Gradient,
+    Multiply,
+    Negate,
+    Reduce,
+    Scale,
+    Single,
+    Store,
+    Subtract,
+)
+
+X, Y, G = Buffer(0, 0), Buffer(1, 0), Buffer(2, 0)
+X1 = Buffer(0, 1)
+ONE, C3 = Coef(0, "one"), Coef(3, "scalar")
+
+NAMES = rs.Names(
+    buffer=lambda b: rs.Row(str(b), f"{b}[j]"),
+    single=lambda row: rs.Row(f"S{row}", f"S{row}[j]"),
+    gathered=lambda slot: rs.Row(f"z[n{slot}]", f"z[n{slot}, j]"),
+    gradient=rs.Row("g", "g[j]"),
+    origin=rs.Row("origin", "origin[j]"),
+    coef=lambda kind, slot: f"c{slot}",
+    outer=lambda row: row,
+)
+
+
+def text(steps, stores=(), checks=(), plain=False) -> list[str]:
+    out = []
+    for s in rs.lower(tuple(steps), tuple(stores), tuple(checks), NAMES, plain):
+        if isinstance(s, rs.Loop):
+            out.append(f"{s.out.entry} = {s.value}")
+        elif isinstance(s, rs.Call):
+            out.append(f"grad({s.point.row}, {s.out.row})")
+        elif isinstance(s, rs.Sum):
+            out.append(f"A[{s.index}] += {s.value}")
+        elif isinstance(s, rs.Put):
+            out.append(f"z[n{s.slot}] = {s.value}")
+        else:
+            out.append(f"finite {', '.join(s.entries)}")
+    return out
+
+
+def test_a_gradient_goes_into_the_buffer_that_keeps_it():
+    steps = [Gradient(X), Copy(G, GRADIENT), Add(Y, GRADIENT)]
+    assert text(steps, [Store(1, Y), Store(2, G)]) == [
+        "grad(b0_0, b2_0)",
+        "b1_0[j] = b1_0[j] + b2_0[j]",
+        "z[n1] = b1_0[j]",
+        "z[n2] = b2_0[j]",
+    ]
+
+
+def test_a_gradient_stays_in_the_scratch_when_its_buffer_is_still_needed():
+    # G's old value is read before the copy: writing the gradient there early would lose it
+    steps = [Gradient(X), Add(Y, G), Copy(G, GRADIENT)]
+    assert rs.kept_gradients(tuple(steps)) == {}
+    # ... or G is rewritten before the next gradient while the gradient is still read
+    steps = [Gradient(X), Copy(G, GRADIENT), Scale(G, C3), Add(Y, GRADIENT)]
+    assert rs.kept_gradients(tuple(steps)) == {}
+    # ... or G is the point (a kernel may read its point after it starts writing)
+    assert rs.kept_gradients((Gradient(G), Copy(G, GRADIENT))) == {}
+    assert rs.kept_gradients((Gradient(X), Copy(G, GRADIENT))) == {0: G}
+
+
+def test_copies_are_read_where_they_come_from_until_either_changes():
+    steps = [
+        Gather(Y, 1),  # Y: the node's row of block 1
+        Copy(X, Single(0)),  # X: the snapshot S0
+        Gradient(X),  # at S0 itself
+        AddScaled(X, GRADIENT, C3, GRADIENT),  # X starts from S0
+        Copy(G, Y),  # G: a copy of Y, i.e. of the state row
+        Scale(Y, C3),  # Y changes: nothing reads the state row through it any more
+        Add(G, X),
+    ]
+    assert text(steps, [Store(1, Y), Store(2, G)]) == [
+        "grad(S0, g)",
+        "b0_0[j] = S0[j] + g[j] * c3",
+        "b1_0[j] = (z[n1, j]) * c3",
+        "b2_0[j] = z[n1, j] + b0_0[j]",
+        "z[n1] = b1_0[j]",
+        "z[n2] = b2_0[j]",
+    ]
+
+
+def test_a_copy_is_made_before_its_source_is_rewritten():
+    steps = [Copy(G, X), Scale(X, C3), Add(Y, G)]
+    assert text(steps, [Store(0, X), Store(1, Y)]) == [
+        "b2_0[j] = b0_0[j]",  # made before X changes
+        "b0_0[j] = (b0_0[j]) * c3",
+        "b1_0[j] = b1_0[j] + b2_0[j]",
+        "z[n0] = b0_0[j]",
+        "z[n1] = b1_0[j]",
+    ]
+
+
+def test_steps_on_one_buffer_fuse_in_their_order():
+    steps = [Multiply(X, Y, C3), Add(X, G), Subtract(X, Y), Negate(X), Scale(X, C3)]
+    assert text(steps, [Store(0, X)]) == [
+        "b0_0[j] = (-(b1_0[j] * c3 + b2_0[j] - b1_0[j])) * c3",
+        "z[n0] = b0_0[j]",
+    ]
+    # one loop per step, as written, when plain
+    assert len(text(steps, [Store(0, X)], plain=True)) == 6
+
+
+def test_a_step_reading_the_fused_buffer_ends_the_loop_first():
+    steps = [Multiply(X, Y, C3), Add(G, X), Add(X, G)]
+    assert text(steps, [Store(0, X), Store(2, G)]) == [
+        "b0_0[j] = b1_0[j] * c3",
+        "b2_0[j] = b2_0[j] + b0_0[j]",
+        "b0_0[j] = b0_0[j] + b2_0[j]",
+        "z[n0] = b0_0[j]",
+        "z[n2] = b2_0[j]",
+    ]
+
+
+def test_a_sum_of_a_buffer_nothing_reads_again_is_taken_from_its_expression():
+    steps = [Multiply(X, Y, C3), Reduce(7, X, ONE), Add(G, Y)]
+    assert text(steps, [Store(2, G)]) == [
+        "A[7] += (b1_0[j] * c3)",
+        "b2_0[j] = b2_0[j] + b1_0[j]",
+        "z[n2] = b2_0[j]",
+    ]
+    # still read afterwards (stored): written, then summed
+    assert text(steps, [Store(0, X), Store(2, G)])[:2] == [
+        "b0_0[j] = b1_0[j] * c3",
+        "A[7] += b0_0[j]",
+    ]
+
+
+def test_rows_put_back_unchanged_are_not_stored_and_checks_share_a_loop():
+    steps = [Gather(Y, 1), Gather(G, 2), Copy(X1, G), Check(Y)]
+    lines = text(steps, [Store(1, Y), Store(2, X1), Store(0, None)], [Y, X1])
+    assert lines == ["finite z[n1, j]", "z[n0] = 0.0", "finite z[n1, j], z[n2, j]"]
+
+
+def test_a_copy_of_a_state_row_is_made_before_a_store_rewrites_that_row():
+    steps = [Gather(Y, 1), Copy(G, Y), Scale(Y, C3)]
+    # G holds the old row 1, which the store of Y rewrites: G is copied out first
+    assert text(steps, [Store(1, Y), Store(2, G)]) == [
+        "b1_0[j] = (z[n1, j]) * c3",
+        "b2_0[j] = z[n1, j]",
+        "z[n1] = b1_0[j]",
+        "z[n2] = b2_0[j]",
+    ]
