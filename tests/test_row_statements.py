@@ -8,6 +8,10 @@ step, bit for bit).
 
 from __future__ import annotations
 
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from stochmix.engine import row_statements as rs
 from stochmix.engine.schedule import (
     GRADIENT,
@@ -162,3 +166,98 @@ def test_a_copy_of_a_state_row_is_made_before_a_store_rewrites_that_row():
         "z[n1] = b1_0[j]",
         "z[n2] = b2_0[j]",
     ]
+
+
+# ---------------------------------------------------------------------- random step lists
+# Any list of steps, lowered or written one loop per step, must store the same rows, sum
+# the same outer rows and find the same NaN/Inf. The statements are run here by NumPy on
+# whole rows (``j`` is ``slice(None)``: a loop over j of an element-wise statement reads
+# each entry before writing it), with a gradient that mixes entries and reads its point
+# entry by entry while it writes (as a kernel may): a point that were its output would
+# show.
+SLOTS, D = 3, 4
+BUFFERS = [Buffer(s, k) for s in range(SLOTS) for k in (0, 1)]
+KINDS = ("one", "minus_one", "scalar", "array")
+
+
+def _operand():
+    return st.one_of(st.sampled_from(BUFFERS), st.sampled_from([Single(0), Single(1), GRADIENT]))
+
+
+def _coef():
+    return st.builds(Coef, st.integers(0, 5), st.sampled_from(KINDS))
+
+
+_buffer = st.sampled_from(BUFFERS)
+_step = st.one_of(
+    st.builds(Gather, _buffer, st.integers(0, SLOTS - 1)),
+    st.builds(Gradient, st.one_of(st.none(), _buffer)),
+    st.builds(Reduce, st.integers(0, 2), _buffer, _coef()),
+    st.builds(Check, _buffer),
+    st.builds(Negate, _buffer),
+    st.builds(Scale, _buffer, _coef()),
+    st.builds(Copy, _buffer, _operand()),
+    st.builds(Multiply, _buffer, _operand(), _coef()),
+    st.builds(Add, _buffer, _operand()),
+    st.builds(Subtract, _buffer, _operand()),
+    st.builds(AddScaled, _buffer, _operand(), _coef(), st.just(GRADIENT)),
+)
+# every block's rows stored (from a buffer, or zeros), so that every value can show
+_stores = st.lists(
+    st.one_of(_buffer, _buffer, _buffer, st.none()), min_size=SLOTS, max_size=SLOTS
+).map(lambda values: tuple(Store(slot, value) for slot, value in enumerate(values)))
+
+
+def _execute(statements, seed: int, poison: bool):
+    rng = np.random.default_rng(seed)
+    mix = rng.normal(size=(D, D))
+
+    def grad(point, out):
+        for i in range(D):  # entry by entry, reading the point as it goes
+            out[i] = float(mix[i] @ point) + 0.5 * point[i]
+
+    space = {"np": np, "grad": grad, "j": slice(None), "A": np.zeros((3, D))}
+    space.update({str(b): rng.normal(size=D) for b in BUFFERS})
+    space.update(g=rng.normal(size=D), origin=np.zeros(D), S0=rng.normal(size=D))
+    space.update(S1=rng.normal(size=D), z=rng.normal(size=(SLOTS, D)))
+    space.update({f"n{s}": s for s in range(SLOTS)})
+    space.update({f"c{s}": rng.normal() for s in range(6)})
+    if poison:  # a NaN or an Inf somewhere for the checks to find
+        name = str(BUFFERS[rng.integers(len(BUFFERS))])
+        space[name][rng.integers(D)] = np.inf if rng.random() < 0.5 else np.nan
+    bad = False
+    for s in statements:
+        if isinstance(s, rs.Loop):
+            exec(f"{s.out.entry} = {s.value}", space)
+        elif isinstance(s, rs.Call):
+            exec(f"grad({s.point.row}, {s.out.row})", space)
+        elif isinstance(s, rs.Sum):
+            exec(f"A[{s.index}, j] += {s.value}", space)
+        elif isinstance(s, rs.Put):
+            exec(f"z[n{s.slot}, j] = {s.value}", space)
+        else:
+            bad |= any(bool(np.any(eval(f"{e} - {e} != 0.0", space))) for e in s.entries)
+    return space["z"], space["A"], bad
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    steps=st.lists(_step, min_size=2, max_size=14),
+    stores=_stores,
+    checks=st.lists(_buffer, max_size=3),
+    seed=st.integers(0, 2**16),
+    poison=st.booleans(),
+)
+def test_random_steps_lowered_give_the_bits_of_one_loop_per_step(
+    steps, stores, checks, seed, poison
+):
+    names = rs.Names(**{**NAMES.__dict__, "coef": lambda kind, slot: f"c{slot}"})
+    found = {}
+    for plain in (True, False):
+        statements = rs.lower(tuple(steps), stores, tuple(checks), names, plain)
+        with np.errstate(all="ignore"):
+            found[plain] = _execute(statements, seed, poison)
+    z, sums, bad = found[False]
+    np.testing.assert_array_equal(z, found[True][0])
+    np.testing.assert_array_equal(sums, found[True][1])
+    assert bad == found[True][2]
