@@ -10,7 +10,7 @@ from typing import no_type_check
 import llvmlite.ir as ir
 import numba
 from numba.core import cgutils, types
-from numba.extending import intrinsic
+from numba.extending import intrinsic, overload
 
 njit = numba.njit(nogil=True, boundscheck=False, cache=True)
 
@@ -57,6 +57,27 @@ def _prefetcher(write: int):
 
 prefetch_read = _prefetcher(0)
 prefetch_write = _prefetcher(1)
+
+
+def rounded_as(like, value):
+    """``value`` rounded to the dtype of the array ``like``: what storing it in ``like``
+    keeps. In compiled code a float64 value is rounded to float32 for a float32 array and
+    left as it is for a float64 one (no operation at all); the row-wise programs round a
+    fused expression here wherever one loop per step would have stored it."""
+    return like.dtype.type(value)
+
+
+@overload(rounded_as, inline="always")
+@no_type_check
+def _rounded_as(like, value):
+    dtype = like.dtype
+    if dtype == value:
+        return lambda like, value: value
+
+    def cast(like, value):
+        return dtype(value)
+
+    return cast
 
 
 def inlined(function):

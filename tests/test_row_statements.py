@@ -44,6 +44,7 @@ NAMES = rs.Names(
     origin=rs.Row("origin", "origin[j]"),
     coef=lambda kind, slot: f"c{slot}",
     outer=lambda row: row,
+    rounded=lambda expression: f"rounded({expression})",
 )
 
 
@@ -119,7 +120,8 @@ def test_a_copy_is_made_before_its_source_is_rewritten():
 def test_steps_on_one_buffer_fuse_in_their_order():
     steps = [Multiply(X, Y, C3), Add(X, G), Subtract(X, Y), Negate(X), Scale(X, C3)]
     assert text(steps, [Store(0, X)]) == [
-        "b0_0[j] = (-(b1_0[j] * c3 + b2_0[j] - b1_0[j])) * c3",
+        # the product rounded as storing it would round it (a float32 state), then on
+        "b0_0[j] = (-(rounded(b1_0[j] * c3) + b2_0[j] - b1_0[j])) * c3",
         "z[n0] = b0_0[j]",
     ]
     # one loop per step, as written, when plain
@@ -140,7 +142,7 @@ def test_a_step_reading_the_fused_buffer_ends_the_loop_first():
 def test_a_sum_of_a_buffer_nothing_reads_again_is_taken_from_its_expression():
     steps = [Multiply(X, Y, C3), Reduce(7, X, ONE), Add(G, Y)]
     assert text(steps, [Store(2, G)]) == [
-        "A[7] += (b1_0[j] * c3)",
+        "A[7] += rounded(b1_0[j] * c3)",
         "b2_0[j] = b2_0[j] + b1_0[j]",
         "z[n2] = b2_0[j]",
     ]
@@ -208,7 +210,9 @@ _stores = st.lists(
 ).map(lambda values: tuple(Store(slot, value) for slot, value in enumerate(values)))
 
 
-def _execute(statements, seed: int, poison: bool):
+def _execute(statements, seed: int, poison: bool, dtype=np.float64):
+    """Run ``statements`` on rows of ``dtype`` with float64 coefficients (as the compiled
+    programs do: a float32 row times a coefficient is a float64 value until stored)."""
     rng = np.random.default_rng(seed)
     mix = rng.normal(size=(D, D))
 
@@ -216,12 +220,16 @@ def _execute(statements, seed: int, poison: bool):
         for i in range(D):  # entry by entry, reading the point as it goes
             out[i] = float(mix[i] @ point) + 0.5 * point[i]
 
-    space = {"np": np, "grad": grad, "j": slice(None), "A": np.zeros((3, D))}
-    space.update({str(b): rng.normal(size=D) for b in BUFFERS})
-    space.update(g=rng.normal(size=D), origin=np.zeros(D), S0=rng.normal(size=D))
-    space.update(S1=rng.normal(size=D), z=rng.normal(size=(SLOTS, D)))
+    def rows(*shape):
+        return rng.normal(size=shape).astype(dtype)
+
+    space = {"np": np, "grad": grad, "j": slice(None), "A": np.zeros((3, D), dtype)}
+    space["rounded"] = lambda value: np.asarray(value).astype(dtype)
+    space.update({str(b): rows(D) for b in BUFFERS})
+    space.update(g=rows(D), origin=np.zeros(D, dtype), S0=rows(D), S1=rows(D))
+    space.update(z=rows(SLOTS, D))
     space.update({f"n{s}": s for s in range(SLOTS)})
-    space.update({f"c{s}": rng.normal() for s in range(6)})
+    space.update({f"c{s}": np.float64(rng.normal()) for s in range(6)})
     if poison:  # a NaN or an Inf somewhere for the checks to find
         name = str(BUFFERS[rng.integers(len(BUFFERS))])
         space[name][rng.integers(D)] = np.inf if rng.random() < 0.5 else np.nan
@@ -247,16 +255,16 @@ def _execute(statements, seed: int, poison: bool):
     checks=st.lists(_buffer, max_size=3),
     seed=st.integers(0, 2**16),
     poison=st.booleans(),
+    dtype=st.sampled_from([np.float64, np.float32]),
 )
 def test_random_steps_lowered_give_the_bits_of_one_loop_per_step(
-    steps, stores, checks, seed, poison
+    steps, stores, checks, seed, poison, dtype
 ):
-    names = rs.Names(**{**NAMES.__dict__, "coef": lambda kind, slot: f"c{slot}"})
     found = {}
     for plain in (True, False):
-        statements = rs.lower(tuple(steps), stores, tuple(checks), names, plain)
+        statements = rs.lower(tuple(steps), stores, tuple(checks), NAMES, plain)
         with np.errstate(all="ignore"):
-            found[plain] = _execute(statements, seed, poison)
+            found[plain] = _execute(statements, seed, poison, dtype)
     z, sums, bad = found[False]
     np.testing.assert_array_equal(z, found[True][0])
     np.testing.assert_array_equal(sums, found[True][1])

@@ -364,9 +364,12 @@ def _zoo():
     [(m, m.name in ("GradientTracking", "PushPull")) for m in _methods()] + _zoo(),
     ids=lambda m: getattr(m, "name", ""),
 )
-def test_lowered_programs_equal_one_loop_per_step_bit_for_bit(monkeypatch, method, everyone):
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_lowered_programs_equal_one_loop_per_step_bit_for_bit(monkeypatch, method, everyone, dtype):
     # the lowering (gradients kept in place, copies forwarded, steps fused) changes no
-    # entry's arithmetic: every method's rounds give the same bits as the steps one by one
+    # entry's arithmetic: every method's rounds give the same bits as the steps one by
+    # one, in float32 too (a fused loop rounds each step's float64 value where one loop
+    # per step stores it)
     problem = Quadratic.random(30, 3, seed=5)
     part = Full(30) if everyone else Trace(_masks(30))
     found = {}
@@ -374,8 +377,9 @@ def test_lowered_programs_equal_one_loop_per_step_bit_for_bit(monkeypatch, metho
         monkeypatch.setattr(rowwise, "LOWERED", lowered)
         monkeypatch.setattr(execute, "_ROWWISE", ProgramCache())
         ran = _spy(monkeypatch)
-        found[lowered], _ = states(method, problem, part, 20, compiled=True)
+        found[lowered], _ = states(method, problem, part, 20, compiled=True, dtype=dtype)
         assert ran and all(program.lowered == lowered for program in ran)
+    assert found[True].dtype == dtype
     np.testing.assert_array_equal(found[True], found[False])
     assert np.isfinite(found[True]).all() and np.abs(found[True][-1]).max() > 0
 

@@ -4,9 +4,9 @@ The row-wise loop (:class:`~stochmix.engine.rowwise.RowwiseProgram`) applies a r
 node at a time, on rows of d entries. At small d a statement costs what its loop costs
 (the compiler's alias checks, a vector body and a scalar tail) far more than its
 arithmetic, and each loop reads back what the one before it stored. So the schedule's
-steps are lowered before they are written, in three ways that change no entry's
-arithmetic (every operation is the same, in the same order, rounded the same way; the
-numbers are bit for bit those of one loop per step):
+steps are lowered before they are written, in ways that change no entry's arithmetic
+(every operation is the same, in the same order, rounded the same way; the numbers are bit
+for bit those of one loop per step, in float64 and float32):
 
 * **gradients where they are kept**: a gradient that a later step copies into a block's
   buffer (FOCUS keeps each new gradient) is written straight into that buffer, and the
@@ -16,9 +16,13 @@ numbers are bit for bit those of one loop per step):
   the row itself, until the row or the buffer is rewritten (the copy is then made, before
   that write);
 * **element-wise steps fused**: consecutive steps that each rewrite the same buffer from
-  others become one loop whose expression applies them in order (and a buffer summed into
-  an outer row right after it is computed, and never read again, is summed from that
-  expression without being written).
+  others become one loop whose expression applies them in order; a step's result that a
+  float64 coefficient entered is rounded to the state's dtype (:attr:`Names.rounded`)
+  before the next step uses it, as storing it would have (a no-op in float64);
+* **a sum from its expression**: a buffer summed into an outer row right after it is
+  computed, and never read again, is summed from that expression without being written;
+* **rows left alone**: a store that would put a gathered row back unchanged is not made,
+  and the final NaN/Inf checks (and any checks in a row) share one loop.
 
 :func:`lower` does this and returns statements (:class:`Loop`, :class:`Call`,
 :class:`Sum`, :class:`Finite`, :class:`Put`) that name rows and entries as code; the
@@ -106,6 +110,10 @@ class Names:
         origin: a row of zeros (the point of a gradient taken at zero).
         coef: the code of a coefficient, by its kind and slot.
         outer: the place of an outer row among the program's sums.
+        rounded: an expression rounded as storing it in the state would round it.
+            Coefficients are float64 and the state may be float32: one loop per step
+            rounds every step's result when it stores it, so a fused loop rounds a step's
+            result that a coefficient entered before the next step uses it.
     """
 
     buffer: Callable[[Buffer], Row]
@@ -115,6 +123,7 @@ class Names:
     origin: Row
     coef: Callable[[str, int], str]
     outer: Callable[[int], int]
+    rounded: Callable[[str], str]
 
 
 def kept_gradients(steps: tuple) -> dict[int, Buffer]:
@@ -190,7 +199,9 @@ class _Lowering:
         self.out: list[Statement] = []
         self.copies: dict[Buffer, Row] = {}  # buffer -> the row it is a copy of
         self.gradient = names.gradient  # where the current gradients are
-        self.pending: tuple[Buffer, str] | None = None  # a fused loop not yet written
+        # a fused loop not yet written: (buffer, expression, whether a coefficient entered
+        # the expression since it was last rounded)
+        self.pending: tuple[Buffer, str, bool] | None = None
 
     # ------------------------------------------------------------------ reading
     def read(self, operand) -> Row:
@@ -210,7 +221,7 @@ class _Lowering:
     # ------------------------------------------------------------------ writing
     def flush(self) -> None:
         if self.pending is not None:
-            buffer, value = self.pending
+            buffer, value, _ = self.pending
             self.pending = None
             self.out.append(Loop(self.names.buffer(buffer), value))
 
@@ -226,16 +237,18 @@ class _Lowering:
         self.overwrite(self.names.buffer(buffer))
         self.copies.pop(buffer, None)
 
-    def update(self, buffer: Buffer, rewrite: Callable[[str], str]) -> None:
+    def update(self, buffer: Buffer, rewrite: Callable[[str], str], widens: bool) -> None:
         """``buffer <- rewrite(its value)``, fused with the pending loop when that one
-        rewrites ``buffer`` too."""
+        rewrites ``buffer`` too; ``widens``: whether the rewrite brings a coefficient in."""
         if self.pending is not None and self.pending[0] == buffer:
-            self.pending = (buffer, rewrite(self.pending[1]))
+            _, value, wide = self.pending
+            value = self.names.rounded(value) if wide else value
+            self.pending = (buffer, rewrite(value), widens)
             return
         self.flush()
         old = self.read(buffer).entry
         self.define(buffer)
-        self.pending = (buffer, rewrite(old))
+        self.pending = (buffer, rewrite(old), widens)
         if self.plain:
             self.flush()
 
@@ -244,7 +257,7 @@ class _Lowering:
         self.flush()
         expression = value()
         self.define(buffer)
-        self.pending = (buffer, expression)
+        self.pending = (buffer, expression, True)  # (only Multiply assigns: a coefficient)
         if self.plain:
             self.flush()
 
@@ -280,7 +293,9 @@ class _Lowering:
                 self.copies[step.out] = source
         elif isinstance(step, Reduce):
             if self.pending is not None and self.pending[0] == step.source and not live:
-                value = f"({self.pending[1]})"  # summed where it is computed: never stored
+                # summed where it is computed: never stored
+                _, value, wide = self.pending
+                value = self.names.rounded(value) if wide else f"({value})"
                 self.pending = None
             else:
                 value = self.read(step.source).entry
@@ -295,10 +310,10 @@ class _Lowering:
             coef = self._coef(step.coef)
             self.assign(step.out, lambda: f"{self.read(step.source).entry} * {coef}")
         elif isinstance(step, Negate):
-            self.update(step.out, lambda v: f"-({v})")
+            self.update(step.out, lambda v: f"-({v})", False)
         elif isinstance(step, Scale):
             coef = self._coef(step.coef)
-            self.update(step.out, lambda v: f"({v}) * {coef}")
+            self.update(step.out, lambda v: f"({v}) * {coef}", True)
         elif isinstance(step, Add | Subtract | AddScaled):
             source = self.read(step.source).entry
             if isinstance(step, Add):
@@ -307,7 +322,7 @@ class _Lowering:
                 term = f" - {source}"
             else:
                 term = f" + {source} * {self._coef(step.coef)}"
-            self.update(step.out, lambda v: f"{v}{term}")
+            self.update(step.out, lambda v: f"{v}{term}", isinstance(step, AddScaled))
         else:  # pragma: no cover - a step type without a statement is a bug
             raise TypeError(f"no statement for schedule step {step!r}")
 
@@ -354,7 +369,7 @@ def lower(
     """The statements of a run's steps, stores and checks (see the module docstring).
 
     ``plain``: one loop per step instead, each step written as it is (what the lowering is
-    tested against, bit for bit)."""
+    tested against, bit for bit; checks in a row still share one loop)."""
     lowering = _Lowering(names, plain)
     kept = {} if plain else kept_gradients(steps)
     live = _live_after(steps, stores, checks)

@@ -148,9 +148,10 @@ class RowwiseProgram(LocalProgram):
             return cached
         import numba
 
-        from .._compiled import inlined, prefetch_read, prefetch_write
+        from .._compiled import inlined, prefetch_read, prefetch_write, rounded_as
 
         namespace = {"np": np, "prefetch_read": prefetch_read, "prefetch_write": prefetch_write}
+        namespace["rounded_as"] = rounded_as
         if self.gradient is not None:
             namespace["grad"], namespace["fetch"] = map(inlined, self.gradient)
         exec(compile(source, f"<stochmix rowwise program {id(self):x}>", "exec"), namespace)
@@ -160,7 +161,8 @@ class RowwiseProgram(LocalProgram):
     def _emit(self, schedule) -> str:
         """The schedule lowered to loops over one row (:mod:`.row_statements`: gradients
         written where they are kept, copies forwarded, element-wise steps on one buffer
-        fused), each statement written as one line or one loop over ``j``."""
+        fused, unchanged rows not stored), each statement written as one line or one loop
+        over ``j``."""
         w = self._writer()
         names = Names(
             buffer=lambda b: Row(str(b), f"{b}[j]"),
@@ -170,6 +172,7 @@ class RowwiseProgram(LocalProgram):
             origin=Row("origin", "origin[j]"),
             coef=lambda kind, slot: self._coef(w, kind, slot),
             outer=self.outer_rows.index,
+            rounded=lambda expression: f"rounded_as(z, {expression})",
         )
         plain = not self.lowered
         for statement in lower(schedule.steps, schedule.stores, schedule.checks, names, plain):
@@ -318,7 +321,9 @@ class RowwiseProgram(LocalProgram):
 
     def _values(self, coefs: tuple, snapshot: dict, d: int, dtype) -> tuple:
         """The round's coefficient values and snapshot as the compiled function takes them
-        (``cs``, ``ca``, ``S``): built once per round, every thread's part reads them."""
+        (``cs``, ``ca``, ``S``): built once per round, every thread's part reads them. Found
+        again by the identity of ``coefs`` and ``snapshot``: every run of a program takes
+        its snapshot afresh, so two rounds never share one."""
         last = self._last_values
         if last is not None and last[0] is coefs and last[1] is snapshot:
             return last[2]
@@ -422,7 +427,7 @@ def _cached_function(source: str, gradient) -> object | None:
         "import numba",
         "import numpy as np",
         "",
-        "from stochmix._compiled import inlined, prefetch_read, prefetch_write",
+        "from stochmix._compiled import inlined, prefetch_read, prefetch_write, rounded_as",
     ]
     parts = [source, __version__, numba.__version__, np.__version__, _source_digest(__name__)]
     parts.append(_source_digest("stochmix._compiled"))
