@@ -276,10 +276,12 @@ class _Lowering:
             self.copies[step.out] = names.gathered(step.block)
         elif isinstance(step, Gradient):
             self.flush()
-            target = names.buffer(kept) if kept is not None else names.gradient
-            self.overwrite(target)
             if kept is not None:
-                self.copies.pop(kept, None)
+                self.define(kept)
+                target = names.buffer(kept)
+            else:
+                target = names.gradient
+                self.overwrite(target)
             point = self.read(step.point) if step.point is not None else names.origin
             self.out.append(Call(point, target))
             self.gradient = target
@@ -340,15 +342,13 @@ class _Lowering:
         """The stores (a row put back unchanged is left alone), then the final checks."""
         self.flush()
         gathered = self.names.gathered
-        rewritten = {
+        rewritten = [  # in the stores' order: the generated text must not vary
             gathered(s.block)
             for s in stores
             if s.value is None or self.read(s.value) != gathered(s.block)
-        }
-        for buffer, source in list(self.copies.items()):
-            if source in rewritten:  # a copy of a state row that a store rewrites
-                del self.copies[buffer]
-                self.out.append(Loop(self.names.buffer(buffer), source.entry))
+        ]
+        for row in rewritten:  # copies of a state row that a store rewrites are made first
+            self.overwrite(row)
         for store in stores:
             if store.value is None:
                 self.out.append(Put(store.block, "0.0"))
