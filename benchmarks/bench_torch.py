@@ -23,8 +23,12 @@ first (which plans and compiles) of ``Result.wall_time``'s increments; the figur
 reported is the median over the repetitions. Each Torch run is checked against the NumPy
 run's final server model (relative 1e-9).
 
-Run: ``python benchmarks/bench_torch.py [--quick] [--reps R] [--json PATH]`` (default
-``benchmarks/results-torch.json``).
+``--device cuda`` runs the Torch side on a GPU (``benchmarks/device_check.sh`` does, with
+``--quick``): the federated sizes keep d = 10 and 100, and dense mixing is timed up to
+n = 10^4, where an (n, n) float64 matrix is 0.8 GB of device memory.
+
+Run: ``python benchmarks/bench_torch.py [--quick] [--reps R] [--device DEV] [--json PATH]``
+(default ``benchmarks/results-torch.json``).
 """
 
 from __future__ import annotations
@@ -104,9 +108,9 @@ def measure(configs, reps: int, rounds: int) -> list[dict]:
     return rows
 
 
-def federated(quick: bool, reps: int, rounds: int) -> list[dict]:
-    sizes = [10**4, 10**5] if quick else [10**4, 10**5, 10**6]
-    dims = [10, 100] if quick else [10, 100, 1000]
+def federated(quick: bool, reps: int, rounds: int, device: str = "cpu") -> list[dict]:
+    sizes = [10**4, 10**5] if quick and device == "cpu" else [10**4, 10**5, 10**6]
+    dims = [10, 100] if quick or device != "cpu" else [10, 100, 1000]
     configs = []
     for n in sizes:
         for d in dims:
@@ -128,16 +132,17 @@ def federated(quick: bool, reps: int, rounds: int) -> list[dict]:
                     )
 
                 fields = {"method": name, "N": n, "d": d, "participants": n // 10}
-                configs.append((fields, call, backends({"cpu": {}})))
+                configs.append((fields, call, backends({device: {"device": device}})))
     return measure(configs, reps, rounds)
 
 
-def decentralized(quick: bool, reps: int, rounds: int) -> list[dict]:
+def decentralized(quick: bool, reps: int, rounds: int, device: str = "cpu") -> list[dict]:
     import networkx as nx
 
     from stochmix.mixing import OnePeerExponential, RandomSequence, StaticSequence
 
-    sizes = [100, 1000] if quick else [100, 1000, 10**4]
+    sizes = [100, 1000] if quick and device == "cpu" else [100, 1000, 10**4]
+    dense_up_to = 1000 if device == "cpu" else 10**4
     configs = []
     for n in sizes:
         for d in (10, 100):
@@ -164,9 +169,9 @@ def decentralized(quick: bool, reps: int, rounds: int) -> list[dict]:
                     everyone = sm.participation.Full(n)
                     return sm.run(method, problem, everyone, rounds, metrics=("distance",), **kw)
 
-                options = {"sparse": {"mixing": "sparse"}}
-                if n <= 1000:  # dense (n x n) products: O(n^2 d) a block
-                    options["dense"] = {"mixing": "dense"}
+                options = {"sparse": {"mixing": "sparse", "device": device}}
+                if n <= dense_up_to:  # dense (n x n) products: O(n^2 d) a block
+                    options["dense"] = {"mixing": "dense", "device": device}
                 fields = {"method": name, "n": n, "d": d}
                 configs.append((fields, call, backends(options)))
     rows = measure(configs, reps, rounds)
@@ -174,7 +179,7 @@ def decentralized(quick: bool, reps: int, rounds: int) -> list[dict]:
         if "torch-dense" in row["seconds_per_round"]:
             # DGD mixes x, gradient tracking x and y: one or two (n, n) @ (n, d) products
             products = 1 if row["method"] == "DGD" else 2
-            alone = products * dense_product_time(row["n"], row["d"])
+            alone = products * dense_product_time(row["n"], row["d"], device=device)
             row["dense_products_alone"] = alone
             row["dense_products_alone_to_numpy"] = alone / row["seconds_per_round"]["numpy"]
             log(
@@ -185,20 +190,23 @@ def decentralized(quick: bool, reps: int, rounds: int) -> list[dict]:
     return rows
 
 
-def dense_product_time(n: int, d: int, repeats: int = 50) -> float:
-    """Seconds for one dense (n, n) @ (n, d) float64 product in Torch on the CPU (the
-    threads the Torch backend set), the median of ``repeats``: the least a dense mixing
-    step can cost, whatever the engine around it."""
+def dense_product_time(n: int, d: int, repeats: int = 50, device: str = "cpu") -> float:
+    """Seconds for one dense (n, n) @ (n, d) float64 product in Torch on ``device`` (on
+    the CPU with the threads the Torch backend set), the median of ``repeats``: the least
+    a dense mixing step can cost, whatever the engine around it."""
     import torch
 
-    w = torch.rand(n, n, dtype=torch.float64)
-    x = torch.rand(n, d, dtype=torch.float64)
-    out = torch.empty(n, d, dtype=torch.float64)
+    w = torch.rand(n, n, dtype=torch.float64, device=device)
+    x = torch.rand(n, d, dtype=torch.float64, device=device)
+    out = torch.empty(n, d, dtype=torch.float64, device=device)
+    synchronize = torch.cuda.synchronize if w.is_cuda else (lambda: None)
     torch.mm(w, x, out=out)
+    synchronize()
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
         torch.mm(w, x, out=out)
+        synchronize()
         times.append(time.perf_counter() - start)
     return float(np.median(times))
 
@@ -209,6 +217,7 @@ def main(argv=None) -> int:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--only", choices=("federated", "decentralized"))
+    parser.add_argument("--device", default="cpu", help="the Torch side's device (cuda, ...)")
     parser.add_argument("--json", default=str(Path(__file__).with_name("results-torch.json")))
     args = parser.parse_args(argv)
     import torch
@@ -225,16 +234,20 @@ def main(argv=None) -> int:
             "torch": torch.__version__,
             "numpy": np.__version__,
             "stochmix": sm.__version__,
+            "device": args.device,
+            "device_name": (
+                torch.cuda.get_device_name(0) if args.device.startswith("cuda") else None
+            ),
         },
         "rounds_per_run": args.rounds,
         "repetitions": args.reps,
     }
     if args.only in (None, "federated"):
         log("== federated (ratios: torch / numpy default, torch / numpy compiled=False)")
-        out["federated"] = federated(args.quick, args.reps, args.rounds)
+        out["federated"] = federated(args.quick, args.reps, args.rounds, args.device)
     if args.only in (None, "decentralized"):
         log("== decentralized")
-        out["decentralized"] = decentralized(args.quick, args.reps, args.rounds)
+        out["decentralized"] = decentralized(args.quick, args.reps, args.rounds, args.device)
     out["torch_threads"] = torch.get_num_threads()
     out["load_average_at_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
     out["seconds"] = time.perf_counter() - start
