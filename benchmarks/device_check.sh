@@ -25,7 +25,7 @@ fi
 start=$(date +%s)
 # the tests that run on CUDA when it is there (every device-parametrized test of the two
 # Torch files, the TorchModel on CUDA), one process: the GPU is one
-timeout 150 "$python" -m pytest -p no:cacheprovider -n 0 -q -rs \
+timeout 150 "$python" -m pytest -p no:cacheprovider -o addopts= -n 0 -q -rs \
     tests/test_torch_backend.py tests/test_torch_fused.py \
     "tests/test_learning_problems.py::test_torch_model_on_cuda_matches_cpu" \
     -k "cuda or Cuda or CUDA" 2>&1 | tee "$out/tests.log"
