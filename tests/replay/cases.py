@@ -53,7 +53,9 @@ def cases():
         _federated("FedAvg", lambda: A.FedAvg(lr, 3)),
         _federated("FedAvg-server-lr", lambda: A.FedAvg(lr, 2, server_lr=0.7)),
         _federated("FedAvg-uniform-sample", lambda: A.FedAvg(lr, 2), lambda: UniformSample(N, 2)),
-        _federated("AmplifiedFedAvg", lambda: A.AmplifiedFedAvg(lr, 2, amplification=1.5, period=3)),
+        _federated(
+            "AmplifiedFedAvg", lambda: A.AmplifiedFedAvg(lr, 2, amplification=1.5, period=3)
+        ),
         _federated("FedAvgM", lambda: A.FedAvgM(lr, 2, beta=0.5)),
         _federated("FedAdam", lambda: A.FedAdam(lr, 2)),
         _federated("FedAdagrad", lambda: A.FedAdagrad(lr, 2)),
