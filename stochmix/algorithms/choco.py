@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import as_float
-from ..engine import Block, RunContext
+from ..engine import Block, RunContext, grad
 from ..mixing.compression import Compressor, compressor
 from ..mixing.sequences import RULES, GraphSequence
 from .decentralized import DecentralizedMethod
@@ -94,28 +94,15 @@ class CHOCO(DecentralizedMethod):
         return [Block("x", n_clients, "model"), Block("xhat", n_clients)]
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        nodes = self.check_everyone(participants, ctx)
+        eq = self.check_everyone(participants, ctx)
+        x, xhat = eq.blocks("x", "xhat")
         phases = []
         if self.lr:
-            step = self._reuse(
-                ("choco step",), lambda: ctx.phase("local step").keep("x", nodes).gradient(
-                    "x", nodes, nodes, -self.lr
-                )
-            )  # fmt: skip
-            phases.append(step)
+            x[:] -= self.lr * grad()
+            phases.append(eq.build("local step"))
         compress = _Compress(self.compression, self.channel_noise)
-        phases.append(ctx.map("xhat", nodes, compress, "x", "xhat", round=r, label="compress"))
-
-        key = self._graph_key("gossip", k=r)
-        phases.append(self._reuse(key, lambda: self._gossip(r, nodes, ctx)))
-        return phases
-
-    def _gossip(self, r: int, nodes: np.ndarray, ctx: RunContext):
-        """x <- x + gamma (W_k - I) x^: one whole-block phase."""
+        rows = np.arange(ctx.n_clients)
+        phases.append(ctx.map("xhat", rows, compress, "x", "xhat", round=r, label="compress"))
         w = self.mixing(r, self.rule)
-        return (
-            ctx.phase("gossip")
-            .keep("x", nodes)
-            .apply("x", "xhat", w, self.gamma)
-            .combine("x", nodes, "xhat", nodes, -self.gamma)
-        )
+        x[:] += self.gamma * (w @ xhat - xhat)  # x + gamma (W_k - I) x^
+        return [*phases, eq.build("gossip")]

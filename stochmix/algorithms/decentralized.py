@@ -14,13 +14,18 @@ sequences and at every step otherwise. A violation is a ValueError naming the st
 rule and what fails; ``check_mixing=False`` turns the checks off, for research on broken
 mixing.
 
+Every method writes its iteration in the equation form (:mod:`stochmix.engine.equations`),
+the mixing included: ``x[:] = W @ x - lr * y`` is one phase over whole blocks, and
+``grad()`` is every node's gradient at its point.
+
 Cost: W_k is taken from the sequence without a copy (``graphs.matrix(k, rule,
-copy=False)``) and wrapped once per distinct matrix; a phase that depends only on the
-graph of step k (and on the method's fixed parameters) is built once per ``k mod period``
-for periodic sequences and reused, so static and periodic graphs are planned once. The
-mixing phases rewrite whole blocks, so the engine applies W_k to a block as one sparse
-product (see :mod:`stochmix.engine.blockwise`). A non-periodic sequence pays for building
-(and checking) its matrix each step.
+copy=False)``) and wrapped once per distinct matrix (:meth:`DecentralizedMethod.mixing`),
+so equations written with the same W_k give the same phase object back from the run's
+phase cache (:mod:`stochmix.engine.phase_cache`): static and periodic graphs are planned
+once per distinct matrix. The mixing phases rewrite whole blocks, so the engine applies
+W_k to a block as one sparse product (see :mod:`stochmix.engine.blockwise`). A
+non-periodic sequence pays for building (and checking) its matrix, and planning its
+phases, each step (its W_k are marked not reusable, so nothing keeps them).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from jaxtyping import Float
 
 from .._arrays import Array, row_sums
 from .._validate import as_bool, as_float, choice, show
-from ..engine import Block, Method, RunContext
+from ..engine import Block, Equations, Method, RunContext, grad
 from ..mixing.checks import KINDS, stochasticity_problem
 from ..mixing.rowsparse import RowSparse
 from ..mixing.sequences import RULES, GraphSequence
@@ -62,8 +67,8 @@ class DecentralizedMethod(Method):
     #: rule attribute -> "row" | "column" | "doubly": what each rule's matrices must be.
     needs: dict = {}
 
-    #: caches a run fills (mixing operators, built phases), left out of the fingerprint
-    _run_state = Method._run_state | {"_mixings", "_phases"}
+    #: caches a run fills (mixing operators), left out of the fingerprint
+    _run_state = Method._run_state | {"_mixings"}
 
     def __init__(self, lr, graphs: GraphSequence, decay=0.0, check_mixing=True):
         self.lr = as_float(lr, "lr", positive=True)
@@ -76,7 +81,6 @@ class DecentralizedMethod(Method):
         self.check_mixing = as_bool(check_mixing, "check_mixing")
         self._checked: set = set()
         self._mixings: dict = {}  # (k mod period, rule) -> RowSparse over every node
-        self._phases: dict = {}  # key -> phase(s) reused for the rest of the run
 
     def start(self, ctx: RunContext) -> None:
         if self.graphs.n_nodes != ctx.n_clients:
@@ -86,7 +90,6 @@ class DecentralizedMethod(Method):
             )
         self._checked = set()
         self._mixings = {}
-        self._phases = {}
 
     def _step(self, k: int):
         """What identifies the graph of step k: ``k mod period``, or k itself."""
@@ -97,38 +100,21 @@ class DecentralizedMethod(Method):
         """W_k under ``rule``, as an operator on every node (the sequence's own read-only
         matrix, not a copy); checked (see :attr:`needs`) and wrapped once per distinct
         matrix: once per ``(k mod period, rule)`` for a periodic sequence, once per step
-        otherwise."""
+        otherwise (then marked not ``reusable``: no phase built from it is kept).
+
+        ``W @ x`` in an equation applies it to the whole block ``x``."""
         key = (self._step(k), rule)
         op = self._mixings.get(key)
         if op is None:
             w = self.graphs.matrix(k, rule, copy=False)
             if self.check_mixing:
                 self._check(k, rule, w)
+            op = RowSparse.whole(w)
             if self.graphs.period is None:
                 self._mixings.clear()  # a step's matrix never comes back
-            op = self._mixings[key] = RowSparse.whole(w)
+                op.reusable = False
+            self._mixings[key] = op
         return op
-
-    def _reuse(self, key, build):
-        """The phase of the builder ``build()`` returns, kept under ``key`` for the rest
-        of the run and returned again when the key comes back (``key`` None: always
-        built). Keys name what the phase depends on (the round's ``k mod period`` for a
-        periodic sequence, a step size); the method's parameters are fixed during a run."""
-        if key is None:
-            return build().build()
-        found = self._phases.get(key)
-        if found is None:
-            if len(self._phases) >= 1024:
-                self._phases.clear()
-            found = self._phases[key] = build().build()
-        return found
-
-    def _graph_key(self, *parts, k: int):
-        """A :meth:`_reuse` key for phases built from the graph of step k: None when the
-        sequence is not periodic (its steps never repeat)."""
-        if self.graphs.period is None:
-            return None
-        return (*parts, k % self.graphs.period)
 
     def _check(self, k: int, rule: str, w) -> None:
         period = self.graphs.period
@@ -169,13 +155,15 @@ class DecentralizedMethod(Method):
                 "(check_mixing=False runs it anyway)"
             )
 
-    def check_everyone(self, participants: np.ndarray, ctx: RunContext) -> np.ndarray:
+    def check_everyone(self, participants: np.ndarray, ctx: RunContext) -> Equations:
+        """The round's :class:`~stochmix.engine.equations.Equations`, after checking that
+        every node takes part."""
         if participants.size != ctx.n_clients:
             raise ValueError(
                 f"{self.name} runs every node in every iteration; use participation Full(n) "
                 f"(got {participants.size} of {ctx.n_clients} nodes)"
             )
-        return participants
+        return self.equations(ctx)
 
     def node_models(self, z, ctx: RunContext):
         """The model each node reports, shape (n, dim)."""
@@ -246,29 +234,16 @@ class DGD(DecentralizedMethod):
         return [Block("x", n_clients, "model")]
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        nodes = self.check_everyone(participants, ctx)
-        step = _step_size(self.lr, self.decay, r)
+        eq = self.check_everyone(participants, ctx)
+        (x,) = eq.blocks("x")
+        a, w = _step_size(self.lr, self.decay, r), self.mixing(r, self.rule)
         if self.form == "cta":
-            key = self._graph_key("cta", step, k=r) if self.decay == 0 else None
-            return [
-                self._reuse(
-                    key,
-                    lambda: (
-                        ctx.phase("combine and descend")
-                        .apply("x", "x", self.mixing(r, self.rule))
-                        .gradient("x", nodes, nodes, -step)
-                    ),
-                )
-            ]
-        adapt = self._reuse(
-            ("adapt", step) if self.decay == 0 else None,
-            lambda: ctx.phase("local step").keep("x", nodes).gradient("x", nodes, nodes, -step),
-        )
-        combine = self._reuse(
-            self._graph_key("combine", k=r),
-            lambda: ctx.phase("combine").apply("x", "x", self.mixing(r, self.rule)),
-        )
-        return [adapt, combine]
+            x[:] = w @ x - a * grad()
+            return [eq.build("combine and descend")]
+        x[:] -= a * grad()
+        adapt = eq.build("local step")
+        x[:] = w @ x
+        return [adapt, eq.build("combine")]
 
 
 class _Tracking(DecentralizedMethod):
@@ -278,17 +253,20 @@ class _Tracking(DecentralizedMethod):
         return [Block("x", n_clients, "model"), Block("y", n_clients), Block("g", n_clients)]
 
     @staticmethod
-    def refresh(ctx: RunContext, nodes: np.ndarray, label: str, keep: bool = True):
-        """y <- y + grad F(x) - g (without the first y when ``keep`` is False);
-        g <- grad F(x). Returns the builder, so more terms can be added."""
-        builder = ctx.phase(label)
-        if keep:
-            builder.keep("y", nodes)
-        return (
-            builder.combine("y", nodes, "g", nodes, -1.0)
-            .gradient("y", nodes, nodes, 1.0)
-            .gradient("g", nodes, nodes, 1.0)
-        )
+    def refresh(eq: Equations) -> None:
+        """The tracker's update without mixing: y <- y + grad F(x) - g, g <- grad F(x)
+        (the phase's equations; the caller builds it)."""
+        y, g = eq.blocks("y", "g")
+        y[:] += grad() - g
+        g[:] = grad()
+
+    def start_tracking(self, eq: Equations, r: int) -> list:
+        """Round 0's first phase: y^0 = grad F(x^0) and g = grad F(x^0) (y and g start
+        at zero)."""
+        if r > 0:
+            return []
+        self.refresh(eq)
+        return [eq.build("initial gradients")]
 
 
 class GradientTracking(_Tracking):
@@ -331,48 +309,24 @@ class GradientTracking(_Tracking):
         self.form = choice(form, "form", ("atc", "cta"))
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        nodes = self.check_everyone(participants, ctx)
-        phases = []
-        if r == 0:
-            phases.append(
-                self._reuse(("initial",), lambda: self.refresh(ctx, nodes, "initial gradients"))
-            )
+        eq = self.check_everyone(participants, ctx)
+        first = self.start_tracking(eq, r)
+        w = self.mixing(r, self.rule)
         if self.form == "atc":
-            return [*phases, *_pull_track_push(self, ctx, nodes, r, self.rule, self.rule)]
-        move = self._reuse(
-            self._graph_key("move", k=r),
-            lambda: (
-                ctx.phase("mix and descend")
-                .apply("x", "x", self.mixing(r, self.rule))
-                .combine("x", nodes, "y", nodes, -self.lr)
-            ),
-        )
-        track = self._reuse(
-            self._graph_key("track", k=r),
-            lambda: self.refresh(ctx, nodes, "track", keep=False).apply(
-                "y", "y", self.mixing(r, self.rule)
-            ),
-        )
-        return [*phases, move, track]
+            return [*first, *_pull_track_push(eq, self.lr, w, w)]
+        return [*first, *_descend_then_track(eq, self.lr, w, w, "mix and descend")]
 
 
-def _pull_track_push(method, ctx: RunContext, nodes, r: int, row_rule: str, column_rule: str):
+def _pull_track_push(eq: Equations, lr: float, row, column) -> list:
     """x <- R_k (x - lr y); y <- C_k (y + grad F(x) - g), g <- grad F(x): three phases,
     "pull" and "push" whole-block products, "track" node-local."""
-    pull = method._reuse(
-        method._graph_key("pull", k=r),
-        lambda: (
-            ctx.phase("pull")
-            .apply("x", "x", method.mixing(r, row_rule))
-            .apply("x", "y", method.mixing(r, row_rule), -method.lr)
-        ),
-    )
-    track = method._reuse(("track",), lambda: method.refresh(ctx, nodes, "track"))
-    push = method._reuse(
-        method._graph_key("push", k=r),
-        lambda: ctx.phase("push").apply("y", "y", method.mixing(r, column_rule)),
-    )
-    return [pull, track, push]
+    x, y = eq.blocks("x", "y")
+    x[:] = row @ (x - lr * y)
+    pull = eq.build("pull")
+    _Tracking.refresh(eq)
+    track = eq.build("track")
+    y[:] = column @ y
+    return [pull, track, eq.build("push")]
 
 
 class PushPull(_Tracking):
@@ -424,38 +378,23 @@ class PushPull(_Tracking):
         self.form = choice(form, "form", ("atc", "ab"))
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        nodes = self.check_everyone(participants, ctx)
-        phases = []
-        if r == 0:
-            phases.append(
-                self._reuse(("initial",), lambda: self.refresh(ctx, nodes, "initial gradients"))
-            )
+        eq = self.check_everyone(participants, ctx)
+        first = self.start_tracking(eq, r)
+        row, column = self.mixing(r, self.row_rule), self.mixing(r, self.column_rule)
         if self.form == "atc":
-            return [
-                *phases,
-                *_pull_track_push(self, ctx, nodes, r, self.row_rule, self.column_rule),
-            ]
-        return [*phases, *_descend_then_track(self, ctx, nodes, r, self.row_rule, self.column_rule)]
+            return [*first, *_pull_track_push(eq, self.lr, row, column)]
+        return [*first, *_descend_then_track(eq, self.lr, row, column, "pull")]
 
 
-def _descend_then_track(method, ctx: RunContext, nodes, r: int, row_rule: str, column_rule: str):
+def _descend_then_track(eq: Equations, lr: float, row, column, label: str) -> list:
     """x <- R_k x - lr y; then y <- C_k y + grad F(x) - g, g <- grad F(x) (at the new x):
     two whole-block phases."""
-    pull = method._reuse(
-        method._graph_key("pull", k=r),
-        lambda: (
-            ctx.phase("pull")
-            .apply("x", "x", method.mixing(r, row_rule))
-            .combine("x", nodes, "y", nodes, -method.lr)
-        ),
-    )
-    track = method._reuse(
-        method._graph_key("track", k=r),
-        lambda: method.refresh(ctx, nodes, "track", keep=False).apply(
-            "y", "y", method.mixing(r, column_rule)
-        ),
-    )
-    return [pull, track]
+    x, y, g = eq.blocks("x", "y", "g")
+    x[:] = row @ x - lr * y
+    move = eq.build(label)
+    y[:] = column @ y + grad() - g
+    g[:] = grad()
+    return [move, eq.build("track")]
 
 
 class PushSumModels:
@@ -502,21 +441,13 @@ class PushSum(PushSumModels, DecentralizedMethod):
         return [Block("x", n_clients, "model"), Block("w", n_clients, "ones")]
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        nodes = self.check_everyone(participants, ctx)
+        eq = self.check_everyone(participants, ctx)
+        x, w = eq.blocks("x", "w")
         phases = []
         if r > 0:
-            step = _step_size(self.lr, self.decay, r - 1)
-            descend = self._reuse(
-                ("descend", step) if self.decay == 0 else None,
-                lambda: ctx.phase("descend").keep("x", nodes).gradient("x", nodes, nodes, -step),
-            )
-            phases.append(descend)
-        push = self._reuse(
-            self._graph_key("push", k=r),
-            lambda: (
-                ctx.phase("push")
-                .apply("x", "x", self.mixing(r, self.rule))
-                .apply("w", "w", self.mixing(r, self.rule))
-            ),
-        )
-        return [*phases, push]
+            x[:] -= _step_size(self.lr, self.decay, r - 1) * grad()  # at z = x / w
+            phases.append(eq.build("descend"))
+        c = self.mixing(r, self.rule)
+        x[:] = c @ x
+        w[:] = c @ w
+        return [*phases, eq.build("push")]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import as_float, choice
-from ..engine import Block, RunContext
+from ..engine import Block, RunContext, grad
 from ..mixing.sequences import RULES, GraphSequence
 from .decentralized import DecentralizedMethod, PushSumModels, _Tracking
 
@@ -52,22 +52,16 @@ class EXTRA(DecentralizedMethod):
         return [Block("x", n_clients, "model"), Block("xp", n_clients), Block("g", n_clients)]
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        nodes = self.check_everyone(participants, ctx)
-        a = self.lr
-
-        def build():
-            w = self.mixing(r, self.rule)
-            phase = ctx.phase("first step" if r == 0 else "extra step").apply("x", "x", w)
-            if r > 0:
-                phase.keep("x", nodes)
-                phase.apply("x", "xp", w, -0.5).combine("x", nodes, "xp", nodes, -0.5)
-                phase.combine("x", nodes, "g", nodes, a)
-            phase.gradient("x", nodes, nodes, -a)
-            phase.combine("xp", nodes, "x", nodes)
-            return phase.gradient("g", nodes, nodes, 1.0)
-
-        key = None if r == 0 else self._graph_key("extra", k=r)
-        return [self._reuse(key, build)]
+        eq = self.check_everyone(participants, ctx)
+        x, xp, g = eq.blocks("x", "xp", "g")
+        a, w = self.lr, self.mixing(r, self.rule)
+        if r == 0:
+            x[:] = w @ x - a * grad()
+        else:
+            x[:] = w @ x + x - 0.5 * (w @ xp + xp) - a * (grad() - g)
+        xp[:] = x
+        g[:] = grad()
+        return [eq.build("first step" if r == 0 else "extra step")]
 
 
 class _CorrectedDiffusion(DecentralizedMethod):
@@ -91,21 +85,19 @@ class _CorrectedDiffusion(DecentralizedMethod):
         return [Block("x", n_clients, "model"), Block("psi", n_clients, "model")]
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        nodes = self.check_everyone(participants, ctx)
+        eq = self.check_everyone(participants, ctx)
+        x, psi = eq.blocks("x", "psi")
         a, theta = self.lr, self.theta
-
-        def adapt():
-            phase = ctx.phase("adapt").combine("psi", nodes, "x", nodes)
-            phase.gradient("psi", nodes, nodes, -a).gradient("x", nodes, nodes, -a)
-            return phase.keep("x", nodes, 2.0).combine("x", nodes, "psi", nodes, -1.0)
-
-        def combine():
-            phase = ctx.phase("combine").apply("x", "x", self.mixing(r, self.rule), theta)
-            return phase if theta == 1.0 else phase.keep("x", nodes, 1.0 - theta)
-
-        phases = [self._reuse(("adapt",), adapt)]
+        psi[:] = x - a * grad()
+        x[:] = 2.0 * x - psi - a * grad()  # phi = psi^{k+1} + x^k - psi^k
+        phases = [eq.build("adapt")]
         if r > 0 or self.first_combines:
-            phases.append(self._reuse(self._graph_key("combine", k=r), combine))
+            w = self.mixing(r, self.rule)
+            if theta == 1.0:
+                x[:] = w @ x
+            else:
+                x[:] = theta * (w @ x) + (1.0 - theta) * x
+            phases.append(eq.build("combine"))
         return phases
 
 
@@ -237,24 +229,16 @@ class PushDIGing(PushSumModels, _Tracking):
         return [*super().blocks(n_clients), Block("w", n_clients, "ones")]
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        nodes = self.check_everyone(participants, ctx)
-        phases = []
-        if r == 0:
-            phases.append(
-                self._reuse(("initial",), lambda: self.refresh(ctx, nodes, "initial gradients"))
-            )
-
-        def push():
-            c = self.mixing(r, self.rule)
-            phase = ctx.phase("push").apply("x", "x", c).apply("w", "w", c)
-            if self.form == "push-diging":
-                return phase.apply("x", "y", c, -self.lr)
-            return phase.combine("x", nodes, "y", nodes, -self.lr)
-
-        track = self._reuse(
-            self._graph_key("track", k=r),
-            lambda: self.refresh(ctx, nodes, "track", keep=False).apply(
-                "y", "y", self.mixing(r, self.rule)
-            ),
-        )
-        return [*phases, self._reuse(self._graph_key("push", k=r), push), track]
+        eq = self.check_everyone(participants, ctx)
+        first = self.start_tracking(eq, r)
+        x, w, y, g = eq.blocks("x", "w", "y", "g")
+        c = self.mixing(r, self.rule)
+        if self.form == "push-diging":
+            x[:] = c @ (x - self.lr * y)
+        else:
+            x[:] = c @ x - self.lr * y
+        w[:] = c @ w
+        push = eq.build("push")
+        y[:] = c @ y + grad() - g
+        g[:] = grad()
+        return [*first, push, eq.build("track")]

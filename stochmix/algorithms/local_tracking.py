@@ -7,7 +7,7 @@ from jaxtyping import Float
 
 from .._arrays import Array
 from .._validate import as_float, as_int, choice
-from ..engine import Block, RunContext
+from ..engine import Block, RunContext, grad
 from ..mixing.sequences import RULES, GraphSequence
 from .decentralized import DecentralizedMethod
 
@@ -76,30 +76,18 @@ class KGT(DecentralizedMethod):
         return z[ctx.layout.slice("x")]
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        nodes = self.check_everyone(participants, ctx)
+        eq = self.check_everyone(participants, ctx)
+        x, z, c = eq.blocks("x", "z", "c")
         lr, s, eta = self.lr, 1.0 / (self.local_steps * self.lr), self.server_lr
-
-        def start():
-            return ctx.phase("start").combine("z", nodes, "x", nodes)
-
-        def local_step():
-            step = ctx.phase("local step").keep("z", nodes).gradient("z", nodes, nodes, -lr)
-            return step.combine("z", nodes, "c", nodes, -lr)
-
-        def communicate():
-            w = self.mixing(r, self.rule)
-            phase = ctx.phase("communicate").keep("c", nodes)
-            # c <- c + s (W - I)(x - z)
-            phase.apply("c", "x", w, s).apply("c", "z", w, -s)
-            phase.combine("c", nodes, "x", nodes, -s).combine("c", nodes, "z", nodes, s)
-            # x <- W ((1 - eta) x + eta z)
-            if eta != 1.0:
-                phase.apply("x", "x", w, 1.0 - eta)
-            return phase.apply("x", "z", w, eta)
-
-        steps = [self._reuse(("local step",), local_step)] * self.local_steps
-        return [
-            self._reuse(("start",), start),
-            *steps,
-            self._reuse(self._graph_key("communicate", k=r), communicate),
-        ]
+        z[:] = x
+        phases = [eq.build("start")]
+        for _ in range(self.local_steps):
+            z[:] -= lr * (grad() + c)  # gradients at the local iterates z
+            phases.append(eq.build("local step"))
+        w = self.mixing(r, self.rule)
+        c[:] += s * (w @ x - w @ z - x + z)  # c + s (W - I)(x - z)
+        if eta == 1.0:
+            x[:] = w @ z
+        else:
+            x[:] = w @ ((1.0 - eta) * x + eta * z)  # W ((1 - eta) x + eta z)
+        return [*phases, eq.build("communicate")]

@@ -63,12 +63,26 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+import scipy.sparse as sp
 from jaxtyping import Float, Int
 
 from .layout import Layout
 from .phase import Phase, PhaseBuilder
+from .phase_cache import PhaseCache
 
 __all__ = ["BlockRows", "Equations", "Expression", "Selection", "dot", "grad", "mean", "total"]
+
+
+class _Every:
+    """The clients of ``grad()``: every client, resolved against the equation's target."""
+
+    size = -1
+
+    def __repr__(self) -> str:
+        return "every client"
+
+
+EVERY = _Every()
 
 
 @dataclass(frozen=True)
@@ -83,8 +97,10 @@ class _Term:
     rows: object
     num: object  # float or a float array aligned with the clients
     den: float = 1.0
-    over: np.ndarray | None = None
+    over: np.ndarray | _Every | None = None
     summed: bool = False
+    op: object = None  # a mixing operator applied to the whole block ``block``
+    whole: bool = False  # every row of ``block`` (x[:]): ``rows`` and ``over`` are aranges
 
     @property
     def coef(self):
@@ -95,11 +111,15 @@ def _is_number(value) -> bool:
     return np.ndim(value) == 0 and isinstance(value, (int, float, np.integer, np.floating))
 
 
-def _same_clients(a: np.ndarray, b: np.ndarray) -> bool:
+def _same_clients(a, b) -> bool:
+    if a is EVERY or b is EVERY:
+        return True  # checked against the target when the equation is written
     return a is b or (a.shape == b.shape and np.array_equal(a, b))
 
 
-def show(clients: np.ndarray) -> str:
+def show(clients) -> str:
+    if clients is EVERY:
+        return repr(clients)
     return np.array2string(clients, threshold=8)
 
 
@@ -114,7 +134,7 @@ class Expression:
 
     __array_ufunc__ = None  # ``w * x[S]`` with a NumPy array w comes here, not to NumPy
 
-    def __init__(self, terms: tuple, clients: np.ndarray | None):
+    def __init__(self, terms: tuple, clients: np.ndarray | _Every | None):
         self.terms = terms
         self.clients = clients
 
@@ -168,6 +188,8 @@ class Expression:
         if not isinstance(other, Expression):
             return NotImplemented
         clients = self.clients if other.clients is None else other.clients
+        if clients is EVERY and self.clients is not None:
+            clients = self.clients
         if self.clients is not None and other.clients is not None:
             if not _same_clients(self.clients, other.clients):
                 raise ValueError(
@@ -191,6 +213,11 @@ class Expression:
     def _reduce(self, name: str, divide: bool) -> Expression:
         if self.clients is None:
             raise ValueError(f"{name}() needs a per-client expression (x[S], grad(S)), got one row")
+        if self.clients is EVERY:
+            raise ValueError(
+                f"{name}() of grad() with no clients: name them, {name}(grad(S)), so that "
+                "the reduction knows |S|"
+            )
         s = self.clients.size
         if divide and s == 0:
             raise ValueError(f"{name}() over no client is undefined (the clients are empty)")
@@ -213,12 +240,47 @@ class Expression:
         """``(1/|S|) sum_{i in S} e_i``, one row (same as :func:`mean`)."""
         return self._reduce("mean", True)
 
+    def __rmatmul__(self, op) -> Expression:
+        """``W @ e``: the mixing operator ``W`` applied to every whole block of ``e``
+        (``W @ (y - g)`` is ``W @ y - W @ g``)."""
+        op = _operator(op)
+        terms = []
+        for t in self.terms:
+            if t.block is None or t.op is not None or t.summed or not t.whole:
+                what = (
+                    "gradients"
+                    if t.block is None
+                    else "a mixed block"
+                    if t.op is not None
+                    else "a reduction"
+                    if t.summed
+                    else f"rows of {t.block!r}"
+                )
+                raise TypeError(
+                    f"W @ (...) applies a mixing matrix to whole blocks (W @ x, W @ (x - "
+                    f"lr * y)); this expression holds {what}: mix in one phase and add "
+                    "the rest in another (every equation of a phase reads the state before it)"
+                )
+            terms.append(_mixed(t, op))
+        return Expression(tuple(terms), _mixed_clients(self.terms[0], op))
+
+    def __matmul__(self, other):
+        raise TypeError(
+            f"{self!r} @ ...: a mixing matrix multiplies block rows from the left (W @ x)"
+        )
+
     def __repr__(self) -> str:
-        what = "one row" if self.clients is None else f"{self.clients.size} clients"
+        what = (
+            "one row"
+            if self.clients is None
+            else ("every client" if self.clients is EVERY else f"{self.clients.size} clients")
+        )
         parts = []
         for t in self.terms:
             name = "grad" if t.block is None else t.block
             where = "row" if t.over is None else ("sum" if t.summed else "S")
+            if t.op is not None:
+                name, where = f"W @ {name}", ":"
             parts.append(f"{name}[{where}]")
         return f"Expression({' + '.join(parts)}; {what})"
 
@@ -236,8 +298,8 @@ class Selection(Expression):
     result :class:`BlockRows` records as an equation.
     """
 
-    def __init__(self, handle: BlockRows, rows, clients: np.ndarray | None, text: str):
-        term = _Term(handle.name, rows, 1.0, over=clients)
+    def __init__(self, handle: BlockRows, rows, clients: np.ndarray | None, text: str, whole=False):
+        term = _Term(handle.name, rows, 1.0, over=clients, whole=whole)
         super().__init__((term,), clients)
         self.handle = handle
         self.rows = rows
@@ -282,6 +344,14 @@ class BlockRows:
 
     def _select(self, clients) -> Selection:
         eq = self._eq
+        if isinstance(clients, slice):
+            if clients != slice(None):
+                raise TypeError(
+                    f"{self.name}[...] takes client indices or [:] (every row of the block), "
+                    f"got the slice {clients}"
+                )
+            rows, over = eq.cache.whole(self._size, self._shift)
+            return Selection(self, rows, over, f"{self.name}[:]", whole=True)
         if isinstance(clients, Expression):
             raise TypeError(f"{self.name}[...] takes client indices, got an expression")
         if isinstance(clients, (int, np.integer)) and not isinstance(clients, bool):
@@ -308,8 +378,40 @@ class BlockRows:
             )
         return row
 
-    def __getitem__(self, clients: int | np.integer | Int[np.ndarray, " s"] | list) -> Selection:
+    def __getitem__(
+        self, clients: int | np.integer | Int[np.ndarray, " s"] | list | slice
+    ) -> Selection:
         return self._select(clients)
+
+    # a handle in an expression is the whole block: ``W @ x - lr * y`` is ``W @ x[:] - lr *
+    # y[:]``
+    __array_ufunc__ = None
+
+    def __rmatmul__(self, op) -> Expression:
+        return self[:].__rmatmul__(op)
+
+    def __mul__(self, factor) -> Expression:
+        return self[:] * factor
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, divisor) -> Expression:
+        return self[:] / divisor
+
+    def __neg__(self) -> Expression:
+        return -self[:]
+
+    def __add__(self, other) -> Expression:
+        return self[:] + _whole(other)
+
+    def __radd__(self, other) -> Expression:
+        return _whole(other) + self[:]
+
+    def __sub__(self, other) -> Expression:
+        return self[:] - _whole(other)
+
+    def __rsub__(self, other) -> Expression:
+        return _whole(other) - self[:]
 
     def __setitem__(self, clients, value) -> None:
         self._eq._equation(self._select(clients), value)
@@ -363,16 +465,19 @@ class Equations:
             if n_clients is None:
                 raise ValueError("n_clients is required when ctx is a Layout")
             layout = ctx
+            cache = PhaseCache()
         else:
             layout = ctx.layout
             n_clients = ctx.n_clients if n_clients is None else n_clients
+            cache = ctx.phase_cache
         if client_node not in (0, 1):
             raise ValueError(f"client_node must be 0 or 1, got {client_node!r}")
         self.layout = layout
         self.n_clients = int(n_clients)
         self.client_node = client_node
         self.label = label
-        self.builder = PhaseBuilder(layout, label)
+        self.cache = cache
+        self._calls: list = []  # the PhaseBuilder calls of the phase being written
         self._checked: dict = {}  # id(clients) -> (clients, checked array)
         self._shifted: dict = {}  # (id(clients), shift) -> (clients, rows)
         self._written: dict = {}  # block -> list of written rows (ints or arrays)
@@ -396,12 +501,21 @@ class Equations:
                 f"an update of {text} was never written: write ``{text} += ...`` on the "
                 "block itself, not on a selection kept in a variable"
             )
-        if label is not None:
-            self.builder.label = label
-        phase = self.builder.build()
-        self.builder = PhaseBuilder(self.layout, self.label)
-        self._written = {}
+        label = self.label if label is None else label
+        calls, self._calls, self._written = self._calls, [], {}
+        key = self.cache.key(label, calls)
+        phase = None if key is None else self.cache.get(key)
+        if phase is None:
+            builder = PhaseBuilder(self.layout, label)
+            for name, *args in calls:
+                getattr(builder, name)(*args)
+            phase = builder.build()
+            if key is not None:
+                self.cache.put(key, calls, phase)
         return phase
+
+    def _call(self, *call) -> None:
+        self._calls.append(call)
 
     # -- indices -------------------------------------------------------------------------
 
@@ -459,9 +573,11 @@ class Equations:
             self._lower(target, value.expr, keep=True)
         elif isinstance(value, Expression):
             self._lower(target, value, keep=False)
+        elif isinstance(value, BlockRows):
+            self._lower(target, value[:], keep=False)
         elif _is_number(value) and value == 0:
             self._claim(target)
-            self.builder.clear(target.handle.name, target.rows)
+            self._call("clear", target.handle.name, target.rows)
         else:
             raise TypeError(
                 f"{target.text} = ... needs an expression of the state (or 0 to clear), "
@@ -504,31 +620,77 @@ class Equations:
                     f"{target.text} has one row per client but the expression is a reduction "
                     "(total, mean, dot) onto one row"
                 )
-        for t in expr.terms:
-            if t.block is None:
-                self._clients(t.rows)  # gradients of clients in [0, N)
+        terms = tuple(self._resolved(t, target) for t in expr.terms)
         self._claim(target)
-        terms = expr.terms
-        b = self.builder
+        call = self._call
         if target.clients is not None:  # one row per client, even for one client
-            b.per_node(name, target.rows)
+            call("per_node", name, target.rows)
         if keep:
             own = 1.0
             rest = []
             for t in terms:
-                if t.block == name and not t.summed and _same_rows(t, target):
+                if t.block == name and not t.summed and t.op is None and _same_rows(t, target):
                     own = own + t.coef
                 else:
                     rest.append(t)
-            b.keep(name, target.rows, own)
+            call("keep", name, target.rows, own)
             terms = rest
         for t in terms:
-            if t.block is None:
-                b.gradient(name, target.rows, t.rows, t.coef)
+            if t.op is not None:
+                call("apply", name, t.block, t.op, t.coef)
+            elif t.block is None:
+                call("gradient", name, target.rows, t.rows, t.coef)
             elif t.summed:  # a reduction over the clients, even over one
-                b.reduce(name, target.rows, t.block, t.rows, t.coef)
+                call("reduce", name, target.rows, t.block, t.rows, t.coef)
             else:
-                b.combine(name, target.rows, t.block, t.rows, t.coef)
+                call("combine", name, target.rows, t.block, t.rows, t.coef)
+
+    def _resolved(self, t: _Term, target: Selection) -> _Term:
+        """``t`` checked against the equation's target: gradients of clients in [0, N)
+        (``grad()``: the target's clients, which must be every client), a mixing
+        operator over the target's block and exactly its rows."""
+        if t.block is None:
+            if t.rows is EVERY:
+                clients = target.clients
+                if (
+                    clients is None
+                    or clients.size != self.n_clients
+                    or not (
+                        target.rows is self.cache.whole(self.n_clients, 0)[0]
+                        or np.array_equal(clients, np.arange(self.n_clients))
+                    )
+                ):
+                    raise ValueError(
+                        f"{target.text}: grad() is every client's gradient, but the target "
+                        "does not hold one row per client: write grad(S) with the clients"
+                    )
+                return replace(t, rows=clients, over=clients)
+            self._clients(t.rows)
+            return t
+        if t.op is not None:
+            op, name = t.op, target.handle.name
+            size = self.layout.block(name).rows
+            if op.size != size or op.size != self.layout.block(t.block).rows:
+                raise ValueError(
+                    f"{target.text} = W @ {t.block} + ...: W is {op.size} x {op.size} but "
+                    f"blocks {name!r} and {t.block!r} have {size} and "
+                    f"{self.layout.block(t.block).rows} rows"
+                )
+            rows = target.rows
+            if target.clients is None or not (
+                op.rows is rows or (op.rows.size == np.size(rows) and np.array_equal(op.rows, rows))
+            ):
+                raise ValueError(
+                    f"{target.text} = W @ {t.block} + ...: W sets rows "
+                    f"{show(op.rows)} of the block, the target is other rows; write the "
+                    f"target as {name}[:] for a matrix over every row"
+                )
+            if np.ndim(t.num) != 0:
+                raise ValueError(
+                    f"{target.text}: W @ {t.block} takes a number as its coefficient, not "
+                    "per-client weights (put them in W)"
+                )
+        return t
 
 
 def _same_rows(term: _Term, target: Selection) -> bool:
@@ -539,14 +701,17 @@ def _same_rows(term: _Term, target: Selection) -> bool:
     )
 
 
-def grad(clients: int | np.integer | Int[np.ndarray, " s"] | list) -> Expression:
+def grad(clients: int | np.integer | Int[np.ndarray, " s"] | list | None = None) -> Expression:
     """The gradient of every client of ``clients`` at its point: a per-client expression
-    (one row for a single int client).
+    (one row for a single int client); ``grad()``: every client's gradient, for targets
+    with one row per client (``y[:] = W @ y + grad() - g``).
 
     The rows it adds to are those of the equation's target (``x[S] -= lr * grad(S)``); in
     a reduction (``y.server += total(grad(S))``) the clients' gradients add up on one row.
     Client indices are checked against N when the equation is written.
     """
+    if clients is None:
+        return Expression((_Term(None, EVERY, 1.0, over=EVERY),), EVERY)
     if isinstance(clients, (int, np.integer)) and not isinstance(clients, bool):
         one = np.array([int(clients)], dtype=np.int64)
         return Expression((_Term(None, one, 1.0),), None)
@@ -562,6 +727,42 @@ def grad(clients: int | np.integer | Int[np.ndarray, " s"] | list) -> Expression
         )
     arr = arr.astype(np.int64, copy=False)
     return Expression((_Term(None, arr, 1.0, over=arr),), arr)
+
+
+def _whole(value):
+    """A block handle in an expression stands for all its rows."""
+    return value[:] if isinstance(value, BlockRows) else value
+
+
+def _operator(op):
+    """``op`` as a :class:`~stochmix.mixing.rowsparse.RowSparse` (a SciPy sparse or NumPy
+    square matrix is wrapped, once per use: give a RowSparse to have its phases kept)."""
+    from ..mixing.rowsparse import RowSparse
+
+    if isinstance(op, RowSparse):
+        return op
+    if sp.issparse(op) or isinstance(op, np.ndarray):
+        if op.ndim != 2 or op.shape[0] != op.shape[1]:
+            raise ValueError(f"W @ ...: W must be a square matrix, got shape {op.shape}")
+        wrapped = RowSparse.whole(sp.csr_array(op))
+        wrapped.reusable = False
+        return wrapped
+    raise TypeError(
+        f"W @ ...: W must be a mixing operator (RowSparse, e.g. the method's mixing(k, rule)),"
+        f" a SciPy sparse or a NumPy square matrix, got {type(op).__name__}"
+    )
+
+
+def _mixed(t: _Term, op) -> _Term:
+    """``op @ t`` for a whole-block term: the rows ``op`` sets, the clients they hold."""
+    if op.rows.size == np.size(t.rows):
+        return replace(t, op=op, whole=False)
+    shift = int(t.rows[0] - t.over[0]) if np.size(t.rows) else 0
+    return replace(t, op=op, whole=False, rows=op.rows, over=op.rows - shift)
+
+
+def _mixed_clients(t: _Term, op):
+    return _mixed(t, op).over
 
 
 def total(expr: Expression) -> Expression:

@@ -14,8 +14,10 @@ from functools import cached_property
 
 import numpy as np
 
+from .equations import Equations
 from .layout import Block, Layout
 from .phase import Phase, PhaseBuilder
+from .phase_cache import PhaseCache
 from .rowmap import RowMap, seed_sequence
 
 
@@ -33,6 +35,8 @@ class RunContext:
         seed: the run's seed (as :func:`stochmix.run` got it); the random draws of
             nonlinear row maps derive from it (:attr:`seed_sequence`, see
             :mod:`stochmix.engine.rowmap`).
+        phase_cache: the phases this run's equations built, handed out again when a
+            round writes the same equations (:mod:`stochmix.engine.phase_cache`).
     """
 
     layout: Layout
@@ -42,6 +46,7 @@ class RunContext:
     zero_rows: object = field(default=None, repr=False, compare=False)  # engine.liveness
     memory: dict = field(default_factory=dict)
     seed: object = None
+    phase_cache: PhaseCache = field(default_factory=PhaseCache, repr=False, compare=False)
 
     def phase(self, label: str = "") -> PhaseBuilder:
         """A fresh :class:`PhaseBuilder` over this run's layout."""
@@ -87,6 +92,11 @@ class Method(ABC):
     @abstractmethod
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list[Phase]:
         """The phases of round ``r`` given the sorted indices of its participants."""
+
+    def equations(self, ctx: RunContext, label: str = ""):
+        """The :class:`~stochmix.engine.equations.Equations` of one of this method's
+        phases, clients numbered from node :attr:`model_offset`."""
+        return Equations(ctx, label, client_node=self.model_offset)
 
     def phase_key(self, r: int, participants: np.ndarray):
         """A hashable key such that rounds with equal keys have identical phases, or None.

@@ -54,10 +54,17 @@ class RowSparse:
         values: CSR array of shape (k, n), the rows themselves (built on first use when the
             matrix was made from entries).
         identity_elsewhere: what the remaining rows are.
+        reusable: whether phases built from this operator may be kept and handed out again
+            when a later round writes the same equations with it (True by default; an
+            operator made afresh for one step only, such as a non-periodic sequence's
+            W_k, says False so that nothing keeps it; see
+            :mod:`stochmix.engine.phase_cache`).
         pattern: a :class:`Broadcast` or :class:`Reduce` that says the same as the entries
             in structured form, or None. Builders that know their structure set it so that
             the engine can recognise node-local phases without inspecting the entries.
     """
+
+    reusable: bool = True
 
     def __init__(
         self,

@@ -1,0 +1,92 @@
+"""The phases a run's equations built, kept so that a round that writes the same
+equations again gets the same :class:`~stochmix.engine.phase.Phase` object back.
+
+A phase is planned once per distinct object (the plan is kept on the phase, see
+:func:`~stochmix.engine.execute.plan_round`), so returning the very same phase for the
+same equations is what makes a static or periodic graph planned once per distinct
+mixing matrix, with nothing for a method to key or keep.
+
+Equations are the same when they make the same builder calls with the same arguments:
+strings and numbers by value, float coefficient arrays by content, and the two kinds of
+objects whose content cannot change behind the cache by identity: the whole-block row
+arrays this cache hands out (read-only) and mixing operators
+(:class:`~stochmix.mixing.rowsparse.RowSparse`) that do not say ``reusable = False``.
+An entry holds those objects, so an identity in a key can never name another object. A
+call with any other array (the clients ``S`` of a round, which participation processes
+may draw into a reused buffer) makes the phase uncached: the planner's own keys
+(:meth:`~stochmix.engine.method.Method.phase_key`, ``template_key``) serve such rounds.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+__all__ = ["PhaseCache"]
+
+CAPACITY = 128  # phases kept, least recently used first out (a period's phases fit)
+
+
+class PhaseCache:
+    """One run's phases by the builder calls that made them, and its whole-block rows."""
+
+    def __init__(self, capacity: int = CAPACITY):
+        self.capacity = capacity
+        self._phases: OrderedDict = OrderedDict()  # key -> (calls, phase)
+        self._ranges: dict = {}  # (size, shift) -> (rows, clients), read-only
+        self._owned: set = set()  # ids of the arrays in _ranges (alive for the run)
+        self.hits = 0
+        self.misses = 0
+
+    def whole(self, size: int, shift: int) -> tuple[np.ndarray, np.ndarray]:
+        """Block-local rows ``0..size-1`` and their clients ``rows - shift``, read-only
+        and the same objects for the whole run (the clients are the rows when shift = 0)."""
+        found = self._ranges.get((size, shift))
+        if found is None:
+            rows = np.arange(size, dtype=np.int64)
+            rows.flags.writeable = False
+            clients = rows
+            if shift:
+                clients = rows - shift
+                clients.flags.writeable = False
+            found = self._ranges[(size, shift)] = (rows, clients)
+            self._owned.update((id(rows), id(clients)))
+        return found
+
+    def key(self, label: str, calls: list) -> tuple | None:
+        """The key of ``calls`` (``(name, *args)`` tuples), or None when one argument is
+        an array this cache did not hand out or an operator that is not reusable."""
+        parts = [label]
+        for call in calls:
+            part = [call[0]]
+            for arg in call[1:]:
+                if isinstance(arg, (str, int, float, np.integer, np.floating)) or arg is None:
+                    part.append(arg)
+                elif isinstance(arg, np.ndarray):
+                    if id(arg) in self._owned:
+                        part.append(("rows", id(arg)))
+                    elif arg.dtype.kind == "f" and arg.ndim == 1:
+                        part.append(("coef", arg.tobytes()))
+                    else:
+                        return None
+                elif getattr(arg, "reusable", False):
+                    part.append(("op", id(arg)))
+                else:
+                    return None
+            parts.append(tuple(part))
+        return tuple(parts)
+
+    def get(self, key):
+        found = self._phases.get(key)
+        if found is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._phases.move_to_end(key)
+        return found[1]
+
+    def put(self, key, calls: list, phase) -> None:
+        if len(self._phases) >= self.capacity:
+            self._phases.popitem(last=False)
+        self._phases[key] = (calls, phase)  # the calls keep the objects the key names
