@@ -78,7 +78,8 @@ def main(
         with the test accuracy and the training objective f at the evaluated rounds.
     """
     # The tensors are tiny: one thread avoids the cost of waking others for every op (on a
-    # busy 2-core machine that cost is 20-40x the arithmetic).
+    # busy 2-core machine that cost is 20-40x the arithmetic). sm.run does this for its own
+    # rounds (and puts the count back); here it covers the evaluations between runs too.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

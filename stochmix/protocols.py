@@ -41,7 +41,8 @@ phases, :mod:`stochmix.engine.blockwise`; with ``hands_off = True`` the plan may
 a phase that hands a block to the next, :func:`stochmix.engine.blockwise.chained`);
 ``local_program(program)`` (the backend's own emitter of node-local runs) and
 ``begin_round()`` / ``end_round()`` (one finiteness check per round), as the Torch backend
-has them.
+has them; ``threads``, Torch's intra-op thread count during its runs (None: left alone;
+absent: ``$STOCHMIX_TORCH_THREADS`` or one thread, :mod:`stochmix.engine.threads`).
 
 This module imports nothing but ``typing``.
 """

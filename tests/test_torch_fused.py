@@ -274,6 +274,8 @@ def test_a_program_alone_reads_its_own_flag(problem):
 
 
 def test_threads_option_and_variable(monkeypatch):
+    """The count a backend's runs use, resolved when it is built; building it sets nothing
+    (the run sets it and puts it back: tests/test_torch_threads.py)."""
     before = torch.get_num_threads()
     try:
         monkeypatch.delenv("STOCHMIX_TORCH_THREADS", raising=False)
@@ -281,19 +283,13 @@ def test_threads_option_and_variable(monkeypatch):
         monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
         torch.set_num_threads(2)
         assert TorchBackend(threads=1).threads == 1
-        assert torch.get_num_threads() == 1
-        torch.set_num_threads(2)
-        assert TorchBackend(threads=0).threads == 2  # left alone
-        assert torch.get_num_threads() == 2
-        TorchBackend()  # default: one thread on the CPU
-        assert torch.get_num_threads() == 1
-        torch.set_num_threads(2)
+        assert TorchBackend(threads=0).threads is None  # left alone
+        assert TorchBackend().threads == 1  # default: one thread on the CPU
         monkeypatch.setenv("OMP_NUM_THREADS", "2")
-        TorchBackend()  # the user chose: left alone
-        assert torch.get_num_threads() == 2
+        assert TorchBackend().threads is None  # the user chose: left alone
         monkeypatch.setenv("STOCHMIX_TORCH_THREADS", "1")
-        TorchBackend()
-        assert torch.get_num_threads() == 1
+        assert TorchBackend().threads == 1
+        assert torch.get_num_threads() == 2  # none of them set anything
         monkeypatch.setenv("STOCHMIX_TORCH_THREADS", "many")
         with pytest.raises(ValueError, match="STOCHMIX_TORCH_THREADS"):
             TorchBackend()
@@ -304,11 +300,13 @@ def test_threads_option_and_variable(monkeypatch):
             TorchBackend(threads=1.5)
         with pytest.raises(TypeError, match="threads"):
             TorchBackend(threads=True)
-        # a run through the backend object keeps the setting
+        # a run through the backend object runs on its count and puts the process's back
         problem = Quadratic.random(N, 3, seed=0)
-        torch.set_num_threads(2)
-        run(FedAvg(0.1, 2), problem, Full(N), 3, backend=TorchBackend(threads=1))
-        assert torch.get_num_threads() == 1
+        inside = []
+        callback = lambda r, z, ctx: inside.append(torch.get_num_threads())  # noqa: E731
+        run(FedAvg(0.1, 2), problem, Full(N), 3, backend=TorchBackend(threads=1), callback=callback)
+        assert inside == [1, 1, 1]
+        assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
 

@@ -7,7 +7,6 @@ them into operations on its arrays. The NumPy/SciPy backend is the sparse CPU on
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 import warnings
 from collections import OrderedDict
@@ -17,22 +16,31 @@ import numpy as np
 from .._validate import choice
 from .blockwise import apply_blockwise_numpy
 from .phase import Phase
+from .threads import resolve_threads
 
 
 class NumpyBackend:
-    """State as a NumPy array; phases applied with SciPy sparse products."""
+    """State as a NumPy array; phases applied with SciPy sparse products.
+
+    ``threads``: Torch's intra-op thread count during a run, for problems that compute
+    with Torch (a :class:`~stochmix.problems.TorchModel`'s gradients): as
+    :class:`TorchBackend`'s (default one thread, or ``$STOCHMIX_TORCH_THREADS``, or
+    left alone under ``OMP_NUM_THREADS``/``MKL_NUM_THREADS``; ``0``: never touched), set
+    when the run starts and restored when it ends. Torch is never imported for it.
+    """
 
     name = "numpy"
     runs_local_phases = True  # node-local runs of phases go through the chunked path
     hands_off = True  # a whole-block phase may hand a block to the next (blockwise.chained)
 
-    def __init__(self, dtype=np.float64, compiled="auto"):
+    def __init__(self, dtype=np.float64, compiled="auto", threads=None):
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.float32, np.float64):
             raise ValueError(f"dtype must be float32 or float64, got {self.dtype}")
         if compiled not in (True, False, "auto"):
             raise ValueError(f'compiled must be True, False or "auto", got {compiled!r}')
         self.compiled = compiled  # node-local runs through Numba (see engine.rowwise)
+        self.threads = resolve_threads(threads)  # Torch's, set by run for the run
 
     def asarray(self, array: np.ndarray) -> np.ndarray:
         """``array`` as this backend's array type and dtype."""
@@ -80,17 +88,19 @@ class TorchBackend:
     NaN and Inf: every rewritten value is summed into one device vector per round, read
     once when the round ends (:meth:`end_round`): one host synchronisation per round.
 
-    Threads (CPU only): building the backend sets Torch's intra-op threads
-    (``torch.set_num_threads``, which is process-wide) to ``threads``. ``threads=None``
-    (default) takes ``$STOCHMIX_TORCH_THREADS`` when set, else leaves a count the user
-    chose through ``OMP_NUM_THREADS``/``MKL_NUM_THREADS`` alone, else uses **one**
-    thread: a round is memory-bound element-wise work on chunks that gains little from
-    more threads, and Torch's OpenMP threads spin-wait for each other whenever the cores
-    are shared (on a busy 2-core machine, FOCUS at N = 10^5, d = 100 took 160-1300 ms a
-    round with 2 threads and 28-33 ms with 1, NumPy 23-30 ms; a metric's 1000 x 100 mean
-    took 19 ms). ``threads=n`` uses n (a dedicated machine with large dense mixing or a
-    compute-bound TorchModel); ``threads=0`` never touches Torch's setting. On other
-    devices nothing is set.
+    Threads (CPU only): :func:`stochmix.run` sets Torch's intra-op threads
+    (``torch.set_num_threads``) to ``threads`` for the run and puts back the count it
+    found when the run ends, returns or raises (:mod:`stochmix.engine.threads`); building
+    the backend sets nothing. ``threads=None`` (default) takes ``$STOCHMIX_TORCH_THREADS``
+    when set, else leaves a count the user chose through ``OMP_NUM_THREADS``/
+    ``MKL_NUM_THREADS`` alone, else uses **one** thread: a round is memory-bound
+    element-wise work on chunks that gains little from more threads, and Torch's OpenMP
+    threads spin-wait for each other whenever the cores are shared (on a busy 2-core
+    machine, FOCUS at N = 10^5, d = 100 took 160-1300 ms a round with 2 threads and 28-33
+    ms with 1, NumPy 23-30 ms; a metric's 1000 x 100 mean took 19 ms). ``threads=n`` uses
+    n (a dedicated machine with large dense mixing or a compute-bound TorchModel);
+    ``threads=0`` never touches Torch's setting. On other devices nothing is set.
+    :attr:`threads` holds the count runs use (None: Torch's setting, untouched).
 
     The phases are the same objects as on the NumPy backend, so the same seed gives the
     same trajectory to rounding. The code is device-agnostic: nothing is read back to the
@@ -121,10 +131,7 @@ class TorchBackend:
         self.mixing = choice(mixing, "mixing", ("auto", "dense", "sparse"))
         self.dense_limit = int(dense_limit)
         self.cache_bytes = int(cache_bytes)
-        threads = _torch_threads(self.device, threads)  # None: Torch's own
-        if threads is not None and torch.get_num_threads() != threads:
-            torch.set_num_threads(threads)
-        self.threads = torch.get_num_threads() if self.device.type == "cpu" else None
+        self.threads = resolve_threads(threads, self.device)  # set by run, for the run
         self._operators: OrderedDict = OrderedDict()  # content key -> tensors
         self._operator_bytes = 0
         self._round = threading.local()  # the round's finiteness flag, per thread
@@ -391,36 +398,6 @@ def _tensor_bytes(tensor) -> int:
         t.numel() * t.element_size()
         for t in (tensor.crow_indices(), tensor.col_indices(), tensor.values())
     )
-
-
-THREADS_VARIABLE = "STOCHMIX_TORCH_THREADS"
-
-
-def _torch_threads(device, threads) -> int | None:
-    """The intra-op thread count to set (see TorchBackend), or None to leave Torch's
-    setting alone."""
-    if threads is None:
-        chosen = os.environ.get(THREADS_VARIABLE, "").strip()
-        if chosen:
-            try:
-                threads = int(chosen)
-            except ValueError:
-                raise ValueError(
-                    f"${THREADS_VARIABLE} must be a whole number of threads, got {chosen!r}"
-                ) from None
-            if threads < 0:
-                raise ValueError(f"${THREADS_VARIABLE} must be >= 0, got {threads}")
-        elif any(os.environ.get(v) for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")):
-            threads = 0
-        else:
-            threads = 1
-    elif isinstance(threads, bool) or not isinstance(threads, (int, np.integer)):
-        raise TypeError(f"threads must be a whole number or None, got {threads!r}")
-    elif threads < 0:
-        raise ValueError(f"threads must be >= 0 (0: leave Torch's setting), got {threads}")
-    if device.type != "cpu" or threads == 0:
-        return None
-    return int(threads)
 
 
 BACKENDS = ("numpy", "torch", "distributed")

@@ -141,7 +141,7 @@ class Checkpointer:
                     f"({error.strerror or error}); the previous checkpoint is kept and the "
                     "run goes on",
                     CheckpointWarning,
-                    stacklevel=3,  # the caller of run()
+                    stacklevel=5,  # the caller of run() (save, run_rounds, _run, run)
                 )
             self.failed.append(done)
 

@@ -1054,7 +1054,7 @@ def run_sharded(
         rounds=rounds, method=method, problem=problem, participation=participation,
         seed=seed, dtype=dtype, callback=callback, bar=bar,
         divergence_threshold=divergence_threshold, on_divergence=on_divergence,
-        stacklevel=4,
+        stacklevel=5,
     )  # fmt: skip
 
 

@@ -37,6 +37,7 @@ from .planner import RoundPlanner
 from .progress import Progress
 from .recorder import METRICS, Recorder, check_schedule
 from .result import Result
+from .threads import resolve_threads, torch_threads
 
 if TYPE_CHECKING:
     from ..protocols import BackendLike, ParticipationLike, ProblemLike
@@ -104,7 +105,10 @@ def run(
         backend: "numpy" (SciPy sparse on the CPU), "torch" (tensors on ``device``),
             "distributed" (inside an initialised torch.distributed process group: client
             rows sharded over the ranks, the same bits on any number of ranks; see
-            :mod:`stochmix.engine.distributed`) or a backend object.
+            :mod:`stochmix.engine.distributed`) or a backend object. Where Torch is
+            loaded, the run's Torch work (the torch backend, a TorchModel's gradients)
+            runs on the backend's ``threads`` (default one intra-op thread), set for the
+            run and restored after it, even when it raises (:mod:`stochmix.engine.threads`).
         device: Torch device ("cpu", "cuda", "cuda:1", ...); torch backend only.
         mixing: "dense", "sparse" or "auto" (default): how the torch backend applies phases.
         compiled: "auto" (default), True or False: whether the NumPy backend runs
@@ -158,11 +162,29 @@ def run(
         callback, progress, checkpoint_every, evaluate_every, divergence_threshold,
     )  # fmt: skip
     choice(storage, "storage", ("auto", "full", "compact"))
-    n, dim = int(problem.n_clients), int(problem.dim)
     options = {k: v for k, v in (("device", device), ("mixing", mixing)) if v is not None}
     if compiled != "auto":
         options["compiled"] = compiled
     back = make_backend(backend, dtype, **options)
+    # Torch's intra-op threads at the run's count, restored however the run ends
+    threads = back.threads if hasattr(back, "threads") else resolve_threads()
+    with torch_threads(threads):
+        return _run(
+            method, problem, participation, rounds, back, x0=x0, seed=seed, dtype=dtype,
+            metrics=metrics, on_divergence=on_divergence, callback=callback, progress=progress,
+            checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+            evaluate_every=evaluate_every, divergence_threshold=divergence_threshold,
+            compiled=compiled, storage=storage,
+        )  # fmt: skip
+
+
+def _run(
+    method, problem, participation, rounds, back, *, x0, seed, dtype, metrics,
+    on_divergence, callback, progress, checkpoint, checkpoint_every, evaluate_every,
+    divergence_threshold, compiled, storage,
+) -> Result:  # fmt: skip
+    """The run on its built backend, arguments checked (see :func:`run`)."""
+    n, dim = int(problem.n_clients), int(problem.dim)
     if getattr(back, "runs_sharded", False):  # backend="distributed": a shard per rank
         from .distributed import run_sharded
 
@@ -236,7 +258,7 @@ def participant_stream(participation, seed):
 def run_rounds(
     step, *, saved, saver, z, back, ctx, recorder, stream, rounds, method, problem,
     participation, seed, dtype, callback, bar, divergence_threshold, on_divergence,
-    stacklevel: int = 3,
+    stacklevel: int = 4,
 ) -> Result:  # fmt: skip
     """The rounds of a run and its Result, on one process or one rank's shard: start
     from ``saved`` (a loaded checkpoint) or measure round 0, then for each round draw the
