@@ -7,7 +7,6 @@ import numpy as np
 from .._validate import as_float, as_int
 from ..engine import Block, Method, RunContext
 from ..engine.equations import Equations, grad, mean, total
-from ..mixing.federated import assign_rows
 
 
 class FedDyn(Method):
@@ -80,9 +79,10 @@ class FedDyn(Method):
         if S.size == 0:
             return []
         lr, alpha, n = self.lr, self.alpha, ctx.n_clients
-        pull = ctx.phase("assign").apply("x", "x", assign_rows(S, n)).build()
         eq = Equations(ctx)
         x, g, h = eq.blocks("x", "g", "h")
+        x[S] = x.server  # the participants pull the server model
+        pull = eq.build("assign")
         # a gradient step on f_i(t) - <g_i, t> + alpha/2 ||t - theta_0||^2
         x[S] -= lr * (grad(S) - g[S] + alpha * (x[S] - x.server))
         step = eq.build("regularised local step")

@@ -6,7 +6,7 @@ import numpy as np
 
 from .._validate import as_float, as_int, choice
 from ..engine import Block, Equations, Method, RunContext, grad
-from ..mixing.federated import assign_rows, average_rows
+from ..mixing.federated import average_rows
 
 SOLVERS = ("gradient", "exact")
 
@@ -130,8 +130,9 @@ class FedProx(Method):
         if self.solver == "exact":
             prox = _ExactProx(self.mu, self._prox_cache)
             return [ctx.map("x", S + 1, prox, ("x", [0]), round=r, label="exact prox"), aggregate]
-        pull = ctx.phase("assign").apply("x", "x", assign_rows(S, ctx.n_clients)).build()
-        eq = Equations(ctx, "proximal step")
+        eq = Equations(ctx)
         (x,) = eq.blocks("x")
+        x[S] = x.server  # the participants pull the server model
+        pull = eq.build("assign")
         x[S] -= self.lr * (grad(S) + self.mu * (x[S] - x.server))
-        return [pull, *[eq.build()] * self.local_steps, aggregate]
+        return [pull, *[eq.build("proximal step")] * self.local_steps, aggregate]

@@ -7,7 +7,7 @@ import numpy as np
 from .._validate import as_bool, as_float, as_int
 from ..engine import Block, Method, RunContext
 from ..engine.equations import Equations, grad
-from ..mixing.federated import assign_rows, collect_rows
+from ..mixing.federated import collect_rows
 
 
 class FOCUS(Method):
@@ -75,7 +75,8 @@ class FOCUS(Method):
         x, y, g = eq.blocks("x", "y", "g")
         phases = []
         if S.size:
-            phases.append(ctx.phase("assign").apply("x", "x", assign_rows(S, n)).build())
+            x[S] = x.server  # the participants pull the server model
+            phases.append(eq.build("assign"))
             x[S] -= lr * y[S]
             move = eq.build("local step")
             y[S] += grad(S) - g[S]  # the tracker takes the change of the gradient

@@ -6,16 +6,17 @@ import numpy as np
 
 from ..engine import Phase, RunContext
 from ..engine.equations import Equations, grad
-from ..mixing.federated import assign_rows
 
 
 def pull_and_train(
     participants: np.ndarray, ctx: RunContext, lr: float, local_steps: int, block: str = "x"
 ) -> list[Phase]:
-    r"""``x <- A_S x`` then ``local_steps`` times ``x_i <- x_i - lr grad F_i(x_i)``, i in S."""
+    r"""``x_i <- x_0`` (the pull, ``x <- A_S x``) then ``local_steps`` times ``x_i <- x_i -
+    lr grad F_i(x_i)``, i in S."""
     S = participants
-    pull = ctx.phase("assign").apply(block, block, assign_rows(S, ctx.n_clients))
-    eq = Equations(ctx, "local step")
+    eq = Equations(ctx)
     (x,) = eq.blocks(block)
+    x[S] = x.server
+    pull = eq.build("assign")
     x[S] -= lr * grad(S)
-    return [pull.build()] + [eq.build()] * local_steps
+    return [pull] + [eq.build("local step")] * local_steps

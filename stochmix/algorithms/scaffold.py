@@ -7,7 +7,6 @@ import numpy as np
 from .._validate import as_float, as_int
 from ..engine import Block, Method, RunContext
 from ..engine.equations import Equations, grad, mean, total
-from ..mixing.federated import assign_rows
 
 
 class SCAFFOLD(Method):
@@ -57,9 +56,10 @@ class SCAFFOLD(Method):
             return []
         n, S = ctx.n_clients, participants
         lr, k, eta = self.lr, self.local_steps, self.server_lr
-        pull = ctx.phase("assign").apply("x", "x", assign_rows(S, n))
         eq = Equations(ctx)
         x, c = eq.blocks("x", "c")
+        x[S] = x.server  # the participants pull the server model
+        pull = eq.build("assign")
         x[S] -= lr * (grad(S) - c[S] + c.server)  # y_i <- y_i - lr (g_i(y_i) - c_i + c)
         step = eq.build("corrected local step")
         # c_i+ - c_i = -c + (x - y_i) / (K lr) (option II), for i in S
@@ -68,4 +68,4 @@ class SCAFFOLD(Method):
         c.server += total(dc) / n  # c <- c + 1/N sum_S (c_i+ - c_i)
         x.server += eta * mean(x[S] - x.server)  # x <- x + eta/|S| sum_S (y_i - x)
         server = eq.build("controls and server step")
-        return [pull.build()] + [step] * k + [server]
+        return [pull] + [step] * k + [server]

@@ -390,6 +390,9 @@ class BlockRows:
     def __rmatmul__(self, op) -> Expression:
         return self[:].__rmatmul__(op)
 
+    def __matmul__(self, other):
+        return self[:].__matmul__(other)
+
     def __mul__(self, factor) -> Expression:
         return self[:] * factor
 
@@ -755,6 +758,11 @@ def _operator(op):
 
 def _mixed(t: _Term, op) -> _Term:
     """``op @ t`` for a whole-block term: the rows ``op`` sets, the clients they hold."""
+    if op.size != np.size(t.rows):
+        raise ValueError(
+            f"W @ {t.block}: W is {op.size} x {op.size} but block {t.block!r} has "
+            f"{np.size(t.rows)} rows"
+        )
     if op.rows.size == np.size(t.rows):
         return replace(t, op=op, whole=False)
     shift = int(t.rows[0] - t.over[0]) if np.size(t.rows) else 0
