@@ -12,11 +12,10 @@ column-stochastic mixing matrices from time-varying graphs, and run by one engin
 """
 
 from . import algorithms, engine, mixing, participation, problems, protocols
+from ._version import __version__
 from .engine import Block, Equations, Method, PhaseBuilder, Result, RunContext, run
 from .protocols import BackendLike, ParticipationLike, ProblemLike
 from .reporting import compare
-
-__version__ = "0.1.0"
 
 __all__ = [
     "BackendLike",

@@ -423,7 +423,7 @@ def _cached_function(source: str, gradient) -> object | None:
         return None
     import numba
 
-    from .. import __version__
+    from .._version import __version__
 
     lines = [
         "import numba",

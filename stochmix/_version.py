@@ -1,0 +1,4 @@
+"""The package version, in a module of its own so that any module can read it without
+importing the package (and so without an import cycle)."""
+
+__version__ = "0.1.0"
