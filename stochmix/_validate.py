@@ -13,6 +13,8 @@ helper                      what passes
 :func:`as_float`            a finite real number (never a bool or a complex), in a range
 :func:`as_bool`             ``True`` or ``False`` (never 0, 1, "yes", ...)
 :func:`choice`              one of a set of names
+:func:`flag_or_choice`      ``True``, ``False`` or one of a set of names (``"auto"``)
+:func:`as_float_dtype`      float32 or float64, as a NumPy dtype
 :func:`as_seed`             a seed, normalised: None, an int >= 0, a SeedSequence or a Generator
 :func:`is_scalar`           (a test) one value rather than a sequence or array
 :func:`as_real_array`       an array of real numbers (ints or floats), shape and finiteness
@@ -111,6 +113,38 @@ def choice(value, name: str, allowed) -> str:
     if value not in allowed:
         raise ValueError(f"{name} must be one of {sorted(allowed)}, got {_show(value)}")
     return value
+
+
+def flag_or_choice(value, name: str, allowed) -> bool | str:
+    """``True`` or ``False`` (NumPy's too, as a Python bool) or one of the names
+    ``allowed``, such as ``compiled=True | False | "auto"``. Truthy values such as ``1`` are
+    refused (``TypeError``), an unknown name too (``ValueError``)."""
+    if _is_bool(value):
+        return bool(value)
+    names = " or ".join(repr(a).replace("'", '"') for a in sorted(allowed))
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be True, False or {names}, got {_show(value)}")
+    if value not in allowed:
+        raise ValueError(f"{name} must be True, False or {names}, got {_show(value)}")
+    return value
+
+
+def as_float_dtype(value, name: str = "dtype") -> np.dtype:
+    """``value`` as the NumPy dtype float32 or float64 (from a dtype, a type such as
+    ``np.float32`` or a name such as ``"float64"``). What NumPy cannot read as a dtype
+    (``"floaty"``, ``3``, None, a Torch dtype) is a ``TypeError``, another dtype
+    (``int32``) a ``ValueError``."""
+    if value is None:
+        raise TypeError(f"{name} must be float32 or float64, got None")
+    try:
+        dtype = np.dtype(value)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{name} must be float32 or float64 (a NumPy dtype, type or name), got {_show(value)}"
+        ) from None
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"{name} must be float32 or float64, got {dtype}")
+    return dtype
 
 
 # ----------------------------------------------------------------------------- seeds

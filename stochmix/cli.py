@@ -133,6 +133,12 @@ def _silent(*args, **kwargs) -> None:
 
 
 _GRAPHS = ("one-peer-exponential", "ring", "erdos-renyi", "random-directed")
+#: Largest ``--nodes`` of ``stochmix spectrum --graph``. The product of a period or of a
+#: window of steps of a connected sequence is a dense n x n matrix (80 GB at n = 10^5), and
+#: its summary costs O(n^3) (Dobrushin's coefficient compares every pair of rows; the
+#: eigen-solves of rings, whose eigenvalues cluster near 1, fall back to dense LAPACK, and
+#: above n = 4000 ARPACK alone does not converge).
+GRAPH_NODES_LIMIT = 1000
 _RANDOM_GRAPHS = ("erdos-renyi", "random-directed")
 _GRAPH_ONLY = ("rules", "steps", "window")
 _FEDERATED_ONLY = ("low", "high", "samples")
@@ -167,6 +173,12 @@ def _check_spectrum_graph_options(args: argparse.Namespace) -> None:
     """Validate the options of ``stochmix spectrum --graph ...``; fill in defaults."""
     from .mixing import RULES
 
+    if args.nodes > GRAPH_NODES_LIMIT:
+        dense = 8 * args.nodes**2 / 1e9
+        raise ValueError(
+            f"--nodes must be <= {GRAPH_NODES_LIMIT} with --graph, got {args.nodes}: a product"
+            f" of steps is a dense n x n matrix ({dense:.3g} GB here) whose summary costs O(n^3)"
+        )
     _refuse_given(
         args,
         _FEDERATED_ONLY,
@@ -341,7 +353,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=list(_GRAPHS),
         help="a graph sequence (default: federated expected matrices)",
     )
-    p_spec.add_argument("--nodes", type=int, default=16, help="nodes or clients (default 16)")
+    p_spec.add_argument(
+        "--nodes",
+        type=int,
+        default=16,
+        help=f"nodes or clients (default 16; at most {GRAPH_NODES_LIMIT} with --graph)",
+    )
     p_spec.add_argument(
         "--rules",
         nargs="+",

@@ -140,3 +140,49 @@ def test_the_problems_package_has_no_import_cycle():
         visit(module, [])
     # and each of the modules at the bottom imports first, alone, in a fresh interpreter
     assert _run("import stochmix.problems.stochastic; print('ok')") == "ok"
+
+
+def _import_graph():
+    """Every import between modules of stochmix, function-level ones included: module ->
+    the modules it imports (``from pkg import sub`` names the submodule, not the package)."""
+    import ast
+
+    import networkx as nx
+
+    root = ROOT / "stochmix"
+
+    def name(path):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    modules = {name(p): p for p in root.rglob("*.py")}
+    graph = nx.DiGraph()
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                names = [f"{base}.{a.name}" for a in node.names]
+                targets = [t if t in modules else base for t in names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            graph.add_edges_from((module, t) for t in targets if t in modules and t != module)
+    return graph
+
+
+def test_no_import_cycle_anywhere_in_stochmix():
+    import networkx as nx
+
+    graph = _import_graph()
+    assert graph.number_of_nodes() > 50  # the walk found the package
+    shown = []
+    for component in nx.strongly_connected_components(graph):
+        if len(component) > 1:
+            cycle = [edge[0] for edge in nx.find_cycle(graph.subgraph(component))]
+            shown.append(" -> ".join([*cycle, cycle[0]]))
+    assert shown == [], "import cycles:\n" + "\n".join(shown)

@@ -556,6 +556,8 @@ def test_property_uniform_and_regularized_sizes(data):
 )
 def test_property_periodic_one_group_at_a_time(groups, active, extra, size, seed):
     n = groups + extra
+    if size is not None:
+        size = min(size, -(-n // groups))  # at most the largest group
     process = Periodic(groups, active, n_clients=n, size=size)
     masks = process.sample(2 * process.cycle_length, seed=seed)
     for mask in masks:

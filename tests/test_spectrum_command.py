@@ -140,6 +140,8 @@ def test_bad_nodes_names_the_option(capsys, graph, nodes):
         (["--graph", "erdos-renyi", "--window", "0"], "--window", "0"),
         (["--graph", "erdos-renyi", "--steps", "3", "--window", "5"], "--window", "5"),
         (["--graph", "ring", "--window", "-2"], "--window", "-2"),
+        (["--graph", "one-peer-exponential", "--nodes", "100000"], "--nodes", "100000"),
+        (["--graph", "erdos-renyi", "--nodes", "1001"], "--nodes", "1001"),
     ],
 )
 def test_every_bad_option_is_one_line_and_a_non_zero_exit(capsys, argv, option, value):

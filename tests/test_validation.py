@@ -24,12 +24,31 @@ from jaxtyping import config as jaxtyping_config
 import stochmix as sm
 from stochmix import algorithms as alg
 from stochmix import analysis, mixing, participation, problems
-from stochmix.cli import main
+from stochmix.cli import build_parser, main
 from stochmix.config import ConfigError, parse
 from stochmix.mixing.checks import stochasticity_problem
 
 Q = problems.Quadratic.random(4, 2, seed=0)
 FULL = participation.Full(4)
+
+
+SPECTRUM_NODES = re.escape(
+    "--nodes must be <= 1000 with --graph, got 100000: a product of steps is a dense n x n"
+    " matrix (80 GB here) whose summary costs O(n^3)"
+)
+
+
+@functools.cache
+def _small_result():
+    return sm.run(alg.FedAvg(0.1), Q, FULL, 3, progress=False)
+
+
+def _spectrum(*argv):
+    """``stochmix spectrum argv`` as the command runs it, raising its error (``main``
+    prints it as one line and exits 2)."""
+    args = build_parser().parse_args(["spectrum", *argv])
+    return args.func(args)
+
 
 BAD_INPUTS = [
     # (what, call, error, message contains)
@@ -328,6 +347,109 @@ BAD_INPUTS = [
         lambda: problems.label_swap(np.arange(6) % 2, [np.arange(4), np.arange(3, 6)], [0], 0.5),
         ValueError,
         re.escape("clients_partition must not share samples; sample 3 is in 2 parts"),
+    ),
+    # issue 24's residue: each input once silent or unclear, now one error naming the
+    # argument and the value
+    (
+        "a negative number of groups",
+        lambda: participation.Periodic(-2, 3, n_clients=4),
+        ValueError,
+        re.escape("groups must be >= 1, got -2"),
+    ),
+    (
+        "a Periodic size larger than every group",
+        lambda: participation.Periodic(2, 3, n_clients=4, size=5),
+        ValueError,
+        re.escape("size must be <= 2, the largest group's size, got 5"),
+    ),
+    (
+        "a Periodic size larger than every group of the labels",
+        lambda: participation.Periodic([7, 7, 7, 3, 3], 2, size=4),
+        ValueError,
+        re.escape("size must be <= 3, the largest group's size, got 4"),
+    ),
+    (
+        "spectrum --graph over more nodes than it can handle",
+        lambda: _spectrum("--graph", "one-peer-exponential", "--nodes", "100000"),
+        ValueError,
+        SPECTRUM_NODES,
+    ),
+    (
+        "rounds_to a string",
+        lambda: _small_result().rounds_to("x"),
+        TypeError,
+        re.escape("eps must be a real number, got 'x'"),
+    ),
+    (
+        "rounds_to NaN",
+        lambda: _small_result().rounds_to(NAN),
+        ValueError,
+        re.escape("eps must be finite, got nan"),
+    ),
+    (
+        "rounds_to a negative target",
+        lambda: _small_result().rounds_to(-1e-8),
+        ValueError,
+        re.escape("eps must be > 0, got -1e-08"),
+    ),
+    (
+        "an unknown dtype to run",
+        lambda: sm.run(alg.FedAvg(0.1), Q, FULL, 2, dtype="floaty"),
+        TypeError,
+        re.escape("dtype must be float32 or float64 (a NumPy dtype, type or name), got 'floaty'"),
+    ),
+    (
+        "an integer dtype to run",
+        lambda: sm.run(alg.FedAvg(0.1), Q, FULL, 2, dtype=np.int32),
+        ValueError,
+        re.escape("dtype must be float32 or float64, got int32"),
+    ),
+    (
+        "an unknown dtype to the NumPy backend",
+        lambda: sm.engine.NumpyBackend(dtype="floaty"),
+        TypeError,
+        re.escape("dtype must be float32 or float64 (a NumPy dtype, type or name), got 'floaty'"),
+    ),
+    (
+        "compiled=1 to run",
+        lambda: sm.run(alg.FedAvg(0.1), Q, FULL, 2, compiled=1),
+        TypeError,
+        re.escape('compiled must be True, False or "auto", got 1'),
+    ),
+    (
+        "compiled=0 to run with the torch backend",
+        lambda: sm.run(alg.FedAvg(0.1), Q, FULL, 2, compiled=0, backend="torch"),
+        TypeError,
+        re.escape('compiled must be True, False or "auto", got 0'),
+    ),
+    (
+        "compiled=1 to the NumPy backend",
+        lambda: sm.engine.NumpyBackend(compiled=1),
+        TypeError,
+        re.escape('compiled must be True, False or "auto", got 1'),
+    ),
+    (
+        "a burn-in longer than the measured rounds",
+        lambda: analysis.lyapunov_rate(
+            _method(), Q, participation.Bernoulli(P4), rounds=20, burn_in=50, batches=2
+        ),
+        ValueError,
+        re.escape("burn_in must be <= rounds (20, the rounds measured after the burn-in), got 50"),
+    ),
+    (
+        "a fixed point under masks in which nobody participates",
+        lambda: analysis.fixed_point_under_pattern(_method(), Q, np.zeros((3, 4), bool)),
+        ValueError,
+        re.escape(
+            "masks must let at least one client participate, got all-empty masks of shape"
+            " (3, 4): no client ever participates"
+        ),
+    ),
+    (
+        "a periodic rate under masks in which nobody participates",
+        lambda: analysis.periodic_rate(_method(), Q, np.zeros((2, 4), bool)),
+        ValueError,
+        re.escape("masks must let at least one client participate, got all-empty masks of shape"),
     ),
 ]
 
@@ -2014,3 +2136,23 @@ def test_cli_reports_config_errors_in_one_line(tmp_path, capsys):
     bad.write_text("rounds = [")
     assert main(["run", str(bad), "--quiet"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_torch_model_whose_features_do_not_fit_the_module_is_refused():
+    """Data with 7 features for a module whose first layer takes 64: refused when the
+    problem is built (one forward pass on one sample), naming the features' shape and the
+    module, instead of torch's RuntimeError from the first gradient."""
+    torch = pytest.importorskip("torch")
+    module = torch.nn.Sequential(
+        torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10)
+    ).train()
+    data = [(np.ones((5, 7)), np.arange(5)) for _ in range(3)]
+    shown = re.escape(
+        "client_datasets: features of shape (7,) per sample do not fit the module"
+        " Sequential( (0): Linear(in_features=64, out_features=32"
+    )
+    with pytest.raises(ValueError, match=shown + r".*\(1x7 and 64x32\)"):
+        problems.TorchModel(module, data)
+    assert all(part.training for part in module.modules())  # the check restores the modes
+    fitting = [(np.ones((5, 64)), np.arange(5)) for _ in range(3)]
+    assert problems.TorchModel(module, fitting).dim == 64 * 32 + 32 + 32 * 10 + 10

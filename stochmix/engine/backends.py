@@ -13,7 +13,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .._validate import choice
+from .._validate import as_float_dtype, choice, flag_or_choice
 from .blockwise import apply_blockwise_numpy
 from .phase import Phase
 from .threads import resolve_threads
@@ -34,12 +34,9 @@ class NumpyBackend:
     hands_off = True  # a whole-block phase may hand a block to the next (blockwise.chained)
 
     def __init__(self, dtype=np.float64, compiled="auto", threads=None):
-        self.dtype = np.dtype(dtype)
-        if self.dtype not in (np.float32, np.float64):
-            raise ValueError(f"dtype must be float32 or float64, got {self.dtype}")
-        if compiled not in (True, False, "auto"):
-            raise ValueError(f'compiled must be True, False or "auto", got {compiled!r}')
-        self.compiled = compiled  # node-local runs through Numba (see engine.rowwise)
+        self.dtype = as_float_dtype(dtype)
+        # node-local runs through Numba (see engine.rowwise)
+        self.compiled = flag_or_choice(compiled, "compiled", ("auto",))
         self.threads = resolve_threads(threads)  # Torch's, set by run for the run
 
     def asarray(self, array: np.ndarray) -> np.ndarray:
@@ -124,7 +121,7 @@ class TorchBackend:
         self.torch = torch
         self.device = _check_device(torch, device)
         if not isinstance(dtype, torch.dtype):
-            dtype = {"float64": torch.float64, "float32": torch.float32}.get(np.dtype(dtype).name)
+            dtype = {"float64": torch.float64, "float32": torch.float32}[as_float_dtype(dtype).name]
         self.dtype = dtype
         if self.dtype not in (torch.float64, torch.float32):
             raise ValueError(f"dtype must be float32 or float64, got {dtype}")

@@ -73,6 +73,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._arrays import row_sums
+from .._validate import as_float_dtype
 from .blockwise import BlockTarget, BlockwiseForm, apply_blockwise_numpy
 from .layout import Block, Layout
 from .method import Method, RunContext
@@ -156,9 +157,7 @@ class DistributedBackend:
                 "start the processes with torchrun (python -m stochmix run under torchrun "
                 "does it for you), or call torch.distributed.init_process_group first"
             )
-        self.dtype = np.dtype(dtype)
-        if self.dtype not in (np.float32, np.float64):
-            raise ValueError(f"dtype must be float32 or float64, got {self.dtype}")
+        self.dtype = as_float_dtype(dtype)
         if isinstance(segments, bool) or not isinstance(segments, (int, np.integer)):
             raise TypeError(f"segments must be a power of two, got {segments!r}")
         segments = int(segments)

@@ -26,7 +26,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import protocols
-from .._validate import as_float, as_int, as_real_array, as_seed, choice
+from .._validate import (
+    as_float,
+    as_float_dtype,
+    as_int,
+    as_real_array,
+    as_seed,
+    choice,
+    flag_or_choice,
+)
 from .backends import make_backend
 from .checkpointer import Checkpointer, CheckpointWarning, run_identity
 from .execute import execute, plan_round, row_gradient
@@ -162,6 +170,8 @@ def run(
         callback, progress, checkpoint_every, evaluate_every, divergence_threshold,
     )  # fmt: skip
     choice(storage, "storage", ("auto", "full", "compact"))
+    as_float_dtype(dtype)
+    compiled = flag_or_choice(compiled, "compiled", ("auto",))
     options = {k: v for k, v in (("device", device), ("mixing", mixing)) if v is not None}
     if compiled != "auto":
         options["compiled"] = compiled

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 from jaxtyping import Float
 
+from .._validate import as_float
 from .recorder import METRICS  # noqa: F401  (the names run(metrics=...) takes)
 
 #: Per-round error curves a Result may hold (``relative_error`` is derived from distance).
@@ -109,7 +110,8 @@ class Result:
 
     def rounds_to(self, eps: float, metric: str = "relative_error") -> int | None:
         """First round at which ``metric`` is at most ``eps`` (None if never); only rounds
-        with a value count."""
+        with a value count. ``eps`` must be a finite positive number."""
+        eps = as_float(eps, "eps", positive=True)
         hit = np.flatnonzero(np.asarray(self.error(metric)) <= eps)
         return int(hit[0]) if hit.size else None
 

@@ -674,7 +674,8 @@ class Periodic(ParticipationProcess):
         offset: position of round 0 in the cycle, in ``[0, L)``; ``None`` draws it per stream.
         n_clients: N, required when ``groups`` is an int.
         p_available: probability in (0, 1] that an available (or selected) client takes part.
-        size: clients selected per round among the available group, or ``None`` for all.
+        size: clients selected per round among the available group, or ``None`` for all;
+            at most the largest group's size (a smaller group gives all its clients).
         selection: ``"regularized"`` or ``"uniform"``, used when ``size`` is given.
 
     Probabilities are the marginals under a uniformly random offset (equivalently the
@@ -734,6 +735,11 @@ class Periodic(ParticipationProcess):
         if not 0 < self.p_available <= 1:
             raise ValueError(f"p_available must lie in (0, 1], got {self.p_available!r}")
         self.size = None if size is None else as_int(size, "size", minimum=1)
+        largest = max(member.size for member in self._members)
+        if self.size is not None and self.size > largest:
+            raise ValueError(
+                f"size must be <= {largest}, the largest group's size, got {self.size}"
+            )
         self.selection = choice(selection, "selection", {"regularized", "uniform"})
 
     @classmethod

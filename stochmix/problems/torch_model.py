@@ -25,7 +25,7 @@ from jaxtyping import Float, Int, Real
 
 from .. import _arrays
 from .._arrays import Array, is_numpy
-from .._validate import as_float, as_int, check_finite, choice
+from .._validate import as_float, as_int, check_finite, choice, show
 from ._common import DataCache, float_array
 from .base import Problem
 
@@ -86,7 +86,8 @@ class TorchModel(Problem):
     Raises:
         ImportError: torch is not installed.
         ValueError: no clients, a client without samples, mismatched shapes, values that
-            are not finite, negative class targets, an unknown ``loss``, ``reg < 0``.
+            are not finite, negative class targets, an unknown ``loss``, ``reg < 0``;
+            features the module cannot take (one forward pass on one sample is tried).
         TypeError: a module that is not a ``torch.nn.Module``, non-integer class targets.
     """
 
@@ -139,6 +140,7 @@ class TorchModel(Problem):
             padded_t[i, : counts[i]] = t
             weight[i, : counts[i]] = 1.0 / counts[i]
         self._data = DataCache(x=padded_x, t=padded_t, w=weight, inv_counts=1.0 / counts)
+        self._check_features_fit(padded_x[0, :1])
 
         func = torch.func
         dims = (0, 0, 0, 0, None)
@@ -207,6 +209,29 @@ class TorchModel(Problem):
     def rows_per_client(self) -> Int[np.ndarray, " n"]:
         """n_i, shape (N,)."""
         return self._counts
+
+    def _check_features_fit(self, sample) -> None:
+        """One forward pass on one sample (1, ...), at the initial parameters and in eval
+        mode (no batch statistics from one sample; the modes are restored after): features
+        the module cannot take are refused here, not by torch in the first gradient."""
+        flat = self._as_tensor(self._initial)
+        buffers = {name: b.clone() for name, b in self._buffers_like(flat).items()}
+        u = torch.tensor(sample, dtype=flat.dtype, device=flat.device)
+        modes = [(part, part.training) for part in self.module.modules()]
+        self.module.eval()
+        try:
+            with torch.no_grad():
+                torch.func.functional_call(self.module, (self._split(flat), buffers), (u,))
+        except RuntimeError as error:
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise ValueError(
+                f"client_datasets: features of shape {tuple(self._sample_shape)} per sample do "
+                f"not fit the module {show(self.module)} (its forward pass on one sample of "
+                f"shape {tuple(u.shape)} fails: {first})"
+            ) from None
+        finally:
+            for part, training in modes:
+                part.training = training
 
     # ----------------------------------------------------------------------- evaluation
     def _split(self, flat):

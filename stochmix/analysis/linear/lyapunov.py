@@ -159,6 +159,7 @@ def lyapunov_rate(
 
     Raises:
         NotImplementedError: the method overrides ``points`` (push-sum).
+        ValueError: a ``burn_in`` longer than the ``rounds`` measured after it.
         ValueError: the output error vanishes relative to the state (it decays faster than
             directions it never sees); ``measure="state"`` is then the meaningful choice.
     """
@@ -167,6 +168,11 @@ def lyapunov_rate(
     choice(measure, "measure", ("output", "state"))
     rounds = as_int(rounds, "rounds", minimum=2)
     burn_in = as_int(burn_in, "burn_in", minimum=0)
+    if burn_in > rounds:
+        raise ValueError(
+            f"burn_in must be <= rounds ({rounds}, the rounds measured after the burn-in), "
+            f"got {burn_in}"
+        )
     batches = as_int(batches, "batches", minimum=2)
     renormalize_every = as_int(renormalize_every, "renormalize_every", minimum=1)
     confidence = as_float(confidence, "confidence", positive=True, maximum=0.999999)

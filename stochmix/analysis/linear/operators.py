@@ -126,12 +126,19 @@ def round_operator(
     return out
 
 
-def _masks(masks, n: int) -> np.ndarray:
+def _masks(masks, n: int, *, someone: bool = False) -> np.ndarray:
+    """``masks`` as a (period, n) boolean array; with ``someone``, a pattern in which no
+    client ever participates is refused (the method would never move)."""
     arr = as_bool_array(masks, "masks")
     if arr.ndim == 1:
         arr = arr[None, :]
     if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] != n:
         raise ValueError(f"masks must have shape (period, {n}), got {arr.shape}")
+    if someone and not arr.any():
+        raise ValueError(
+            f"masks must let at least one client participate, got all-empty masks of shape "
+            f"{arr.shape}: no client ever participates, so the method never moves"
+        )
     return arr
 
 

@@ -84,7 +84,7 @@ def fixed_point_under_pattern(
     _check_points(method)
     ctx = run_context(method, problem, probabilities)
     aff = affine_gradients(problem)
-    masks = _masks(masks, ctx.n_clients)
+    masks = _masks(masks, ctx.n_clients, someone=True)
     period = masks.shape[0]
     first = _first_round(first_round, period)
     x0 = np.zeros(ctx.dim) if x0 is None else as_real_array(x0, "x0")
@@ -203,7 +203,7 @@ def periodic_rate(
     """
     exclude_unit = as_bool(exclude_unit, "exclude_unit")
     ctx = run_context(method, problem, probabilities)
-    masks = _masks(masks, ctx.n_clients)
+    masks = _masks(masks, ctx.n_clients, someone=True)
     period = masks.shape[0]
     cycle = pattern_operator(method, problem, masks, _first_round(first_round, period), ctx)
     rho = cycle.spectral_radius(exclude_unit=exclude_unit)
