@@ -19,6 +19,7 @@ from stochmix.algorithms import (
     PushPull,
     PushSum,
 )
+from stochmix.engine import Layout, RunContext
 from stochmix.mixing import DirectedRingSequence, OnePeerExponential, RandomSequence
 from stochmix.participation import Bernoulli, Full, Trace
 from stochmix.problems import LeastSquares, Quadratic
@@ -195,28 +196,55 @@ def test_fedstale_arguments():
         AmplifiedFedAvg(0.1, 1, amplification=2.0, period=0)
 
 
+class CountingQuadratic(Quadratic):
+    """A quadratic that records which clients each gradient evaluation was for."""
+
+    def __init__(self, base):
+        super().__init__(base.centers, base.hessians)
+        self.owner = {row.tobytes(): i for i, row in enumerate(np.asarray(base.centers))}
+        assert len(self.owner) == self.n_clients  # every client's center is its own
+        self.evaluated = []
+
+    def gradient_formula(self, xp, data, idx, x):
+        centers = data["centers"] if idx is None else data["centers"][idx]
+        self.evaluated += [self.owner[row.tobytes()] for row in np.asarray(centers)]
+        return super().gradient_formula(xp, data, idx, x)
+
+
 def test_stale_methods_cost_only_the_participants():
-    """A round's phases touch the server, the participants and one summary row: never N."""
-    problem = Quadratic.random(10_000, 2, seed=0)
-    masks = np.zeros((3, 10_000), dtype=bool)
-    masks[:, [5, 17, 9000]] = True
-    touched = []
+    """A round's phases touch the server, the participants and one summary row, and the
+    round evaluates the participants' gradients K times each: never N."""
+    n, steps = 10_000, 2
+    clients = np.array([5, 17, 9000])
+    nodes = set((clients + 1).tolist())  # client i is node i + 1, the server node 0
+    problem = CountingQuadratic(Quadratic.random(n, 2, seed=0))
+    masks = np.zeros((3, n), dtype=bool)
+    masks[:, clients] = True
+    methods = {
+        "FedStale": lambda: FedStale(0.1, steps, 0.5, probabilities=np.full(n, 0.5)),
+        "MIFA": lambda: MIFA(0.1, steps),
+        "SCAFFOLD": lambda: SCAFFOLD(0.1, steps),
+    }
+    summaries = {"FedStale": {"hsum"}, "MIFA": {"hsum"}, "SCAFFOLD": set()}
+    rounds = []
 
     def count(r, z, ctx):
-        touched.append(ctx.layout.size)
+        rounds.append(sorted(problem.evaluated))
+        problem.evaluated.clear()
 
-    for method in (
-        FedStale(0.1, 2, 0.5, probabilities=np.full(10_000, 0.5)),
-        MIFA(0.1, 2),
-        SCAFFOLD(0.1, 2),
-    ):
-        from stochmix.engine import Layout, RunContext
-
-        layout = Layout(method.blocks(10_000))
-        ctx = RunContext(layout, 10_000, 2, np.full(10_000, 0.5))
+    for name, make in methods.items():
+        method = make()
+        layout = Layout(method.blocks(n))
+        ctx = RunContext(layout, n, 2, np.full(n, 0.5))
         method.start(ctx)
-        phases = method.round_phases(0, np.array([5, 17, 9000]), ctx)
-        assert max(ph.rows.size for ph in phases) <= 3 * 3 + 2
+        phases = method.round_phases(0, clients, ctx)
+        touched = {layout.locate(row) for ph in phases for row in ph.rows.tolist()}
+        per_node = {(b, i) for b, i in touched if layout.block(b).rows > 1}
+        assert {i + layout.first_node(b) for b, i in per_node} == nodes | {0}, name
+        assert {b for b, _ in touched if layout.block(b).rows == 1} == summaries[name]
         assert max(ph.mix.nnz for ph in phases) <= 40
-    run(MIFA(0.1, 2), problem, Trace(masks), 3, callback=count)
-    assert touched
+
+        rounds.clear()
+        problem.evaluated.clear()
+        run(make(), problem, Trace(masks), 3, callback=count, progress=False)
+        assert rounds == [sorted(clients.tolist() * steps)] * 3, name

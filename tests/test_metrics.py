@@ -36,19 +36,26 @@ def test_closed_forms_equal_the_passes_over_every_client(make):
 @pytest.mark.parametrize("make", CLOSED_FORM.values(), ids=CLOSED_FORM)
 def test_closed_form_gap_is_accurate_where_subtracting_two_values_is_not(make):
     """1e-9 from the optimum the gap is about 1e-18: the closed form gets it to 1e-6
-    relative, the difference of two O(1) objective values only to their rounding."""
+    relative. f(x) and f* are O(1) doubles, so their difference is 0 or a multiple of the
+    spacing of doubles at their size (~2e-15), whatever rounding the BLAS gives: no
+    subtraction of the two can come within 1e-6 relative of the gap."""
     problem = make()
-    delta = 1e-9 * np.random.default_rng(1).standard_normal(problem.dim)
-    x = problem.x_star + delta
+    x = problem.x_star + 1e-9 * np.random.default_rng(1).standard_normal(problem.dim)
+    delta = x - problem.x_star  # the displacement x holds (elementwise, correctly rounded)
     h, _ = (
         problem.hessians_and_linear_terms()
         if isinstance(problem, LeastSquares)
         else (_quadratic_hessians(problem), None)
     )
     exact = 0.5 * delta @ h.mean(axis=0) @ delta
-    assert problem.objective_gap(x) == pytest.approx(exact, rel=1e-6)
+    assert 1e-19 < exact < 1e-16
+    assert problem.objective_gap(x) == pytest.approx(exact, rel=1e-6, abs=0)
     np.testing.assert_allclose(problem.gradient(x), h.mean(axis=0) @ delta, rtol=1e-6)
-    assert abs((problem.objective(x) - problem.f_star) - exact) > 10 * exact  # why it matters
+    # why it matters: both values are doubles of size >= smallest, so their difference is
+    # a multiple of np.spacing(smallest): 0, or a hundred times the gap or more
+    smallest = min(abs(problem.objective(x)), abs(problem.f_star))
+    assert np.spacing(smallest) > 100 * exact
+    assert problem.objective(x) - problem.f_star != pytest.approx(exact, rel=1e-6, abs=0)
 
 
 def _quadratic_hessians(problem):

@@ -129,7 +129,6 @@ class LeastSquares(Problem):
             )
         self._x_star = la.solve(normal, rhs_sum, assume_a="pos")
         self._mean_gram = gram_sum / n
-        self._mean_rhs = rhs_sum / n
         self._strong_convexity = float(eig[0]) / n
         self._smoothness: float | None = None
 

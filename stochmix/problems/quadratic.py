@@ -76,7 +76,6 @@ class Quadratic(Problem):
             total = h.sum(axis=0)
             self._x_star = weighted / total
             self._mean_h = mean_diag  # the diagonal of Hbar
-            self._mean_hz = weighted / n
         else:
             scale = float(np.abs(h).max())
             asym = float(np.abs(h - h.swapaxes(1, 2)).max())
@@ -102,7 +101,6 @@ class Quadratic(Problem):
             hz = np.einsum("nij,nj->i", h, z) / n
             self._x_star = la.solve(mean_h, hz, assume_a="pos")
             self._mean_h = mean_h
-            self._mean_hz = hz
         self._strong_convexity = mu
         self._data = DataCache(centers=z, hessians=h)
 
