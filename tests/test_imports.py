@@ -122,9 +122,7 @@ def _package_imports(package: Path) -> dict:
     return graph
 
 
-def test_the_problems_package_has_no_import_cycle():
-    graph = _package_imports(ROOT / "stochmix" / "problems")
-    assert "base" not in graph["stochastic"]  # the wrappers meet the contract, no base class
+def _assert_no_cycle(graph: dict) -> None:
     state = {}
 
     def visit(module, path):
@@ -138,6 +136,12 @@ def test_the_problems_package_has_no_import_cycle():
 
     for module in sorted(graph):
         visit(module, [])
+
+
+def test_the_problems_package_has_no_import_cycle():
+    graph = _package_imports(ROOT / "stochmix" / "problems")
+    assert "base" not in graph["stochastic"]  # the wrappers meet the contract, no base class
+    _assert_no_cycle(graph)
     # and each of the modules at the bottom imports first, alone, in a fresh interpreter
     assert _run("import stochmix.problems.stochastic; print('ok')") == "ok"
 
@@ -186,3 +190,11 @@ def test_no_import_cycle_anywhere_in_stochmix():
             cycle = [edge[0] for edge in nx.find_cycle(graph.subgraph(component))]
             shown.append(" -> ".join([*cycle, cycle[0]]))
     assert shown == [], "import cycles:\n" + "\n".join(shown)
+
+
+def test_the_config_package_has_no_import_cycle():
+    """stochmix.config is split by concept; its modules import only lower ones, and the
+    lowest (parsing, writer) none of the package's."""
+    graph = _package_imports(ROOT / "stochmix" / "config")
+    _assert_no_cycle(graph)
+    assert graph["parsing"] == set() and graph["writer"] == set()

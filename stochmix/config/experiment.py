@@ -1,0 +1,80 @@
+"""The records of a parsed configuration: :class:`Experiment` and its :class:`MethodSpec`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import algorithms
+from .registry import DECENTRALIZED, METHODS
+
+
+@dataclass
+class MethodSpec:
+    """One method of a configuration: its kind, its options (every default written out),
+    its lr grid, its label and, for a decentralized method, the graph sequence."""
+
+    kind: str
+    options: dict
+    lrs: list[float]
+    label: str
+    graphs: object = None
+    channel_noise: float = 0.0  # [graphs] channel_noise: algorithms.ChannelNoise
+
+    def build(self, lr: float):
+        """The method at step size ``lr``."""
+        factory, fixed = METHODS[self.kind]
+        extra = {"graphs": self.graphs} if self.kind in DECENTRALIZED else {}
+        method = factory(lr=lr, **fixed, **extra, **self.options)
+        if self.channel_noise and self.kind in DECENTRALIZED:
+            method = algorithms.ChannelNoise(method, self.channel_noise)
+        return method
+
+    def table(self) -> dict:
+        """The ``[[methods]]`` table that gives this method back."""
+        lr = self.lrs if len(self.lrs) > 1 else self.lrs[0]
+        return {"kind": self.kind, "label": self.label, "lr": lr, **self.options}
+
+
+@dataclass
+class Experiment:
+    """A parsed configuration. ``tables`` holds the resolved ``[problem]``,
+    ``[participation]`` and ``[graphs]`` tables and ``settings`` the resolved top-level
+    run settings (both as TOML values); :meth:`resolved` puts everything back together."""
+
+    name: str
+    problem: object
+    participation: object
+    methods: list[MethodSpec]
+    rounds: int
+    seeds: list[int]
+    backend: str = "numpy"
+    settings: dict = field(default_factory=dict)
+    tables: dict = field(default_factory=dict)
+
+    @property
+    def run_options(self) -> dict:
+        """Keyword arguments for :func:`stochmix.run` beyond the seed and the backend."""
+        options = dict(self.settings)
+        if "dtype" in options:
+            options["dtype"] = np.dtype(options["dtype"]).type
+        if "metrics" in options:
+            options["metrics"] = tuple(options["metrics"])
+        return options
+
+    def resolved(self) -> dict:
+        """The configuration with every default and seed written out: :func:`parse` of it
+        (or :func:`load` of :func:`dumps` of it) gives the same runs."""
+        top = {
+            "name": self.name,
+            "rounds": self.rounds,
+            "seeds": list(self.seeds),
+            "backend": self.backend,
+        }
+        return {
+            **top,
+            **self.settings,
+            **self.tables,
+            "methods": [m.table() for m in self.methods],
+        }

@@ -1,0 +1,110 @@
+"""A configuration read: :func:`parse` of a dict, :func:`load` of a TOML file, and the
+embedded experiment of ``stochmix run`` (:func:`default`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from .experiment import Experiment
+from .parsing import DEFAULT_SEED, ConfigError
+from .registry import DECENTRALIZED, EVERY_CLIENT, PROBLEMS
+from .sections import _graphs, _method, _method_tables, _participation, _problem
+from .settings import TOP_LEVEL, _run_shape, _settings, _slug
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+def parse(raw: dict, default_name: str = "experiment") -> Experiment:
+    """Build an :class:`Experiment` from a configuration dict (see :mod:`stochmix.config`).
+
+    Raises:
+        ConfigError: one line naming the key and the bad value.
+    """
+    if not isinstance(raw, dict):
+        raise ConfigError("the configuration must be a table")
+    unknown = sorted(set(raw) - TOP_LEVEL)
+    if unknown:
+        raise ConfigError(
+            f"unknown top-level key {unknown[0]!r}; allowed keys: {sorted(TOP_LEVEL)}"
+        )
+    name, rounds, seeds, backend = _run_shape({"name": default_name, **raw})
+    settings = _settings(raw, backend)
+    problem, problem_table = _problem(raw)
+    methods_raw = _method_tables(raw)
+    kinds = [t.get("kind") for t in methods_raw if isinstance(t, dict)]
+    decentralized = [k for k in kinds if isinstance(k, str) and k in DECENTRALIZED]
+    everyone = [k for k in kinds if isinstance(k, str) and k in (*DECENTRALIZED, *EVERY_CLIENT)]
+    process, participation_table = _participation(raw, problem.n_clients, everyone)
+    graphs, graphs_table, graph_rule = _graphs(raw, problem.n_clients, decentralized)
+    graph_kind = graphs_table.get("kind")
+    methods = [
+        _method(i, table, graphs, graph_kind, graph_rule) for i, table in enumerate(methods_raw)
+    ]
+    for spec in methods:
+        spec.channel_noise = float(graphs_table.get("channel_noise", 0.0))
+    labels = [m.label for m in methods]
+    if len(set(labels)) != len(labels):
+        raise ConfigError(f"methods need distinct labels (add label = ...), got {labels}")
+    tables = {"problem": problem_table, "participation": participation_table}
+    if graphs is not None:
+        tables["graphs"] = graphs_table
+    return Experiment(name, problem, process, methods, rounds, seeds, backend, settings, tables)
+
+
+def load(path) -> Experiment:
+    """Read and parse a TOML configuration file (named after the file unless it says
+    ``name = ...``)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {error.start} is {error.object[error.start]:#04x})"
+        ) from None
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot be read ({error.strerror or error})") from None
+    return parse(raw, default_name=_slug(path.stem))
+
+
+def default_table() -> dict:
+    """The embedded experiment of ``stochmix run`` as a configuration dict: least squares
+    over 20 clients with Bernoulli participation between 0.1 and 0.9, FedAvg against FOCUS.
+
+    FOCUS's server step follows the *sum* of the clients' gradients, so its step is
+    0.5 / (N L); FedAvg, whose server averages, takes N times that.
+    """
+    n = 20
+    problem = {
+        "kind": "least_squares",
+        "n_clients": n,
+        "dim": 10,
+        "rows_per_client": 20,
+        "heterogeneity": 2.0,
+        "seed": DEFAULT_SEED,
+    }
+    smoothness = PROBLEMS["least_squares"](**{k: v for k, v in problem.items() if k != "kind"})
+    lr = 0.5 / (n * smoothness.smoothness)
+    return {
+        "name": "default",
+        "rounds": 800,
+        "seeds": [DEFAULT_SEED],
+        "problem": problem,
+        "participation": {"kind": "bernoulli", "low": 0.1, "high": 0.9, "seed": DEFAULT_SEED},
+        "methods": [
+            {"kind": "fedavg", "label": "FedAvg", "lr": n * lr, "local_steps": 5},
+            {"kind": "focus", "label": "FOCUS", "lr": lr, "local_steps": 5},
+        ],
+    }
+
+
+def default() -> Experiment:
+    """The embedded experiment of ``stochmix run`` (see :func:`default_table`)."""
+    return parse(default_table(), default_name="default")

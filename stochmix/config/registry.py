@@ -1,0 +1,179 @@
+"""The kinds a configuration names and their factories: problems, federated and decentralized
+methods, participation processes, graph sequences, the weight rules each method needs and
+the message-drop keys of ``[graphs]``."""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from .. import algorithms, mixing, participation, problems
+from .parsing import DEFAULT_SEED, ConfigError
+
+PROBLEMS = {
+    "quadratic": problems.Quadratic.random,
+    "least_squares": problems.LeastSquares.random,
+    "logistic": problems.Logistic.random,
+}
+
+#: Federated methods: kind -> (constructor, arguments the kind fixes).
+FEDERATED = {
+    "fedavg": (algorithms.FedAvg, {}),
+    "fedau": (algorithms.FedAvg, {"weights": "fedau"}),
+    "amplified_fedavg": (algorithms.AmplifiedFedAvg, {}),
+    "fedstale": (algorithms.FedStale, {}),
+    "fedvarp": (algorithms.FedVARP, {}),
+    "mifa": (algorithms.MIFA, {}),
+    "scaffold": (algorithms.SCAFFOLD, {}),
+    "focus": (algorithms.FOCUS, {}),
+    "fedavgm": (algorithms.FedAvgM, {}),
+    "feddyn": (algorithms.FedDyn, {}),
+    "scaffnew": (algorithms.Scaffnew, {}),
+    "fedadam": (algorithms.FedAdam, {}),
+    "fedyogi": (algorithms.FedYogi, {}),
+    "fedadagrad": (algorithms.FedAdagrad, {}),
+    "fedprox": (algorithms.FedProx, {}),
+}
+
+#: Federated methods whose papers run every client in every round: like the decentralized
+#: ones they take ``full`` participation only.
+EVERY_CLIENT = ("scaffnew",)
+
+#: Decentralized methods (they take the [graphs] sequence): kind -> (constructor, fixed).
+DECENTRALIZED = {
+    "dgd": (algorithms.DGD, {}),
+    "gradient_tracking": (algorithms.GradientTracking, {}),
+    "push_pull": (algorithms.PushPull, {}),
+    "push_sum": (algorithms.PushSum, {}),
+    "extra": (algorithms.EXTRA, {}),
+    "nids": (algorithms.NIDS, {}),
+    "exact_diffusion": (algorithms.ExactDiffusion, {}),
+    "d2": (algorithms.D2, {}),
+    "push_diging": (algorithms.PushDIGing, {}),
+    "choco": (algorithms.CHOCO, {}),
+    "kgt": (algorithms.KGT, {}),
+}
+
+METHODS = {**FEDERATED, **DECENTRALIZED}
+
+#: The weight-rule arguments of each decentralized method and the stochasticity their
+#: matrices need, as the methods state it (``DecentralizedMethod.needs``): gradient
+#: tracking averages (doubly stochastic), DGD needs row-stochastic weights, push-pull pulls
+#: with a row- and pushes with a column-stochastic matrix, push-sum pushes.
+RULE_NEEDS = {kind: dict(cls.needs) for kind, (cls, _) in DECENTRALIZED.items()}
+
+#: Methods whose default rule is the graph's doubly stochastic one: they reach the
+#: minimiser of the plain average of the clients' objectives only with it.
+AVERAGING = (
+    "dgd", "gradient_tracking", "extra", "nids", "exact_diffusion", "d2", "choco", "kgt"
+)  # fmt: skip
+
+_STOCHASTIC = {
+    "doubly": mixing.is_doubly_stochastic,
+    "row": mixing.is_row_stochastic,
+    "column": mixing.is_column_stochastic,
+}
+
+
+# --------------------------------------------------------------------------- participation
+def _bernoulli(n_clients, p=None, low=None, high=None, seed=DEFAULT_SEED, draws="fast"):
+    """Bernoulli participation: ``p`` (one number or one per client), or each p_i drawn
+    uniformly in ``[low, high]`` from ``seed``; ``draws`` as in :class:`Bernoulli`."""
+    if p is not None:
+        if low is not None or high is not None:
+            raise ConfigError("participation.p: give p, or low and high, not both")
+        return participation.Bernoulli(p, n_clients=n_clients, draws=draws)
+    if low is None or high is None:
+        raise ConfigError("participation: bernoulli needs p, or low and high")
+    return participation.Bernoulli.heterogeneous(n_clients, low, high, seed=seed, draws=draws)
+
+
+def _weighted(n_clients, weights, size):
+    """``size`` clients a round drawn with probability proportional to ``weights``."""
+    if not isinstance(weights, list) or len(weights) != n_clients:
+        shown = len(weights) if isinstance(weights, list) else repr(weights)
+        raise ConfigError(
+            f"participation.weights must be a list of n_clients = {n_clients} numbers, got {shown}"
+        )
+    return participation.WeightedSample(weights, size)
+
+
+PROCESSES = {
+    "full": participation.Full,
+    "uniform": participation.UniformSample,
+    "weighted": _weighted,
+    "bernoulli": _bernoulli,
+    "regularized": participation.Regularized,
+    "periodic": participation.Periodic,
+    "markov": participation.Markov,
+}
+
+
+# ----------------------------------------------------------------------------------- graphs
+def _random_graphs(nodes, kind, p, seed, connected, static):
+    sequence = mixing.RandomSequence(nodes, kind, p=p, seed=seed, connected=connected)
+    return mixing.StaticSequence(sequence.graph(0), nodes) if static else sequence
+
+
+def _one_peer_exponential(nodes):
+    """Ying et al.'s one-peer exponential graph: time-varying, period ceil(log2 n)."""
+    return mixing.OnePeerExponential(nodes)
+
+
+def _directed_ring(nodes, shifts=(1,)):
+    """Each node sends to ``i + shifts[k mod len]``: a directed ring by default."""
+    return mixing.DirectedRingSequence(nodes, shifts)
+
+
+def _erdos_renyi(nodes, p=None, seed=DEFAULT_SEED, connected=True, static=False):
+    """A fresh undirected G(n, p) every step (the first one throughout if ``static``)."""
+    return _random_graphs(nodes, "erdos_renyi", p, seed, connected, static)
+
+
+def _random_directed(nodes, p=None, seed=DEFAULT_SEED, static=False):
+    """A directed ring plus random directed edges, fresh every step (or ``static``)."""
+    return _random_graphs(nodes, "directed_ring_with_random_edges", p, seed, True, static)
+
+
+def _cycle(nodes):
+    """The static undirected ring."""
+    return mixing.StaticSequence(nx.cycle_graph(nodes), nodes)
+
+
+def _complete(nodes):
+    """The static complete graph."""
+    return mixing.StaticSequence(nx.complete_graph(nodes), nodes)
+
+
+GRAPHS = {
+    "one_peer_exponential": _one_peer_exponential,
+    "directed_ring": _directed_ring,
+    "erdos_renyi": _erdos_renyi,
+    "random_directed": _random_directed,
+    "cycle": _cycle,
+    "complete": _complete,
+}
+
+#: The doubly stochastic rule of each graph kind (the default of the :data:`AVERAGING` kinds);
+#: random directed graphs have none.
+DOUBLY_STOCHASTIC_RULE = {
+    "one_peer_exponential": "natural",
+    "directed_ring": "natural",
+    "erdos_renyi": "metropolis",
+    "cycle": "metropolis",
+    "complete": "metropolis",
+}
+
+
+#: The optional message-drop keys of ``[graphs]`` -> the argument of
+#: :class:`~stochmix.mixing.MessageDrops` each one sets.
+DROP_KEYS = {
+    "drops": "probability",
+    "drop_model": "model",
+    "drop_p_good_to_bad": "p_good_to_bad",
+    "drop_p_bad_to_good": "p_bad_to_good",
+    "drop_in_good": "drop_in_good",
+    "drop_in_bad": "drop_in_bad",
+    "drop_symmetric": "symmetric",
+    "drop_lost_weight": "lost_weight",
+    "drop_seed": "seed",
+}
