@@ -28,6 +28,7 @@ import numpy as np
 from .. import protocols
 from .._validate import as_float, as_int, as_real_array, as_seed, choice
 from .backends import make_backend
+from .capabilities import capabilities
 from .checkpointer import Checkpointer, CheckpointWarning, run_identity
 from .execute import execute, plan_round, row_gradient
 from .layout import Layout
@@ -163,7 +164,8 @@ def run(
     if compiled != "auto":
         options["compiled"] = compiled
     back = make_backend(backend, dtype, **options)
-    if getattr(back, "runs_sharded", False):  # backend="distributed": a shard per rank
+    caps = capabilities(back)  # the backend's optional capabilities, found once
+    if caps.sharded:  # backend="distributed": a shard per rank
         from .distributed import run_sharded
 
         return run_sharded(
@@ -175,9 +177,8 @@ def run(
         )  # fmt: skip
     probabilities = participation.probabilities  # a copy of N numbers: taken once
     expected = n if probabilities is None else float(np.sum(probabilities))
-    rows = row_gradient(
-        problem, back, getattr(back, "dtype", dtype), rounds * expected * dim, expected * dim
-    )
+    state_dtype = dtype if caps.dtype is None else caps.dtype
+    rows = row_gradient(problem, back, state_dtype, rounds * expected * dim, expected * dim, caps)
 
     scratch = {}
     if storage == "compact" or (
@@ -185,17 +186,17 @@ def run(
         and callback is None
         and (rows is not None or _full_bytes(method, n, dim, dtype) >= COMPACT_MIN_BYTES)
     ):
-        if getattr(back, "runs_local_phases", False):
+        if caps.local_phases:
             scratch = find_scratch(
                 method, n, dim, probabilities,
-                lambda phases, m, c: plan_round(phases, back, m, c),
+                lambda phases, m, c: plan_round(phases, back, m, c, caps),
             )  # fmt: skip
     layout = Layout(method.blocks(n), scratch, (method.model_offset, n))
     ctx = RunContext(layout, n, dim, probabilities, seed=seed)
     method.start(ctx)
     z = back.asarray(layout.initial(x0))
     recorder = Recorder(problem, method, ctx, metrics, rounds, evaluate_every, expected)
-    planner = RoundPlanner(method, back, ctx)
+    planner = RoundPlanner(method, back, ctx, caps)
     saver = None
     if checkpoint is not None:
         identity = run_identity(
@@ -211,7 +212,7 @@ def run(
     check = PlanCheck(layout, method, n) if layout.scratch else (lambda plan, r: plan)
     return run_rounds(
         lambda r, participants, z: execute(
-            check(planner.plan(r, participants), r), z, back, problem, method, ctx, rows
+            check(planner.plan(r, participants), r), z, back, problem, method, ctx, rows, caps
         ),
         saved=saved, saver=saver, z=z, back=back, ctx=ctx, recorder=recorder, stream=stream,
         rounds=rounds, method=method, problem=problem, participation=participation,
@@ -385,9 +386,16 @@ def _config(method, problem, participation, rounds, seed, back, dtype, recorder)
         "rounds": rounds,
         "seed": seed if seed is None or isinstance(seed, int) else "custom",
         "backend": back.name,
-        "dtype": str(getattr(back, "dtype", np.dtype(dtype))).removeprefix("torch."),
+        "dtype": str(_state_dtype(back, dtype)).removeprefix("torch."),
         "evaluate_every": recorder.interval,
     }
+
+
+def _state_dtype(back, dtype):
+    """The dtype of ``back``'s state: its own (:class:`~stochmix.protocols.Typed`), else
+    the run's ``dtype`` argument."""
+    found = capabilities(back).dtype
+    return np.dtype(dtype) if found is None else found
 
 
 def _number_or_none(value):
