@@ -59,8 +59,9 @@ four members runs every method, each phase through ``apply`` (the general path).
 
 The fast paths are optional capabilities, each declared below as a Protocol of its own.
 :func:`stochmix.engine.capabilities.capabilities` checks a backend against all of them
-once per run (``isinstance``, plus the value of a flag where the Protocol has one) and the
-engine reads that record wherever it needs a capability, never the backend's attributes:
+once per run (each Protocol's members looked up on the backend object, plus the value of a
+flag where the Protocol has one) and the engine reads that record wherever it needs a
+capability, never the backend's attributes:
 
 * :class:`RunsLocalPhases` (``runs_local_phases = True``): runs of node-local phases
   become segments run by the engine's node-local programs (and the state may be kept

@@ -274,6 +274,16 @@ def test_capabilities_are_what_the_backend_declares():
     assert isinstance(HookedBackend(), RunsLocalPhases)  # the member is there; its value is False
     assert not isinstance(MinimalBackend(), (RoundHooks, AppliesBlockwise, RunsLocalPhases))
 
+    class Hidden(NumpyBackend):  # a member hidden on the instance is not there
+        def __getattribute__(self, name):
+            if name == "apply_blockwise":
+                raise AttributeError(name)
+            return super().__getattribute__(name)
+
+    assert isinstance(NumpyBackend(), AppliesBlockwise)  # (isinstance asks the class)
+    assert capabilities(Hidden()).blockwise is False
+    assert capabilities(Hidden()).hands_off is False  # it hands blocks to apply_blockwise
+
     class HalfHooked(MinimalBackend):
         def end_round(self):
             return True

@@ -9,12 +9,18 @@ checks a backend against each of them and returns a frozen :class:`Capabilities`
 (:func:`~stochmix.engine.execute.execute`) and the choice of the compiled path
 (:func:`~stochmix.engine.execute.row_gradient`), which read the record instead of the
 backend's attributes. Called without one (tests, tools), they make it themselves.
+
+The check is :func:`implements`: the Protocol's members looked up on the backend object
+itself, each time. ``isinstance`` against a runtime-checkable Protocol whose members are
+all methods looks at the class instead, and caches its answer per class, so it would
+miss a member hidden by ``__getattribute__`` or deleted after a first check.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..protocols import (
     AppliesBlockwise,
@@ -27,7 +33,31 @@ from ..protocols import (
     Typed,
 )
 
-__all__ = ["Capabilities", "capabilities"]
+__all__ = ["Capabilities", "capabilities", "implements"]
+
+
+@functools.cache
+def members(protocol: type) -> tuple[tuple[str, bool], ...]:
+    """The members ``protocol`` declares, its Protocol bases' included (private names
+    left out), each as ``(name, is_method)``."""
+    found: dict[str, bool] = {}
+    for klass in reversed(protocol.__mro__):
+        if klass is Protocol or not getattr(klass, "_is_protocol", False):
+            continue
+        found.update(dict.fromkeys(getattr(klass, "__annotations__", {}), False))
+        found.update({name: True for name, value in vars(klass).items() if callable(value)})
+    return tuple((name, method) for name, method in found.items() if not name.startswith("_"))
+
+
+def implements(obj, protocol: type) -> bool:
+    """Whether ``obj`` has every member of ``protocol``, looked up on ``obj`` itself
+    (``getattr``; a method must not be None)."""
+    missing = object()
+    for name, method in members(protocol):
+        value = getattr(obj, name, missing)
+        if value is missing or (method and value is None):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -72,9 +102,9 @@ def capabilities(backend) -> Capabilities:
             other (:class:`~stochmix.protocols.RoundHooks` needs both: a round opened and
             never checked, or checked and never opened, would be silently wrong).
     """
-    local = isinstance(backend, RunsLocalPhases) and bool(backend.runs_local_phases)
-    blockwise = isinstance(backend, AppliesBlockwise)
-    hooks = isinstance(backend, RoundHooks)
+    local = implements(backend, RunsLocalPhases) and bool(backend.runs_local_phases)
+    blockwise = implements(backend, AppliesBlockwise)
+    hooks = implements(backend, RoundHooks)
     if not hooks and (hasattr(backend, "begin_round") or hasattr(backend, "end_round")):
         raise TypeError(
             f"backend {type(backend).__name__} has only one of begin_round and end_round; "
@@ -82,11 +112,11 @@ def capabilities(backend) -> Capabilities:
         )
     return Capabilities(
         local_phases=local,
-        compiled=backend.compiled if isinstance(backend, CompilesLocalPhases) else False,
-        own_programs=local and isinstance(backend, EmitsLocalPrograms),
+        compiled=backend.compiled if implements(backend, CompilesLocalPhases) else False,
+        own_programs=local and implements(backend, EmitsLocalPrograms),
         blockwise=blockwise,
-        hands_off=blockwise and isinstance(backend, HandsOffBlocks) and bool(backend.hands_off),
+        hands_off=blockwise and implements(backend, HandsOffBlocks) and bool(backend.hands_off),
         round_hooks=hooks,
-        sharded=isinstance(backend, Sharded) and bool(backend.runs_sharded),
-        dtype=backend.dtype if isinstance(backend, Typed) else None,
+        sharded=implements(backend, Sharded) and bool(backend.runs_sharded),
+        dtype=backend.dtype if implements(backend, Typed) else None,
     )
