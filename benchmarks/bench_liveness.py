@@ -39,7 +39,7 @@ n, rounds, name, storage = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.
 base = rss()
 problem = sm.problems.Quadratic.random(n, 10, seed=0)
 clients = sm.participation.Bernoulli.heterogeneous(n, 0.05, 0.2, seed=1)
-data = sum(a.nbytes for a in problem._data.master.values())
+data = sum(a.nbytes for a in problem.data.values())
 lr = 1.0 / (n * problem.smoothness)
 method = sm.algorithms.FedAvg(lr * n / 10, 3) if name == "FedAvg" else sm.algorithms.FOCUS(lr, 3)
 scratch = {}

@@ -19,10 +19,30 @@ order, repeats allowed, possibly empty. Optional, used where present:
 * ``fingerprint()``: a string identifying the problem's data (checkpoints);
 * ``reseed(seed)``, ``rng_state()``, ``set_rng_state(state)``: stochastic gradients that
   restart with the run's seed and are saved in checkpoints;
-* ``row_gradient(dtype)`` and ``pure_gradients``: the compiled path (see
-  :meth:`stochmix.problems.Problem.row_gradient`);
 * ``chunk_cost()``: array elements one client's gradient touches (chunk sizes and the
   metrics' schedule; ``dim`` when absent).
+
+The fast paths of the gradients are declared by flags, read as they are (no look at the
+class hierarchy):
+
+* ``pure_gradients`` (False when absent): ``gradients`` is a pure function of the
+  problem's data and its arguments (no random draws, no state changed, each row depending
+  only on its own client and point). Only then are the calls split into chunks of clients
+  run on two threads, and the members below used at all;
+* ``gradients_unchecked(idx, x)`` (``gradients`` without its argument checks) and
+  ``bind_clients(idx, like)`` (a function ``x -> gradients(idx, x)`` that gathers the
+  clients' data once), used unless ``unchecked_gradients`` is false; with
+  ``client_slices`` (False when absent) ``gradients_unchecked`` also takes a ``slice`` of
+  consecutive clients (a decentralized round's whole block, read in place);
+* ``row_gradient(dtype)``: one client's gradient compiled with Numba, for the row-wise
+  path (see :meth:`stochmix.problems.Problem.row_gradient`), used unless
+  ``compiled_gradient`` is false.
+
+:class:`stochmix.problems.Problem` has all of them, served from one
+``gradient_formula`` over its public client data (``problem.data``, a
+:class:`stochmix.problems.ClientData`), and keeps each flag true to the methods it
+describes: a subclass that defines one of those methods without declaring the flag again
+gets it False (see :attr:`stochmix.problems.Problem.DECLARED_WITH`).
 
 **Participation** (:class:`MaskParticipation` or :class:`IndexParticipation`, together
 :data:`ParticipationLike`): ``n_clients``, ``probabilities`` (each client's marginal
@@ -34,15 +54,31 @@ exist: no N-long mask per round). The same seed must give the same rounds.
 **Backend** (:class:`BackendLike`): ``name`` (a string, written into the Result),
 ``asarray(array)`` (a NumPy array as the backend's array), ``to_numpy(array)`` and
 ``apply(z, phase, gradients)``: ``z[phase.rows] <- phase.mix @ z + phase.inject @
-gradients`` in place, returning False when a new entry is not finite. Optional:
-``dtype``; ``compiled`` and ``runs_local_phases`` (the chunked and compiled paths of
-:mod:`stochmix.engine.execute`); ``apply_blockwise(z, phase, gradients)`` (whole-block
-phases, :mod:`stochmix.engine.blockwise`; with ``hands_off = True`` the plan may give it
-a phase that hands a block to the next, :func:`stochmix.engine.blockwise.chained`);
-``local_program(program)`` (the backend's own emitter of node-local runs) and
-``begin_round()`` / ``end_round()`` (one finiteness check per round), as the Torch backend
-has them; ``threads``, Torch's intra-op thread count during its runs (None: left alone;
-absent: ``$STOCHMIX_TORCH_THREADS`` or one thread, :mod:`stochmix.engine.threads`).
+gradients`` in place, returning False when a new entry is not finite. A backend with these
+four members runs every method, each phase through ``apply`` (the general path).
+
+The fast paths are optional capabilities, each declared below as a Protocol of its own.
+:func:`stochmix.engine.capabilities.capabilities` checks a backend against all of them
+once per run (each Protocol's members looked up on the backend object, plus the value of a
+flag where the Protocol has one) and the engine reads that record wherever it needs a
+capability, never the backend's attributes:
+
+* :class:`RunsLocalPhases` (``runs_local_phases = True``): runs of node-local phases
+  become segments run by the engine's node-local programs (and the state may be kept
+  compact); :class:`CompilesLocalPhases` (``compiled``) lets them be Numba loops, and
+  :class:`EmitsLocalPrograms` (``local_program(program)``) replaces them with the
+  backend's own;
+* :class:`AppliesBlockwise` (``apply_blockwise(z, phase, gradients)``): whole-block
+  phases, one product per mixed block; :class:`HandsOffBlocks` (``hands_off = True``)
+  lets one such phase hand a block to the next;
+* :class:`RoundHooks` (``begin_round()`` and ``end_round()``, both): one finiteness check
+  per round;
+* :class:`Sharded` (``runs_sharded = True``): the whole run is handed to the distributed
+  engine;
+* :class:`Typed` (``dtype``): the state's dtype, recorded in the Result and checkpoints.
+
+``threads`` (optional): Torch's intra-op thread count during the backend's runs (None: left
+alone; absent: ``$STOCHMIX_TORCH_THREADS`` or one thread, :mod:`stochmix.engine.threads`).
 
 This module imports nothing but ``typing``.
 """
@@ -55,11 +91,19 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 __all__ = [
+    "AppliesBlockwise",
     "BackendLike",
+    "CompilesLocalPhases",
+    "EmitsLocalPrograms",
+    "HandsOffBlocks",
     "IndexParticipation",
     "MaskParticipation",
     "ParticipationLike",
     "ProblemLike",
+    "RoundHooks",
+    "RunsLocalPhases",
+    "Sharded",
+    "Typed",
 ]
 
 
@@ -131,8 +175,8 @@ ParticipationLike = MaskParticipation | IndexParticipation
 
 @runtime_checkable
 class BackendLike(Protocol):
-    """Where the state lives and how a phase is applied to it (see the module docstring
-    for the optional members)."""
+    """Where the state lives and how a phase is applied to it: the four members every
+    backend has (the optional capabilities are the Protocols below)."""
 
     name: str
 
@@ -148,3 +192,112 @@ class BackendLike(Protocol):
         """``z[phase.rows] <- phase.mix @ z + phase.inject @ gradients`` in place; False
         if a new entry is not finite."""
         ...
+
+
+# ------------------------------------------------------------------ optional capabilities
+# Each is checked by stochmix.engine.capabilities.capabilities, once per run; a flag
+# attribute (runs_local_phases, hands_off, runs_sharded) must also be true.
+
+
+@runtime_checkable
+class RunsLocalPhases(Protocol):
+    """Runs of node-local phases go through the engine's node-local programs.
+
+    With ``runs_local_phases`` true, the planner (:func:`stochmix.engine.execute.
+    plan_round`) cuts each run of consecutive node-local phases over the same nodes into
+    one ``LocalStep``, and :func:`~stochmix.engine.execute.execute` runs it, once per
+    round, through a :class:`~stochmix.engine.program.LocalProgram` (NumPy code over
+    chunks of nodes, two threads where the gradients are pure), a Numba row-wise program
+    (:class:`CompilesLocalPhases`) or the backend's own program
+    (:class:`EmitsLocalPrograms`). The run also knows then which rows are zero or never
+    read (``storage="compact"``, :mod:`stochmix.engine.liveness`). Without
+    :class:`EmitsLocalPrograms` the programs index the state in place, so it must be a
+    NumPy array (as on the NumPy backend)."""
+
+    runs_local_phases: bool
+
+
+@runtime_checkable
+class CompilesLocalPhases(RunsLocalPhases, Protocol):
+    """Node-local runs may be compiled Numba loops over one node at a time.
+
+    ``compiled`` is True, False or ``"auto"``: :func:`stochmix.engine.execute.
+    row_gradient` reads it once per run (True: the problem's compiled gradient is
+    required; ``"auto"``: used for runs long enough to repay compiling), and
+    :func:`~stochmix.engine.execute.execute` then takes the row-wise program for a
+    segment when it is True or the segment is large enough. Ignored where the backend
+    emits its own programs (:class:`EmitsLocalPrograms`)."""
+
+    compiled: Any
+
+
+@runtime_checkable
+class EmitsLocalPrograms(RunsLocalPhases, Protocol):
+    """The backend runs node-local runs in its own dialect (the Torch backend)."""
+
+    def local_program(self, program: Any) -> Any:
+        """Called by :func:`~stochmix.engine.execute.execute` for every segment of every
+        round, with the segment's :class:`~stochmix.engine.program.LocalProgram`; returns
+        an object whose ``run(z, nodes, layout, coefs, clients, bind, data_per_row,
+        workers, whole=...)`` does what ``LocalProgram.run`` does (applies the segment to
+        ``z`` in place, False when a written entry is not finite)."""
+        ...
+
+
+@runtime_checkable
+class AppliesBlockwise(Protocol):
+    """Phases that rewrite whole blocks are applied one product per mixed block."""
+
+    def apply_blockwise(self, z: Any, phase: Any, gradients: Any) -> bool:
+        """Apply ``phase`` through its whole-block form ``phase.blockwise``
+        (:mod:`stochmix.engine.blockwise`) to ``z`` in place; ``gradients`` are those of
+        ``phase.blockwise.clients`` (shape (c, d)) or None; False when a new entry is not
+        finite. With it the planner keeps whole-block phases whole (and leaves the checks
+        of the blocks the reported model sums to the run), and
+        :func:`~stochmix.engine.execute.execute` sends every phase that has a whole-block
+        form here instead of to ``apply``."""
+        ...
+
+
+@runtime_checkable
+class HandsOffBlocks(AppliesBlockwise, Protocol):
+    """With ``hands_off`` true, the planner may give :meth:`apply_blockwise` a phase that
+    hands a rewritten block to the next phase instead of writing it
+    (:func:`stochmix.engine.blockwise.chained`); the backend keeps the handed rows."""
+
+    hands_off: bool
+
+
+@runtime_checkable
+class RoundHooks(Protocol):
+    """The backend checks a round's values once, at its end (the Torch backend: one host
+    synchronisation per round). Both members or neither."""
+
+    def begin_round(self) -> None:
+        """Called by :func:`~stochmix.engine.execute.execute` before a round's first
+        phase."""
+        ...
+
+    def end_round(self) -> bool:
+        """Called after the round's last phase: False when a value the round wrote is not
+        finite (combined with what the phases returned)."""
+        ...
+
+
+@runtime_checkable
+class Sharded(Protocol):
+    """With ``runs_sharded`` true, :func:`stochmix.run` hands the whole run to
+    :func:`stochmix.engine.distributed.run_sharded` (one shard of the state per rank),
+    which drives the backend through the members of
+    :class:`stochmix.engine.distributed.DistributedBackend`: it is that backend's flag,
+    not an extension point of its own."""
+
+    runs_sharded: bool
+
+
+@runtime_checkable
+class Typed(Protocol):
+    """``dtype``: the dtype of the backend's state (a NumPy or Torch dtype), which the run
+    records in its Result and checkpoints (the run's ``dtype`` argument otherwise)."""
+
+    dtype: Any

@@ -66,6 +66,10 @@ class ChannelNoise(Method):
     def checked_by_output(self) -> tuple[str, ...]:
         return self.method.checked_by_output
 
+    @property
+    def reports_node_average(self) -> bool:  # type: ignore[override]
+        return self.method.reports_node_average
+
     def consensus_error(self, z, ctx: RunContext):
         return self.method.consensus_error(z, ctx)
 

@@ -64,6 +64,7 @@ class DecentralizedMethod(Method):
     """
 
     model_offset = 0
+    reports_node_average = True  # output and consensus_error: of node_models, below
     #: rule attribute -> "row" | "column" | "doubly": what each rule's matrices must be.
     needs: dict = {}
 

@@ -18,6 +18,7 @@ import warnings
 
 from .._fingerprint import digest, seed_identity
 from . import checkpoint as files
+from .capabilities import capabilities
 from .layout import Layout
 
 
@@ -32,6 +33,7 @@ def run_identity(
     the run's numbers, as JSON-able fingerprints (``seed`` as :func:`~stochmix._validate.
     as_seed` gives it; ``backend`` the run's backend object)."""
     fingerprint = getattr(problem, "fingerprint", None)
+    dtype = capabilities(backend).dtype
     return {
         "method": type(method).__qualname__,
         "method_parameters": method.fingerprint(),
@@ -39,7 +41,7 @@ def run_identity(
         "participation": digest(participation),
         "seed": seed_identity(seed),
         "backend": backend.name,
-        "dtype": str(getattr(backend, "dtype", "")),
+        "dtype": "" if dtype is None else str(dtype),
         "compiled": str(compiled),
         "x0": digest(x0),
         "metrics": list(metrics),

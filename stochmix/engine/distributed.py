@@ -931,18 +931,14 @@ class _NetworkAverage:
 
 def _reports_network_average(method) -> bool:
     """Whether ``method`` reports the mean of its ``node_models``: a method with a node
-    per row (``model_offset`` 0) whose ``output`` and ``consensus_error`` come from the
-    class that defines ``node_models`` (or below it), so that they are written in terms of
-    it (a subclass may change the node models, as push-sum does, but not the output)."""
-    from .execute import _defined_in
-
-    cls = type(method)
-    if getattr(method, "model_offset", None) != 0 or not callable(
-        getattr(method, "node_models", None)
-    ):
-        return False
-    home = _defined_in(cls, "output")
-    return home is not None and "node_models" in vars(home) and "consensus_error" in vars(home)
+    per row (``model_offset`` 0) that declares ``reports_node_average`` (see
+    :attr:`stochmix.engine.Method.reports_node_average`; a subclass may change the node
+    models, as push-sum does, but not the output without declaring it again)."""
+    return (
+        getattr(method, "model_offset", None) == 0
+        and callable(getattr(method, "node_models", None))
+        and bool(getattr(method, "reports_node_average", False))
+    )
 
 
 def _reporter(method, shard: Shard, layout: Layout):

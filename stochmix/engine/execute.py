@@ -34,7 +34,6 @@ compiled loop over the nodes that applies every phase to one node's rows at a ti
 
 from __future__ import annotations
 
-import functools
 import os
 from dataclasses import dataclass, replace
 from functools import partial
@@ -43,6 +42,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .blockwise import BlockwiseForm, chained
+from .capabilities import Capabilities, capabilities
 from .liveness import ZeroRows
 from .method import Method, RunContext
 from .phase import LocalForm, Phase
@@ -293,24 +293,28 @@ def row_gradient(
     dtype,
     work: float = float("inf"),
     per_round: float = float("inf"),
+    caps: Capabilities | None = None,
 ) -> RowGradient | None:
     """The :class:`RowGradient` when the row-wise path may run this problem on
-    ``backend``, per ``backend.compiled`` (True, False or "auto": then compiling new
+    ``backend``, per ``backend.compiled`` (read from ``caps``, the backend's
+    :func:`~stochmix.engine.capabilities.capabilities`; True, False or "auto": then compiling new
     programs only for a run of ``work`` >= :data:`ROWWISE_MIN_WORK` node entries, and
     none at all for rounds expected to touch fewer than :data:`ROWWISE_MIN_ENTRIES`
     (``per_round``): such runs never import Numba); else None. "auto" decides by these
     numbers alone, never by what a cache holds: the two paths agree to rounding, not bit
     for bit, and a run's numbers must not depend on what ran before it. Raises ValueError
-    when ``compiled=True`` cannot be honoured."""
-    mode = getattr(backend, "compiled", False)
+    when ``compiled=True`` cannot be honoured.
+
+    The problem's ``row_gradient`` is used where it declares ``pure_gradients`` and does
+    not declare ``compiled_gradient`` false (a :class:`~stochmix.problems.Problem`
+    subclass that rewrites its gradients without rewriting ``row_gradient`` has it false;
+    see :attr:`~stochmix.problems.Problem.DECLARED_WITH`)."""
+    mode = (capabilities(backend) if caps is None else caps).compiled
     if mode is False or (mode == "auto" and per_round < ROWWISE_MIN_ENTRIES):
         return None
     found = None
-    if numba_available() and callable(getattr(problem, "row_gradient", None)):
-        # a subclass that rewrites the gradients but not their compiled twin must not get it
-        current = _at_or_below(type(problem), "row_gradient", ("gradients", "gradient_formula"))
-        if current and _pure_formula(problem):
-            found = problem.row_gradient(np.dtype(dtype))
+    if numba_available() and _compiled_gradient(problem):
+        found = problem.row_gradient(np.dtype(dtype))
     if found is None and mode is True:
         why = numba_unavailable() or f"{type(problem).__name__} has no compiled gradient"
         raise ValueError(f"compiled=True: {why}; use compiled='auto' or False")
@@ -319,41 +323,42 @@ def row_gradient(
     return RowGradient(*found)
 
 
-def _defined_in(cls: type, name: str):
-    """The class of ``cls``'s MRO that defines attribute ``name``."""
-    return next((k for k in cls.__mro__ if name in vars(k)), None)
-
-
-@functools.cache
-def _at_or_below(cls: type, name: str, others: tuple) -> bool:
-    """Whether the class that gives ``cls`` its attribute ``name`` is the one that gives
-    it each of ``others`` it has, or a subclass of it: ``name`` was written with (or
-    after) them, not inherited past an override of one of them. (A class's attributes
-    are looked up once: the engine asks every round.)"""
-    mro = cls.__mro__
-    mine = _defined_in(cls, name)
-    if mine is None:
-        return False
-    theirs = [_defined_in(cls, other) for other in others]
-    return all(k is None or mro.index(mine) <= mro.index(k) for k in theirs)
-
-
+# The problem's declared flags (see stochmix.protocols, "The fast paths of the gradients"):
+# read as they are; a Problem subclass keeps them true to its methods when it is defined.
 def _pure_formula(problem) -> bool:
     """Whether ``problem.gradients`` is a pure function of the problem's data (no random
     draws; see :attr:`stochmix.problems.Problem.pure_gradients`): such gradients may be
-    split into chunks and threads. The declaration counts only where it sits with the
-    ``gradients`` it describes (a class that overrides them must declare it again)."""
-    return bool(getattr(problem, "pure_gradients", False)) and _at_or_below(
-        type(problem), "pure_gradients", ("gradients",)
+    split into chunks and threads."""
+    return bool(getattr(problem, "pure_gradients", False))
+
+
+def _unchecked(problem, member: str) -> bool:
+    """Whether the engine may call ``problem.<member>`` (``gradients_unchecked`` or
+    ``bind_clients``) for its gradients: pure ones, with the member, and not declared
+    otherwise (``unchecked_gradients``)."""
+    return (
+        _pure_formula(problem)
+        and bool(getattr(problem, "unchecked_gradients", True))
+        and callable(getattr(problem, member, None))
+    )
+
+
+def _compiled_gradient(problem) -> bool:
+    """Whether ``problem.row_gradient`` may be asked for the row-wise path: pure
+    gradients, the member, and not declared otherwise (``compiled_gradient``)."""
+    return (
+        _pure_formula(problem)
+        and bool(getattr(problem, "compiled_gradient", True))
+        and callable(getattr(problem, "row_gradient", None))
     )
 
 
 def _chunk_gradients(problem):
     """A function ``(clients, like) -> (x -> gradients of those clients at x)`` for the
     chunks, which ask the same clients once per local step. Problems whose gradients are a
-    pure formula gather the clients' data once (``bind_clients``, where it belongs to the
-    same class as their ``gradients``); others are called as they are."""
-    if _pure_formula(problem) and _at_or_below(type(problem), "bind_clients", ("gradients",)):
+    pure formula gather the clients' data once (``bind_clients``); others are called as
+    they are."""
+    if _unchecked(problem, "bind_clients"):
         return problem.bind_clients
     return lambda clients, like: lambda x: problem.gradients(clients, x)
 
@@ -388,8 +393,12 @@ def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
     )
 
 
-def plan_round(phases: list[Phase], backend, method: Method, ctx: RunContext) -> list:
-    """What :func:`execute` runs for a round: :class:`LocalStep` s and single phases."""
+def plan_round(
+    phases: list[Phase], backend, method: Method, ctx: RunContext, caps: Capabilities | None = None
+) -> list:
+    """What :func:`execute` runs for a round: :class:`LocalStep` s and single phases.
+    ``caps``: the backend's :func:`~stochmix.engine.capabilities.capabilities` (made here
+    when None)."""
     # A method that returns the very same phase objects again (decentralized methods on a
     # static or periodic graph) gets the plan made for them, kept on the first phase
     # along with everything it was made for (compared by identity, so never stale).
@@ -401,8 +410,9 @@ def plan_round(phases: list[Phase], backend, method: Method, ctx: RunContext) ->
             a is b for a, b in zip(found[0], (backend, method, ctx, *phases), strict=True)
         ):
             return list(found[1])
-    local_ok = getattr(backend, "runs_local_phases", False)
-    whole = hasattr(backend, "apply_blockwise")
+    if caps is None:
+        caps = capabilities(backend)
+    local_ok, whole = caps.local_phases, caps.blockwise
     # a whole-block phase leaves the checks of the blocks the reported model sums to the
     # run, which checks that model after every round
     trusted = method.checked_by_output if whole else ()
@@ -414,7 +424,7 @@ def plan_round(phases: list[Phase], backend, method: Method, ctx: RunContext) ->
         else item
         for item in _plan(phases, local_ok, method, ctx, whole)
     ]
-    if getattr(backend, "hands_off", False):
+    if caps.hands_off:
         plan = _hand_off(plan)
     if memo is not None:
         if len(memo) >= 256:
@@ -449,13 +459,8 @@ def _gradients_at(problem, clients, points, consecutive: bool = False):
     are valid by construction). ``consecutive`` clients are given as a slice where the
     problem declares ``client_slices`` with the methods that take it (their data is then
     read in place, not gathered)."""
-    cls = type(problem)
-    if _pure_formula(problem) and _at_or_below(cls, "gradients_unchecked", ("gradients",)):
-        if (
-            consecutive
-            and getattr(problem, "client_slices", False)
-            and _at_or_below(cls, "client_slices", ("gradients_unchecked", "gradients"))
-        ):
+    if _unchecked(problem, "gradients_unchecked"):
+        if consecutive and getattr(problem, "client_slices", False):
             clients = slice(int(clients[0]), int(clients[0]) + clients.size)
         return problem.gradients_unchecked(clients, points)
     return problem.gradients(clients, points)
@@ -532,23 +537,27 @@ def execute(
     method: Method,
     ctx: RunContext,
     kernel: RowGradient | None = None,
+    caps: Capabilities | None = None,
 ) -> bool:
     """Apply a planned round to ``z`` in place; False if a rewritten entry is not finite.
-    ``kernel`` is :func:`row_gradient`'s answer for this run (None: NumPy programs only)."""
+    ``kernel`` is :func:`row_gradient`'s answer for this run (None: NumPy programs only),
+    ``caps`` the backend's :func:`~stochmix.engine.capabilities.capabilities` (made here
+    when None)."""
     finite = True
     bind = _chunk_gradients(problem)
     data = 2 * (problem.chunk_cost() if hasattr(problem, "chunk_cost") else z.shape[1])
     # Chunks and threads only where the gradients are a pure formula of the problem's
     # data; others (stochastic gradients) see every node at once, as on the general path.
     pure = _pure_formula(problem)
-    # a backend may run node-local programs in its own dialect (Torch), and check the
-    # round's values once at its end instead of once per phase
-    local_program = getattr(backend, "local_program", None)
-    # phases that mix whole blocks go to the backend as one product per block where it can
-    blockwise = hasattr(backend, "apply_blockwise")
-    if hasattr(backend, "begin_round"):
+    if caps is None:
+        caps = capabilities(backend)
+    # a backend may run node-local programs in its own dialect (Torch, caps.own_programs),
+    # and check the round's values once at its end instead of once per phase
+    # (caps.round_hooks); phases that mix whole blocks go to the backend as one product
+    # per block where it can (caps.blockwise)
+    if caps.round_hooks:
         backend.begin_round()
-    local_runs = getattr(backend, "runs_local_phases", False)
+    local_runs = caps.local_phases
     layout = ctx.layout
     zero = _zero_rows(z, method, ctx) if (ZERO_ROWS or layout.scratch) and local_runs else None
     for item in plan:
@@ -557,10 +566,10 @@ def execute(
             if zero is not None and (zero.known or layout.scratch):
                 program = _variant(program, item.nodes, zero)
             planned = program  # every dialect below runs this one's schedule
-            if local_program is not None:
-                program = local_program(program)
+            if caps.own_programs:
+                program = backend.local_program(program)
             elif kernel is not None and (
-                backend.compiled is True or item.nodes.size * z.shape[1] >= ROWWISE_MIN_ENTRIES
+                caps.compiled is True or item.nodes.size * z.shape[1] >= ROWWISE_MIN_ENTRIES
             ):
                 program, grads = _rowwise(program, (kernel.kernel, kernel.fetch)), kernel
             ok = program.run(
@@ -578,7 +587,7 @@ def execute(
                 zero.after_program(planned, item.nodes)
         elif isinstance(item, RowMap):  # nonlinear: never inside a run (it has no local form)
             ok = apply_map(z, item, backend, problem, ctx.seed_sequence)
-        elif blockwise and item.blockwise is not None:
+        elif caps.blockwise and item.blockwise is not None:
             ok = _apply_blockwise(item, z, backend, problem, method, ctx)
         else:
             grads = None
@@ -590,6 +599,6 @@ def execute(
         if zero is not None and zero.known and not isinstance(item, LocalStep):
             _forget_written(zero, item)
         finite = ok and finite
-    if hasattr(backend, "end_round"):
+    if caps.round_hooks:
         finite = backend.end_round() and finite
     return finite

@@ -36,6 +36,7 @@ from .._validate import (
     flag_or_choice,
 )
 from .backends import make_backend
+from .capabilities import capabilities
 from .checkpointer import Checkpointer, CheckpointWarning, run_identity
 from .execute import execute, plan_round, row_gradient
 from .layout import Layout
@@ -195,7 +196,8 @@ def _run(
 ) -> Result:  # fmt: skip
     """The run on its built backend, arguments checked (see :func:`run`)."""
     n, dim = int(problem.n_clients), int(problem.dim)
-    if getattr(back, "runs_sharded", False):  # backend="distributed": a shard per rank
+    caps = capabilities(back)  # the backend's optional capabilities, found once
+    if caps.sharded:  # backend="distributed": a shard per rank
         from .distributed import run_sharded
 
         return run_sharded(
@@ -207,9 +209,8 @@ def _run(
         )  # fmt: skip
     probabilities = participation.probabilities  # a copy of N numbers: taken once
     expected = n if probabilities is None else float(np.sum(probabilities))
-    rows = row_gradient(
-        problem, back, getattr(back, "dtype", dtype), rounds * expected * dim, expected * dim
-    )
+    state_dtype = dtype if caps.dtype is None else caps.dtype
+    rows = row_gradient(problem, back, state_dtype, rounds * expected * dim, expected * dim, caps)
 
     scratch = {}
     if storage == "compact" or (
@@ -217,17 +218,17 @@ def _run(
         and callback is None
         and (rows is not None or _full_bytes(method, n, dim, dtype) >= COMPACT_MIN_BYTES)
     ):
-        if getattr(back, "runs_local_phases", False):
+        if caps.local_phases:
             scratch = find_scratch(
                 method, n, dim, probabilities,
-                lambda phases, m, c: plan_round(phases, back, m, c),
+                lambda phases, m, c: plan_round(phases, back, m, c, caps),
             )  # fmt: skip
     layout = Layout(method.blocks(n), scratch, (method.model_offset, n))
     ctx = RunContext(layout, n, dim, probabilities, seed=seed)
     method.start(ctx)
     z = back.asarray(layout.initial(x0))
     recorder = Recorder(problem, method, ctx, metrics, rounds, evaluate_every, expected)
-    planner = RoundPlanner(method, back, ctx)
+    planner = RoundPlanner(method, back, ctx, caps)
     saver = None
     if checkpoint is not None:
         identity = run_identity(
@@ -243,7 +244,7 @@ def _run(
     check = PlanCheck(layout, method, n) if layout.scratch else (lambda plan, r: plan)
     return run_rounds(
         lambda r, participants, z: execute(
-            check(planner.plan(r, participants), r), z, back, problem, method, ctx, rows
+            check(planner.plan(r, participants), r), z, back, problem, method, ctx, rows, caps
         ),
         saved=saved, saver=saver, z=z, back=back, ctx=ctx, recorder=recorder, stream=stream,
         rounds=rounds, method=method, problem=problem, participation=participation,
@@ -417,9 +418,16 @@ def _config(method, problem, participation, rounds, seed, back, dtype, recorder)
         "rounds": rounds,
         "seed": seed if seed is None or isinstance(seed, int) else "custom",
         "backend": back.name,
-        "dtype": str(getattr(back, "dtype", np.dtype(dtype))).removeprefix("torch."),
+        "dtype": str(_state_dtype(back, dtype)).removeprefix("torch."),
         "evaluate_every": recorder.interval,
     }
+
+
+def _state_dtype(back, dtype):
+    """The dtype of ``back``'s state: its own (:class:`~stochmix.protocols.Typed`), else
+    the run's ``dtype`` argument."""
+    found = capabilities(back).dtype
+    return np.dtype(dtype) if found is None else found
 
 
 def _number_or_none(value):

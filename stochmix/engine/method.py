@@ -11,9 +11,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import ClassVar
 
 import numpy as np
 
+from .._declared import Declaration, keep_declarations
 from .equations import Equations
 from .layout import Block, Layout
 from .phase import Phase, PhaseBuilder
@@ -78,12 +80,30 @@ class Method(ABC):
             of the block's rows, or its rows divided by others. A run checks the model
             after every round, so whole-block phases skip their own check of these blocks
             (:func:`~stochmix.engine.blockwise.apply_blockwise_numpy`). None by default.
+        reports_node_average: a capability flag: :meth:`output` is the mean of the
+            method's ``node_models(z, ctx)`` (one row per node) and
+            :meth:`consensus_error` their mean squared distance to it, so that a sharded
+            run (:mod:`stochmix.engine.distributed`) may compute both from the node models
+            its ranks hold. False by default; the decentralized methods declare it. Like
+            every flag of :attr:`DECLARED_WITH`, it belongs to the methods it was written
+            with: a subclass that defines :meth:`output` or :meth:`consensus_error`
+            without setting it in its own body gets it False.
     """
 
     name: str = "method"
     model_block: str = "x"
     model_offset: int = 1
     checked_by_output: tuple[str, ...] = ()
+    reports_node_average: bool = False
+
+    #: Each capability flag and the members it describes (see :mod:`stochmix._declared`).
+    DECLARED_WITH: ClassVar[dict[str, Declaration]] = {
+        "reports_node_average": Declaration(("output", "consensus_error")),
+    }
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        keep_declarations(cls, cls.DECLARED_WITH)
 
     @abstractmethod
     def blocks(self, n_clients: int) -> list[Block]:

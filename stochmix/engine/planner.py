@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .capabilities import Capabilities, capabilities
 from .execute import plan_round
 from .method import Method, RunContext
 from .template import RoundTemplate
@@ -38,10 +39,13 @@ class RoundPlanner:
         method: the run's method (its ``round_phases``, ``phase_key``, ``template_key``).
         backend: the run's backend (plans depend on what it can run).
         ctx: the run's context.
+        caps: the backend's :func:`~stochmix.engine.capabilities.capabilities` (made
+            here when None).
     """
 
-    def __init__(self, method: Method, backend, ctx: RunContext):
+    def __init__(self, method: Method, backend, ctx: RunContext, caps: Capabilities | None = None):
         self.method, self.backend, self.ctx = method, backend, ctx
+        self.caps = capabilities(backend) if caps is None else caps
         self.cache: dict = {}  # phase key -> plan
         self.seen: set = set()  # hashes of phase keys met once
         self.templates: dict = {}  # template key -> RoundTemplate, or False: never
@@ -93,4 +97,4 @@ class RoundPlanner:
     def build(self, r: int, participants: np.ndarray) -> list:
         """The round's plan built in full from the method's phases."""
         phases = self.method.round_phases(r, participants, self.ctx)
-        return plan_round(phases, self.backend, self.method, self.ctx)
+        return plan_round(phases, self.backend, self.method, self.ctx, self.caps)

@@ -234,8 +234,8 @@ class RowMap(Phase):
 def apply_map(z, phase: RowMap, backend, problem, seed) -> bool:
     """Apply ``phase`` to ``z`` in place (see the module docstring); False if a new value
     is not finite. ``seed``: the run's seed sequence (``RunContext.seed_sequence``)."""
-    to_numpy = getattr(backend, "to_numpy", np.asarray)
-    args = [np.asarray(to_numpy(z[rows])) for _, _, rows in phase.sources]
+    # to_numpy and asarray: members every backend has (stochmix.protocols.BackendLike)
+    args = [np.asarray(backend.to_numpy(z[rows])) for _, _, rows in phase.sources]
     info = MapInfo(phase.target_rows, phase.round, phase.label, problem, seed)
     new = np.asarray(phase.function(*args, info=info))
     expected = (phase.target_rows.size, z.shape[1])
@@ -245,6 +245,5 @@ def apply_map(z, phase: RowMap, backend, problem, seed) -> bool:
             f"expected {expected}"
         )
     finite = bool(np.isfinite(new).all())
-    asarray = getattr(backend, "asarray", None)
-    z[phase.z_rows] = asarray(new) if asarray is not None else new
+    z[phase.z_rows] = backend.asarray(new)
     return finite

@@ -1,7 +1,8 @@
 """Objectives with per-client gradients: f(x) = (1/N) sum_i F_i(x).
 
 Every problem offers ``gradients(clients, points)``, the gradients of a batch of clients each at
-its own point, vectorized over the batch; see :class:`Problem` for the whole interface.
+its own point, vectorized over the batch; see :class:`Problem` for the whole interface
+(its client arrays are a :class:`ClientData`, ``problem.data``).
 
 - :class:`Quadratic`: F_i(x) = 1/2 (x - z_i)^T H_i (x - z_i), diagonal or full H_i.
 - :class:`LeastSquares`: F_i(x) = 1/2 ||A_i x - b_i||^2 + reg/2 ||x||^2 (ridge when reg > 0),
@@ -10,13 +11,21 @@ its own point, vectorized over the batch; see :class:`Problem` for the whole int
   seeded stochastic gradients.
 """
 
-from ._common import client_rows
+from ._common import ClientData, client_rows
 from .base import Problem
 from .least_squares import LeastSquares
 from .quadratic import Quadratic
 from .stochastic import Minibatch, Noisy
 
-__all__ = ["LeastSquares", "Minibatch", "Noisy", "Problem", "Quadratic", "client_rows"]
+__all__ = [
+    "ClientData",
+    "LeastSquares",
+    "Minibatch",
+    "Noisy",
+    "Problem",
+    "Quadratic",
+    "client_rows",
+]
 
 # Data sets and their split among clients (scikit-learn only for load_dataset, imported there).
 from .data import (

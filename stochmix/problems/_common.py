@@ -1,4 +1,5 @@
-"""What the problems share: argument checks, gathering client rows, the data cache and the
+"""What the problems share: argument checks, gathering client rows, the client data
+(:class:`ClientData`, public as :class:`stochmix.problems.ClientData`) and the
 fingerprint. Every module of :mod:`stochmix.problems` may import this one; it imports no
 other module of the package, so the package's dependencies point one way::
 
@@ -6,6 +7,8 @@ other module of the package, so the package's dependencies point one way::
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -57,31 +60,71 @@ def callable_identity(value) -> str:
 
 def fingerprint(problem, derived=DERIVED) -> str:
     """A digest of everything that determines ``problem``'s gradients: its class, and every
-    array, number and object it holds (its :class:`DataCache` by the master arrays) but
-    the attributes in ``derived`` and random generators."""
+    array, number and object it holds (its :class:`ClientData` by the arrays themselves)
+    but the attributes in ``derived`` and random generators."""
     own = {
         key: callable_identity(value) if callable(value) else value
         for key, value in vars(problem).items()
-        if key not in derived and not isinstance(value, (DataCache, np.random.Generator))
+        if key not in derived and not isinstance(value, (ClientData, np.random.Generator))
     }
-    data = getattr(problem, "_data", None)
-    master = data.master if isinstance(data, DataCache) else None
+    data = getattr(problem, "data", None)
+    master = data.master if isinstance(data, ClientData) else None
     return digest(type(problem).__module__, type(problem).__qualname__, own, master)
 
 
-class DataCache:
-    """A problem's arrays, with copies in the namespace, device and dtype of the points
-    asked about (NumPy float64 kept as the master copy, read-only)."""
+class ClientData(Mapping):
+    """A problem's data: named NumPy arrays, with copies in the namespace, device and dtype
+    of the points the gradients are asked at, each made once, on first use.
 
-    def __init__(self, **arrays: np.ndarray):
-        for value in arrays.values():
-            value.flags.writeable = False
-        self.master = arrays
-        self._copies = {("numpy", "float64"): arrays}
+    A read-only mapping ``name -> array`` over the arrays as given (floating ones as
+    float64, others, such as integer labels, as they are; each one a read-only view, so
+    the data cannot change under the copies made from it), plus :meth:`like`. As the
+    store of a :class:`~stochmix.problems.Problem` (``problem.data``) every array holds
+    one entry per client along its first axis (shape (N, ...)), and
+    ``Problem.gradients`` hands :meth:`~stochmix.problems.Problem.gradient_formula` the
+    dict ``problem.data.like(points)``.
+
+    Args:
+        arrays: the arrays by name (NumPy arrays or anything ``np.asarray`` takes, of real
+            numbers).
+
+    Raises:
+        TypeError: an array of complex numbers, objects or strings.
+    """
+
+    def __init__(self, **arrays):
+        master = {}
+        for name, value in arrays.items():
+            array = np.asarray(value)
+            if array.dtype.kind == "f":
+                array = array.astype(np.float64, copy=False)
+            elif array.dtype.kind not in "biu":
+                raise TypeError(
+                    f"data[{name!r}] must hold real numbers, got an array of dtype {array.dtype}"
+                )
+            array = array.view()
+            array.flags.writeable = False
+            master[name] = array
+        self.master = master
+        self._copies = {("numpy", "float64"): master}
         self._by_dtype: dict = {}
 
-    def get(self, like=np.float64) -> dict:
-        """The arrays suited to ``like``: a NumPy dtype, or an array / tensor."""
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.master[name]
+
+    def __iter__(self):
+        return iter(self.master)
+
+    def __len__(self) -> int:
+        return len(self.master)
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(f"{k}={v.shape}" for k, v in self.master.items())
+        return f"ClientData({shapes})"
+
+    def like(self, like=np.float64) -> dict:
+        """The arrays suited to ``like`` (a NumPy dtype, or an array / tensor): floating
+        arrays in its dtype, every array in its namespace and device; a dict by name."""
         # the engine's inner loop asks with NumPy arrays and dtypes: one dict lookup
         dtype = like.dtype if isinstance(like, np.ndarray) else like
         if isinstance(dtype, np.dtype):

@@ -13,14 +13,17 @@ requested clients and costs what they cost, not what N costs.
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
+from typing import ClassVar
 
 import numpy as np
 from jaxtyping import Float, Int
 
 from .._arrays import Array, is_numpy, namespace
 from .._arrays import like as to_like
+from .._declared import Declaration, keep_declarations
 from .._validate import as_client_indices
-from ._common import CHUNK_ELEMENTS, DERIVED, NUMPY_NAMESPACE, float_array
+from ._common import CHUNK_ELEMENTS, DERIVED, NUMPY_NAMESPACE, ClientData, float_array
 from ._common import fingerprint as fingerprint_of
 from .stochastic import Minibatch, Noisy
 
@@ -28,12 +31,40 @@ from .stochastic import Minibatch, Noisy
 class Problem(abc.ABC):
     """A federated objective f(x) = (1/N) sum_i F_i(x) over N clients in dimension d.
 
-    Subclasses implement :meth:`gradients` and :meth:`objective`; the rest has defaults
-    (``x_star`` and the constants are ``None`` when unknown).
+    Subclasses implement :meth:`objective` and either :meth:`gradient_formula` (the
+    gradients written once against an array namespace, over the client arrays of
+    :attr:`data`: the fast paths, NumPy and Torch points) or :meth:`gradients` itself; the
+    rest has defaults (``x_star`` and the constants are ``None`` when unknown)::
+
+        class Ridge(Problem):
+            def __init__(self, a, b, reg):  # a: (N, m, d), b: (N, m)
+                super().__init__(a.shape[0], a.shape[2], data={"a": a, "b": b})
+                self.reg = reg
+
+            def gradient_formula(self, xp, data, idx, x):
+                a, b = client_rows(xp, data["a"], idx), client_rows(xp, data["b"], idx)
+                r = xp.einsum("mkd,md->mk", a, x) - b
+                return xp.einsum("mkd,mk->md", a, r) + self.reg * x
+
+            def objective(self, x): ...
+
+    Args:
+        n_clients: N.
+        dim: d.
+        data: the client arrays :meth:`gradient_formula` reads (see :attr:`data`), or
+            None (a problem that writes :meth:`gradients` itself; or one that sets
+            :attr:`data` later in its ``__init__``).
 
     Attributes:
         n_clients: N.
         dim: d.
+        data: the problem's data, a :class:`~stochmix.problems.ClientData`: a read-only
+            mapping ``name -> array`` whose every array holds one entry per client along
+            its first axis (shape (N, ...); floating arrays kept as float64). The
+            gradients read it through ``data.like(points)``, the same arrays in the
+            namespace, device and dtype of the points (copied once, on first use), and
+            hand that dict to :meth:`gradient_formula`. Set from ``Problem.__init__``'s
+            ``data`` or by assigning a mapping or a ``ClientData`` to it.
         closed_form_metrics: the run metrics among ``"objective"`` (:meth:`objective_gap`)
             and ``"gradient_norm"`` (:meth:`gradient`) this problem evaluates without a
             pass over its clients (in O(d^2) or less). The run loop evaluates the others on
@@ -45,24 +76,80 @@ class Problem(abc.ABC):
             into chunks of clients and run the chunks on several threads (and use
             :meth:`row_gradient`'s compiled kernel); otherwise it asks for all the
             requested clients in one call, in order. True here (the gradients are
-            :meth:`gradient_formula`); the stochastic wrappers set it False. The
-            declaration belongs to the :meth:`gradients` it sits with: a subclass that
-            overrides :meth:`gradients` is taken as impure unless it declares
-            ``pure_gradients = True`` itself.
+            :meth:`gradient_formula`); the stochastic wrappers set it False.
+        unchecked_gradients: whether :meth:`gradients_unchecked` and
+            :meth:`bind_clients` give what :meth:`gradients` gives (without its checks;
+            the engine calls them instead where the gradients are pure). True here.
         client_slices: whether :meth:`gradients_unchecked` also takes a slice of
             consecutive clients (the engine then passes one for a whole block of
-            peers, whose data is read in place instead of gathered). True here; like
-            ``pure_gradients``, the declaration belongs to the methods it sits with.
+            peers, whose data is read in place instead of gathered). True here.
+        compiled_gradient: whether :meth:`row_gradient`, where it returns a kernel,
+            computes these gradients (the engine asks for it only then). True here.
+
+    The four flags are capability declarations, read by the engine as they are. Each
+    belongs to the methods it was written with (:attr:`DECLARED_WITH`): a subclass that
+    defines one of those methods without setting the flag in its own body gets it False
+    (``compiled_gradient`` True again where the subclass writes its own
+    :meth:`row_gradient`). So a subclass that overrides :meth:`gradients` is taken as
+    impure, with no unchecked, sliced or compiled gradients, unless it declares
+    ``pure_gradients = True`` (and the others) itself; one that rewrites
+    :meth:`gradient_formula` without rewriting :meth:`row_gradient` keeps the NumPy path.
     """
 
     closed_form_metrics: frozenset[str] = frozenset()
     pure_gradients: bool = True
+    unchecked_gradients: bool = True
     client_slices: bool = True
+    compiled_gradient: bool = True
 
-    def __init__(self, n_clients: int, dim: int):
+    #: Each capability flag, the members it describes (a subclass that defines one of them
+    #: without setting the flag gets it False) and those that renew it (True again).
+    DECLARED_WITH: ClassVar[dict[str, Declaration]] = {
+        "pure_gradients": Declaration(("gradients",)),
+        "unchecked_gradients": Declaration(("gradients",)),
+        "client_slices": Declaration(("gradients", "gradients_unchecked")),
+        "compiled_gradient": Declaration(("gradients", "gradient_formula"), ("row_gradient",)),
+    }
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        keep_declarations(cls, cls.DECLARED_WITH)
+
+    def __init__(self, n_clients: int, dim: int, data: Mapping | None = None):
         self._n_clients = int(n_clients)
         self._dim = int(dim)
         self._f_star: float | None = None
+        if data is not None:
+            self.data = data
+
+    # ------------------------------------------------------------------------- data
+    @property
+    def data(self) -> ClientData:
+        """The client arrays the gradients read (see the class docstring)."""
+        found = self.__dict__.get("_client_data")
+        if found is None:
+            raise AttributeError(
+                f"{type(self).__name__} has no client data: pass the arrays its "
+                "gradient_formula reads as Problem.__init__(n_clients, dim, data={...}), "
+                "or assign self.data = {...} in its __init__"
+            )
+        return found
+
+    @data.setter
+    def data(self, arrays: Mapping) -> None:
+        if not isinstance(arrays, ClientData):
+            if not isinstance(arrays, Mapping):
+                raise TypeError(
+                    f"data must be a mapping of names to arrays, got {type(arrays).__name__}"
+                )
+            arrays = ClientData(**arrays)
+        for name, array in arrays.items():
+            if array.ndim < 1 or array.shape[0] != self.n_clients:
+                raise ValueError(
+                    f"data[{name!r}] must hold one entry per client along its first axis, "
+                    f"shape ({self.n_clients}, ...), got {array.shape}"
+                )
+        self._client_data = arrays
 
     # ----------------------------------------------------------------- sizes and constants
     @property
@@ -116,7 +203,7 @@ class Problem(abc.ABC):
         ``idx`` must be an int64 array of valid clients, or a slice of consecutive clients
         (whose data rows are then read in place, not gathered: the formula gets them with
         ``idx`` None, as from :meth:`bind_clients`), and ``x`` a float array (m, d)."""
-        data = self._data.get(x)
+        data = self.data.like(x)
         if isinstance(idx, slice):
             data = {key: value[idx] for key, value in data.items()}
             idx = None
@@ -140,11 +227,11 @@ class Problem(abc.ABC):
         local steps); ``idx`` an int64 array of valid clients, ``like`` an array whose
         namespace, device and dtype the points will have."""
         if is_numpy(like):
-            data = self._data.get(like.dtype)
+            data = self.data.like(like.dtype)
             # valid indices by contract: "clip" skips NumPy's bounds checks (2x faster)
             own = {key: np.take(value, idx, axis=0, mode="clip") for key, value in data.items()}
             return lambda x: self.gradient_formula(NUMPY_NAMESPACE, own, None, x)
-        data = self._data.get(like)
+        data = self.data.like(like)
         xp = namespace(like)
         index = to_like(idx, like)
         own = {key: xp.take(value, index, axis=0) for key, value in data.items()}
@@ -179,20 +266,23 @@ class Problem(abc.ABC):
               first axis) and numbers that ``kernel`` reads; the same objects on every
               call for a given dtype.
 
-        The engine uses the kernel only where :attr:`pure_gradients` holds and the class
-        that defines this method also defines (or inherits unchanged) the gradient formula:
-        a subclass that rewrites :meth:`gradients` or :meth:`gradient_formula` without
-        rewriting this method keeps the NumPy path. See :mod:`stochmix.problems.kernels`
-        for the built-in kernels.
+        The engine uses the kernel only where :attr:`pure_gradients` and
+        :attr:`compiled_gradient` hold: a subclass that rewrites :meth:`gradients` or
+        :meth:`gradient_formula` without rewriting this method has ``compiled_gradient``
+        False and keeps the NumPy path. See :mod:`stochmix.problems.kernels` for the
+        built-in kernels.
         """
         return None
 
     def gradient_formula(self, xp, data: dict, idx, x):
         """grad F_idx[t](x[t]) for every t, written with the array namespace ``xp`` on the
-        arrays ``data`` (this problem's data in the namespace of ``x``). ``idx`` None means
-        ``data`` holds the requested clients' rows already, in order (see
-        :meth:`bind_clients`); formulas read client rows through
-        :func:`stochmix.problems.client_rows`."""
+        arrays ``data`` (a dict: this problem's :attr:`data` in the namespace, device and
+        dtype of ``x``, from ``self.data.like(x)``). ``idx`` is an int64 array of
+        clients, or None: ``data`` holds the requested clients' rows already, in order
+        (a slice of consecutive clients, or the rows :meth:`bind_clients` gathered);
+        formulas read client rows through :func:`stochmix.problems.client_rows`, which
+        handles both. Returns an array of ``x``'s shape (m, d), namespace and dtype; it
+        may be a new array or ``x``-sized temporaries, never ``x`` itself modified."""
         raise NotImplementedError(f"{type(self).__name__} must define gradient_formula")
 
     def chunk_cost(self) -> int:

@@ -10,7 +10,7 @@ from jaxtyping import Float, Int, Real
 from .._lazy import lazy_module
 from .._validate import as_float, as_int, check_finite, choice, make_rng
 from ._clients import check_counts, random_counts, stack_clients
-from ._common import DataCache, client_rows, float_array
+from ._common import ClientData, client_rows, float_array
 from .base import Problem
 
 la = lazy_module("scipy.linalg")
@@ -143,14 +143,14 @@ class LeastSquares(Problem):
                 padded_b = np.zeros((n, n_max))
                 padded_a[owner, pos] = rows
                 padded_b[owner, pos] = rhs
-            self._data = DataCache(a=padded_a, b=padded_b)
+            self.data = ClientData(a=padded_a, b=padded_b)
         else:
             gram = np.empty((n, d, d))
             atb = np.empty((n, d))
             for clients, a, b in self._groups():
                 gram[clients] = np.matmul(a.swapaxes(1, 2), a)
                 atb[clients] = np.einsum("knd,kn->kd", a, b)
-            self._data = DataCache(gram=gram, atb=atb)
+            self.data = ClientData(gram=gram, atb=atb)
 
     def _groups(self):
         """Yield (clients, A (k, n, d), b (k, n)) for each distinct row count n."""
@@ -214,7 +214,7 @@ class LeastSquares(Problem):
         """
         n, d = self.n_clients, self.dim
         if self._form == "gram":
-            data = self._data.get(np.float64)
+            data = self.data.like(np.float64)
             gram, atb = data["gram"].copy(), data["atb"].copy()
         else:
             gram, atb = np.empty((n, d, d)), np.empty((n, d))
@@ -243,7 +243,7 @@ class LeastSquares(Problem):
     def row_gradient(self, dtype):
         from . import kernels
 
-        data = self._data.get(dtype)
+        data = self.data.like(dtype)
         if self._form == "padded":
             data = (data["a"], data["b"], float(self._reg))
             return kernels.least_squares_padded, kernels.fetch_two, data
@@ -253,7 +253,7 @@ class LeastSquares(Problem):
     def _sampled_gradient_formula(self, xp, idx, x, picks, scale):
         """(n_c / b) sum_{r in picks[t]} a_r (a_r . x_t - b_r) + reg x_t, c = idx[t]: the
         minibatch estimate from the rows ``picks`` (positions within each client)."""
-        data = self._samples.get(x)
+        data = self._samples.like(x)
         rows = xp.take(data["offsets"], idx, axis=0)[:, None] + picks
         a = xp.take(data["rows"], xp.reshape(rows, (-1,)), axis=0)
         a = xp.reshape(a, (*picks.shape, self.dim))
@@ -265,9 +265,9 @@ class LeastSquares(Problem):
         return g
 
     @property
-    def _samples(self) -> DataCache:
+    def _samples(self) -> ClientData:
         if getattr(self, "_sample_cache", None) is None:
-            self._sample_cache = DataCache(
+            self._sample_cache = ClientData(
                 rows=self._rows, rhs=self._rhs, offsets=self._offsets[:-1].copy()
             )
         return self._sample_cache

@@ -32,7 +32,7 @@ from .._arrays import Array, to_numpy
 from .._lazy import lazy_module
 from .._validate import as_bool, as_float, as_int, as_labels, check_finite, make_rng
 from ._clients import check_counts, random_counts, stack_clients
-from ._common import DataCache, client_rows, float_array
+from ._common import ClientData, client_rows, float_array
 from .base import Problem
 
 la = lazy_module("scipy.linalg")
@@ -196,8 +196,8 @@ class Logistic(Problem):
         target = self._targets(y)
         padded_t = np.zeros((n, n_max, *target.shape[1:]))
         padded_t[self._owner, pos] = target
-        self._data = DataCache(a=padded_a, t=padded_t, w=weight)
-        self._sample_cache: DataCache | None = None
+        self.data = ClientData(a=padded_a, t=padded_t, w=weight)
+        self._sample_cache: ClientData | None = None
 
     def _targets(self, labels: np.ndarray) -> np.ndarray:
         """The float targets of the formulas: y (R,) for binary, one-hot (R, C) for softmax."""
@@ -255,7 +255,7 @@ class Logistic(Problem):
     def smoothness(self) -> float:
         """L = max_i ||A_i||_2^2 / (4 n_i) + reg (binary) or / (2 n_i) + reg (softmax)."""
         if self._smoothness is None:
-            a = self._data.get(np.float64)["a"]
+            a = self.data.like(np.float64)["a"]
             n_max, p = a.shape[1], a.shape[2]
             top = np.empty(self.n_clients)
             step = max(1, _ROW_CHUNK // (n_max * p + min(n_max, p) ** 2))
@@ -280,7 +280,7 @@ class Logistic(Problem):
         """(scale_t / n_c) sum_{r in picks[t]} grad loss_r(x_t) + reg x_t, c = idx[t]; with
         Minibatch's scale n_c / b this is the mean over the b drawn samples, unbiased for
         grad F_c."""
-        data = self._samples.get(x)
+        data = self._samples.like(x)
         rows = xp.reshape(xp.take(data["offsets"], idx, axis=0)[:, None] + picks, (-1,))
         a = xp.reshape(xp.take(data["rows"], rows, axis=0), (*picks.shape, self._p))
         t = xp.take(data["t"], rows, axis=0)
@@ -313,14 +313,14 @@ class Logistic(Problem):
     def row_gradient(self, dtype):
         from . import kernels
 
-        data = self._data.get(dtype)
+        data = self.data.like(dtype)
         kernel = kernels.logistic_softmax if self._softmax else kernels.logistic_binary
         return kernel, kernels.fetch_two, (data["a"], data["t"], data["w"], float(self._reg))
 
     @property
-    def _samples(self) -> DataCache:
+    def _samples(self) -> ClientData:
         if self._sample_cache is None:
-            self._sample_cache = DataCache(
+            self._sample_cache = ClientData(
                 rows=self._rows,
                 t=self._targets(self._labels),
                 offsets=self._offsets[:-1].copy(),

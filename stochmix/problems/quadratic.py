@@ -7,7 +7,7 @@ from jaxtyping import Float, Real
 
 from .._lazy import lazy_module
 from .._validate import as_bool, as_float, as_int, check_finite, make_rng
-from ._common import DataCache, client_rows, float_array
+from ._common import ClientData, client_rows, float_array
 from .base import Problem
 
 la = lazy_module("scipy.linalg")
@@ -102,7 +102,7 @@ class Quadratic(Problem):
             self._x_star = la.solve(mean_h, hz, assume_a="pos")
             self._mean_h = mean_h
         self._strong_convexity = mu
-        self._data = DataCache(centers=z, hessians=h)
+        self.data = ClientData(centers=z, hessians=h)
 
     @staticmethod
     def _check_mean_definite(lam_min: float, lam_max: float) -> None:
@@ -116,12 +116,12 @@ class Quadratic(Problem):
     @property
     def centers(self) -> Float[np.ndarray, "n d"]:
         """Z, shape (N, d): row i is the minimiser z_i of F_i."""
-        return self._data.get(np.float64)["centers"]
+        return self.data.like(np.float64)["centers"]
 
     @property
     def hessians(self) -> Float[np.ndarray, "n d"] | Float[np.ndarray, "n d d"]:
         """The H_i: (N, d) diagonals when :attr:`diagonal`, else (N, d, d)."""
-        return self._data.get(np.float64)["hessians"]
+        return self.data.like(np.float64)["hessians"]
 
     @property
     def diagonal(self) -> bool:
@@ -156,7 +156,7 @@ class Quadratic(Problem):
     def row_gradient(self, dtype):
         from . import kernels
 
-        data = self._data.get(dtype)
+        data = self.data.like(dtype)
         kernel = kernels.quadratic_diagonal if self._diagonal else kernels.quadratic_full
         return kernel, kernels.fetch_two, (data["hessians"], data["centers"])
 
@@ -166,7 +166,7 @@ class Quadratic(Problem):
     def objective(self, x: Float[np.ndarray, " d"]) -> float:
         """f(x) = (1/N) sum_i 1/2 (x - z_i)^T H_i (x - z_i), computed in float64."""
         x = self._check_point(x).astype(np.float64, copy=False)
-        data = self._data.get(np.float64)
+        data = self.data.like(np.float64)
         diff = x - data["centers"]
         if self._diagonal:
             return float(0.5 * np.einsum("nj,nj->", data["hessians"], diff * diff) / self.n_clients)
@@ -190,7 +190,7 @@ class Quadratic(Problem):
     def client_objectives(self, points: Float[np.ndarray, "n d"]) -> Float[np.ndarray, " n"]:
         """F_i(points[i]) = 1/2 (points[i] - z_i)^T H_i (points[i] - z_i), shape (N,)."""
         pts = self._check_all_points(points)
-        data = self._data.get(pts.dtype)
+        data = self.data.like(pts.dtype)
         diff = pts - data["centers"]
         if self._diagonal:
             return 0.5 * np.einsum("nj,nj->n", data["hessians"], diff * diff)

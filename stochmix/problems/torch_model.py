@@ -26,7 +26,7 @@ from jaxtyping import Float, Int, Real
 from .. import _arrays
 from .._arrays import Array, is_numpy
 from .._validate import as_float, as_int, check_finite, choice, show
-from ._common import DataCache, float_array
+from ._common import ClientData, float_array
 from .base import Problem
 
 # The torch module once _need_torch() has imported it. Everything here that uses it runs
@@ -139,7 +139,7 @@ class TorchModel(Problem):
             padded_x[i, : counts[i]] = u
             padded_t[i, : counts[i]] = t
             weight[i, : counts[i]] = 1.0 / counts[i]
-        self._data = DataCache(x=padded_x, t=padded_t, w=weight, inv_counts=1.0 / counts)
+        self.data = ClientData(x=padded_x, t=padded_t, w=weight, inv_counts=1.0 / counts)
         self._check_features_fit(padded_x[0, :1])
 
         func = torch.func
@@ -264,7 +264,7 @@ class TorchModel(Problem):
         """``fn`` (the vmapped value or gradient) for rows ``flat`` (m, dim) of clients
         ``idx`` (m,), over their padded samples or over ``picks`` (m, b) with weights
         ``scale / n_i``, in chunks of ``chunk_size`` rows."""
-        data = self._data.get(flat)
+        data = self.data.like(flat)
         buffers = self._buffers_like(flat)
         outs = []
         for s in range(0, flat.shape[0], self._chunk):
