@@ -12,7 +12,18 @@ column-stochastic mixing matrices from time-varying graphs, and run by one engin
 """
 
 from . import algorithms, engine, mixing, participation, problems, protocols
-from .engine import Block, Equations, Method, PhaseBuilder, Result, RunContext, run
+from .engine import (
+    Block,
+    Equations,
+    Explanation,
+    Method,
+    PhaseBuilder,
+    Result,
+    RunContext,
+    SlowPathWarning,
+    explain,
+    run,
+)
 from .protocols import BackendLike, ParticipationLike, ProblemLike
 from .reporting import compare
 
@@ -22,14 +33,17 @@ __all__ = [
     "BackendLike",
     "Block",
     "Equations",
+    "Explanation",
     "Method",
     "ParticipationLike",
     "PhaseBuilder",
     "ProblemLike",
     "Result",
     "RunContext",
+    "SlowPathWarning",
     "__version__",
     "compare",
+    "explain",
     "algorithms",
     "engine",
     "mixing",

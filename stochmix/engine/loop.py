@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -37,6 +37,7 @@ from .planner import RoundPlanner
 from .progress import Progress
 from .recorder import METRICS, Recorder, check_schedule
 from .result import Result
+from .slowpath import SLOW_PATH_MIN_ROUNDS, SlowPaths
 
 if TYPE_CHECKING:
     from ..protocols import BackendLike, ParticipationLike, ProblemLike
@@ -158,11 +159,8 @@ def run(
         callback, progress, checkpoint_every, evaluate_every, divergence_threshold,
     )  # fmt: skip
     choice(storage, "storage", ("auto", "full", "compact"))
-    n, dim = int(problem.n_clients), int(problem.dim)
-    options = {k: v for k, v in (("device", device), ("mixing", mixing)) if v is not None}
-    if compiled != "auto":
-        options["compiled"] = compiled
-    back = make_backend(backend, dtype, **options)
+    n = int(problem.n_clients)
+    back = _backend(backend, dtype, device, mixing, compiled)
     if getattr(back, "runs_sharded", False):  # backend="distributed": a shard per rank
         from .distributed import run_sharded
 
@@ -173,29 +171,10 @@ def run(
             evaluate_every=evaluate_every, divergence_threshold=divergence_threshold,
             compiled=compiled,
         )  # fmt: skip
-    probabilities = participation.probabilities  # a copy of N numbers: taken once
-    expected = n if probabilities is None else float(np.sum(probabilities))
-    rows = row_gradient(
-        problem, back, getattr(back, "dtype", dtype), rounds * expected * dim, expected * dim
-    )
-
-    scratch = {}
-    if storage == "compact" or (
-        storage == "auto"
-        and callback is None
-        and (rows is not None or _full_bytes(method, n, dim, dtype) >= COMPACT_MIN_BYTES)
-    ):
-        if getattr(back, "runs_local_phases", False):
-            scratch = find_scratch(
-                method, n, dim, probabilities,
-                lambda phases, m, c: plan_round(phases, back, m, c),
-            )  # fmt: skip
-    layout = Layout(method.blocks(n), scratch, (method.model_offset, n))
-    ctx = RunContext(layout, n, dim, probabilities, seed=seed)
-    method.start(ctx)
+    setup = prepare(method, problem, participation, rounds, back, dtype, storage, callback, seed)
+    rows, layout, ctx, planner = setup.rows, setup.layout, setup.ctx, setup.planner
     z = back.asarray(layout.initial(x0))
-    recorder = Recorder(problem, method, ctx, metrics, rounds, evaluate_every, expected)
-    planner = RoundPlanner(method, back, ctx)
+    recorder = Recorder(problem, method, ctx, metrics, rounds, evaluate_every, setup.expected)
     saver = None
     if checkpoint is not None:
         identity = run_identity(
@@ -218,6 +197,58 @@ def run(
         seed=seed, dtype=dtype, callback=callback, bar=bar,
         divergence_threshold=divergence_threshold, on_divergence=on_divergence,
     )  # fmt: skip
+
+
+def _backend(backend, dtype, device, mixing, compiled):
+    """The backend object of ``run``'s arguments."""
+    options = {k: v for k, v in (("device", device), ("mixing", mixing)) if v is not None}
+    if compiled != "auto":
+        options["compiled"] = compiled
+    return make_backend(backend, dtype, **options)
+
+
+class Setup(NamedTuple):
+    """What a single-process run is planned with (see :func:`prepare`)."""
+
+    back: object  #: the backend
+    rows: object  #: the compiled one-client gradient (execute.RowGradient) or None
+    layout: Layout
+    ctx: RunContext
+    planner: RoundPlanner
+    expected: float  #: the expected participants of a round
+
+
+def prepare(
+    method, problem, participation, rounds: int, back, dtype, storage, callback, seed, warn=None
+) -> Setup:
+    """The set-up of a single-process run of ``rounds`` rounds, before its state exists:
+    the compiled gradient (or None), the rows the state keeps (``storage``), the layout
+    and context (``method.start`` called) and the round planner, whose notes warn about
+    slow paths (``warn``; by default in runs of more than
+    :data:`~stochmix.engine.slowpath.SLOW_PATH_MIN_ROUNDS` rounds). :func:`run` and
+    :func:`stochmix.explain` plan with it."""
+    n, dim = int(problem.n_clients), int(problem.dim)
+    probabilities = participation.probabilities  # a copy of N numbers: taken once
+    expected = n if probabilities is None else float(np.sum(probabilities))
+    rows = row_gradient(
+        problem, back, getattr(back, "dtype", dtype), rounds * expected * dim, expected * dim
+    )
+    scratch = {}
+    if storage == "compact" or (
+        storage == "auto"
+        and callback is None
+        and (rows is not None or _full_bytes(method, n, dim, dtype) >= COMPACT_MIN_BYTES)
+    ):
+        if getattr(back, "runs_local_phases", False):
+            scratch = find_scratch(
+                method, n, dim, probabilities,
+                lambda phases, m, c: plan_round(phases, back, m, c),
+            )  # fmt: skip
+    layout = Layout(method.blocks(n), scratch, (method.model_offset, n))
+    ctx = RunContext(layout, n, dim, probabilities, seed=seed)
+    method.start(ctx)
+    notes = SlowPaths(method.name, warn=rounds > SLOW_PATH_MIN_ROUNDS if warn is None else warn)
+    return Setup(back, rows, layout, ctx, RoundPlanner(method, back, ctx, notes), expected)
 
 
 def _full_bytes(method: Method, n: int, dim: int, dtype) -> int:
