@@ -13,7 +13,18 @@ column-stochastic mixing matrices from time-varying graphs, and run by one engin
 
 from . import algorithms, engine, mixing, participation, problems, protocols
 from ._version import __version__
-from .engine import Block, Equations, Method, PhaseBuilder, Result, RunContext, run
+from .engine import (
+    Block,
+    Equations,
+    Explanation,
+    Method,
+    PhaseBuilder,
+    Result,
+    RunContext,
+    SlowPathWarning,
+    explain,
+    run,
+)
 from .protocols import BackendLike, ParticipationLike, ProblemLike
 from .reporting import compare
 
@@ -21,14 +32,17 @@ __all__ = [
     "BackendLike",
     "Block",
     "Equations",
+    "Explanation",
     "Method",
     "ParticipationLike",
     "PhaseBuilder",
     "ProblemLike",
     "Result",
     "RunContext",
+    "SlowPathWarning",
     "__version__",
     "compare",
+    "explain",
     "algorithms",
     "engine",
     "mixing",

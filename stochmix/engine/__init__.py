@@ -2,12 +2,14 @@
 
 from .backends import NumpyBackend, make_backend
 from .equations import Equations, dot, grad, mean, total
+from .explain import Explanation, explain
 from .layout import Block, Layout
 from .loop import CheckpointWarning, DivergenceError, DivergenceWarning, run
 from .method import Method, RunContext
 from .phase import Phase, PhaseBuilder
 from .result import Result
 from .rowmap import MapInfo, NonlinearPhaseError, RowFunction, RowMap, map_generator
+from .slowpath import SlowPathWarning
 
 __all__ = [
     "Block",
@@ -15,6 +17,7 @@ __all__ = [
     "DivergenceError",
     "DivergenceWarning",
     "Equations",
+    "Explanation",
     "Layout",
     "MapInfo",
     "Method",
@@ -26,7 +29,9 @@ __all__ = [
     "RowFunction",
     "RowMap",
     "RunContext",
+    "SlowPathWarning",
     "dot",
+    "explain",
     "grad",
     "make_backend",
     "map_generator",

@@ -995,6 +995,7 @@ def run_sharded(
     from .planner import RoundPlanner
     from .progress import Progress
     from .recorder import Recorder
+    from .slowpath import SLOW_PATH_MIN_ROUNDS, SlowPaths
 
     if seed is None:  # every rank must draw the same rounds: rank 0's entropy
         seed = back.common(int(np.random.SeedSequence().generate_state(1)[0]))
@@ -1009,7 +1010,8 @@ def run_sharded(
     z = shard.initial(x0, back.dtype)
     reported = _reporter(method, shard, layout)
     recorder = Recorder(problem, reported, ctx, metrics, rounds, evaluate_every, expected)
-    planner = RoundPlanner(method, back, ctx)
+    notes = SlowPaths(method.name, warn=rounds > SLOW_PATH_MIN_ROUNDS and back.rank == 0)
+    planner = RoundPlanner(method, back, ctx, notes=notes)
     saver = None
     if checkpoint is not None:
         identity = run_identity(

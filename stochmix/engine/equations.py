@@ -52,7 +52,8 @@ a phase, and the same handles then write the next one.
 
 **Exactly today's phases.** Each equation becomes the :class:`PhaseBuilder` calls a method
 would write by hand, in the order its terms are written: ``+=`` gives ``keep`` first, then
-one ``combine`` per term (``gradient`` for ``grad``), ``= 0`` gives ``clear``. Term
+one ``combine`` per term (``gradient`` for ``grad``; ``reduce`` and ``reduce_gradients``
+for the terms of a reduction), ``= 0`` gives ``clear``. Term
 coefficients are evaluated as (product of the factors) / (product of the divisors), and a
 mean of a single row is that row (no ``|S| / |S|``), so hand-written coefficients such as
 ``eta / |S|`` and ``1 - eta`` come out to the last bit.
@@ -641,6 +642,9 @@ class Equations:
         for t in terms:
             if t.op is not None:
                 call("apply", name, t.block, t.op, t.coef)
+            elif t.block is None and t.summed:  # the clients' gradients summed onto one row
+                nodes = self._rows(t.rows, self.client_node)  # where they are taken
+                call("reduce_gradients", name, target.rows, t.rows, t.coef, nodes)
             elif t.block is None:
                 call("gradient", name, target.rows, t.rows, t.coef)
             elif t.summed:  # a reduction over the clients, even over one

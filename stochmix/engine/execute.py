@@ -49,6 +49,7 @@ from .phase import LocalForm, Phase
 from .program import LocalProgram, ProgramCache
 from .rowmap import RowMap, apply_map
 from .rowwise import RowwiseProgram, numba_available, numba_unavailable
+from .slowpath import SlowPaths
 
 WORKERS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 PROGRAMS = 64  # compiled programs kept (one per distinct structure of a run of phases)
@@ -119,10 +120,11 @@ class _Run:
         return self.phases[: len(self.phases) - self.tail]
 
 
-def _local_ok(lf: LocalForm, method: Method, ctx: RunContext, memo: dict) -> bool:
-    """Whether a node-local phase can run on the chunked path at all: distinct nodes and
-    gradients taken at the method's default points. (Which rows it may read and write
-    one at a time is checked per run: :func:`_rows_ok`.)"""
+def _local_refusal(lf: LocalForm, method: Method, ctx: RunContext, memo: dict) -> str | None:
+    """None when a node-local phase can run on the chunked path at all (distinct nodes,
+    gradients taken at the method's default points, of the clients whose nodes they are);
+    else why not, in words. (Which rows it may read and write one at a time is checked
+    per run: :func:`_rows_ok`.)"""
     nodes = lf.nodes
     if nodes.size > 1:  # a node twice would be written twice, not summed
         key = ("distinct", id(nodes))
@@ -130,30 +132,44 @@ def _local_ok(lf: LocalForm, method: Method, ctx: RunContext, memo: dict) -> boo
             ordered = nodes if (nodes[1:] > nodes[:-1]).all() else np.sort(nodes)
             memo[key] = bool((ordered[1:] > ordered[:-1]).all())
         if not memo[key]:
-            return False
-    if not lf.gradients:
-        return True
+            return "its nodes repeat (a node's rows would be written twice, not summed)"
+    if not lf.takes_gradients:
+        return None
     if type(method).points is not Method.points:
-        return False
+        return (
+            f"it takes gradients, at the points {type(method).__name__}.points gives (the "
+            "node-local path takes them at the model rows)"
+        )
+    offset = method.model_offset + ctx.layout.first_node(method.model_block)
     key = ("clients", id(lf.clients), id(lf.nodes))
     if key not in memo:
-        offset = method.model_offset + ctx.layout.first_node(method.model_block)
         memo[key] = lf.clients.shape == lf.nodes.shape and np.array_equal(
             lf.clients + offset, lf.nodes
         )
-    return memo[key]
+    if not memo[key]:
+        return (
+            f"its gradients' clients are not its nodes (client i is node i + {offset} of "
+            f"{method.model_block!r})"
+        )
+    return None
 
 
-def _plan(phases: list[Phase], local_ok: bool, method, ctx, whole: bool = False) -> list:
+def _plan(phases: list[Phase], local_ok: bool, method, ctx, whole: bool = False, why=None) -> list:
     """Split a round's phases into runs to chunk (``_Run``) and single phases. ``whole``:
-    the backend applies whole-block forms (see :func:`_whole_runs`)."""
+    the backend applies whole-block forms (see :func:`_whole_runs`). ``why``: a dict that
+    gets, for each phase left out of every run, why (by ``id`` of the phase)."""
     out, run, memo = [], None, {}
+    why = {} if why is None else why
     for ph in phases:
         if ph.is_identity:
             continue
         lf = ph.local if local_ok else None
-        if lf is not None and not _local_ok(lf, method, ctx, memo):
-            lf = None
+        if lf is not None:
+            refusal = _local_refusal(lf, method, ctx, memo)
+            if refusal is not None:
+                lf, why[id(ph)] = None, refusal
+        elif ph.local is None:
+            why[id(ph)] = ph.local_why or "it is not node-local"
         if lf is not None and run is not None and run.accepts(lf):
             run.add(ph)
             continue
@@ -170,6 +186,11 @@ def _plan(phases: list[Phase], local_ok: bool, method, ctx, whole: bool = False)
     for item in out:
         if isinstance(item, _Run) and not _rows_ok(item, ctx, memo):
             checked += item.phases  # one at a time through the sparse path
+            for ph in item.phases:
+                why[id(ph)] = (
+                    "its segment reads or writes a single row (a server or aggregate row) "
+                    "that is one of the round's nodes' rows"
+                )
         else:
             checked.append(item)
     return _whole_runs(checked) if whole else checked
@@ -313,7 +334,7 @@ def row_gradient(
     if mode is False or (mode == "auto" and per_round < ROWWISE_MIN_ENTRIES):
         return None
     found = None
-    if numba_available() and _compiled_gradient(problem):
+    if compiled_refusal(problem) is None:
         found = problem.row_gradient(np.dtype(dtype))
     if found is None and mode is True:
         why = numba_unavailable() or f"{type(problem).__name__} has no compiled gradient"
@@ -321,6 +342,21 @@ def row_gradient(
     if found is None or (mode == "auto" and work < ROWWISE_MIN_WORK):
         return None
     return RowGradient(*found)
+
+
+def compiled_refusal(problem) -> str | None:
+    """Why ``problem``'s gradients cannot run in the compiled loop, or None when they may
+    (its ``row_gradient`` may still give none for a dtype)."""
+    name = type(problem).__name__
+    if not numba_available():
+        return numba_unavailable()
+    if not callable(getattr(problem, "row_gradient", None)):
+        return f"{name} has no compiled gradient (row_gradient)"
+    if not bool(getattr(problem, "compiled_gradient", True)):
+        return f"{name} declares compiled_gradient false (it rewrites its gradients)"
+    if not _pure_formula(problem):
+        return f"{name}'s gradients are not declared a pure formula of its data (pure_gradients)"
+    return None
 
 
 # The problem's declared flags (see stochmix.protocols, "The fast paths of the gradients"):
@@ -375,6 +411,7 @@ class LocalStep:
     coefs: tuple
     clients: np.ndarray | None
     outside: tuple
+    labels: tuple = ()  #: the labels of the run's phases, in order (for messages)
 
 
 def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
@@ -388,17 +425,25 @@ def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
         _program(forms, method.model_block, run.tail),
         run.nodes,
         tuple(c for lf in forms for c in lf.coefficients),
-        next((lf.clients for lf in forms if lf.gradients), None),
+        next((lf.clients for lf in forms if lf.takes_gradients), None),
         tuple(sorted(outside)),
+        tuple(ph.label for ph in run.phases),
     )
 
 
 def plan_round(
-    phases: list[Phase], backend, method: Method, ctx: RunContext, caps: Capabilities | None = None
+    phases: list[Phase],
+    backend,
+    method: Method,
+    ctx: RunContext,
+    caps: Capabilities | None = None,
+    *,
+    notes: SlowPaths | None = None,
 ) -> list:
     """What :func:`execute` runs for a round: :class:`LocalStep` s and single phases.
     ``caps``: the backend's :func:`~stochmix.engine.capabilities.capabilities` (made here
-    when None)."""
+    when None). ``notes`` gets the phases that take the general path, and why (see
+    :mod:`stochmix.engine.slowpath`)."""
     # A method that returns the very same phase objects again (decentralized methods on a
     # static or periodic graph) gets the plan made for them, kept on the first phase
     # along with everything it was made for (compared by identity, so never stale).
@@ -416,13 +461,17 @@ def plan_round(
     # a whole-block phase leaves the checks of the blocks the reported model sums to the
     # run, which checks that model after every round
     trusted = method.checked_by_output if whole else ()
+    why: dict = {}
+    items = _plan(phases, local_ok, method, ctx, whole, why)
+    if notes is not None:
+        _note_general(items, phases, why, backend, local_ok, whole, notes)
     plan = [
         _bind(item, method, ctx)
         if isinstance(item, _Run)
         else item.trusting(trusted)
         if isinstance(item, Phase)
         else item
-        for item in _plan(phases, local_ok, method, ctx, whole)
+        for item in items
     ]
     if caps.hands_off:
         plan = _hand_off(plan)
@@ -434,6 +483,41 @@ def plan_round(
         # afresh every round)
         memo[key] = ((backend, method, ctx, *phases), plan) if key in memo else None
     return list(plan)
+
+
+def label_of(phase: Phase, phases: list) -> str:
+    """A phase's label for messages, or ``#k`` (its place in the round) when it has none."""
+    if phase.label:
+        return phase.label
+    return next((f"#{k}" for k, ph in enumerate(phases) if ph is phase), "#?")
+
+
+def general_path(item, whole: bool) -> bool:
+    """Whether a planned item is a phase that takes the general path (its sparse rows):
+    not a segment, not a whole-block product, not a nonlinear row map."""
+    if not isinstance(item, Phase) or isinstance(item, RowMap):
+        return False
+    return not (whole and item.blockwise is not None)
+
+
+def _note_general(items, phases, why, backend, local_ok, whole, notes: SlowPaths) -> None:
+    """Record in ``notes`` the planned phases that take the general path, and why."""
+    what = "general path (its sparse rows built and applied every round)"
+    if not local_ok and not hasattr(backend, "runs_local_phases"):
+        # (a backend that declares runs_local_phases = False chose the general path)
+        name = getattr(backend, "name", type(backend).__name__)
+        notes.add("", what, f"the {name} backend runs no node-local segments (runs_local_phases)")
+    for item in items:
+        if not general_path(item, whole):
+            continue
+        reason = why.get(id(item))
+        if reason is None:
+            if not local_ok and item.local is not None:
+                continue  # said once for the round, above
+            reason = "it is not node-local"
+        if not whole and item.local is None and item.blockwise is not None:
+            reason = "it mixes whole blocks and the backend has no apply_blockwise"
+        notes.add(label_of(item, phases), what, reason)
 
 
 def _apply_blockwise(phase: Phase, z, backend, problem, method: Method, ctx: RunContext) -> bool:
@@ -464,6 +548,14 @@ def _gradients_at(problem, clients, points, consecutive: bool = False):
             clients = slice(int(clients[0]), int(clients[0]) + clients.size)
         return problem.gradients_unchecked(clients, points)
     return problem.gradients(clients, points)
+
+
+def runs_rowwise(compiled, kernel: RowGradient | None, nodes: int, dim: int) -> bool:
+    """Whether a segment of ``nodes`` nodes runs the compiled row-wise loop (given the
+    run's :func:`row_gradient` and the backend's ``compiled`` capability): always with
+    ``compiled=True``, else for segments of at least :data:`ROWWISE_MIN_ENTRIES` node
+    entries (smaller ones run NumPy programs)."""
+    return kernel is not None and (compiled is True or nodes * dim >= ROWWISE_MIN_ENTRIES)
 
 
 #: Whether runs of node-local phases skip blocks known to be zero (see
@@ -568,9 +660,7 @@ def execute(
             planned = program  # every dialect below runs this one's schedule
             if caps.own_programs:
                 program = backend.local_program(program)
-            elif kernel is not None and (
-                caps.compiled is True or item.nodes.size * z.shape[1] >= ROWWISE_MIN_ENTRIES
-            ):
+            elif runs_rowwise(caps.compiled, kernel, item.nodes.size, z.shape[1]):
                 program, grads = _rowwise(program, (kernel.kernel, kernel.fetch)), kernel
             ok = program.run(
                 z,

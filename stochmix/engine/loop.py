@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from .._validate import (
     flag_or_choice,
 )
 from .backends import make_backend
-from .capabilities import capabilities
+from .capabilities import Capabilities, capabilities
 from .checkpointer import Checkpointer, CheckpointWarning, run_identity
 from .execute import execute, plan_round, row_gradient
 from .layout import Layout
@@ -46,6 +46,7 @@ from .planner import RoundPlanner
 from .progress import Progress
 from .recorder import METRICS, Recorder, check_schedule
 from .result import Result
+from .slowpath import SLOW_PATH_MIN_ROUNDS, SlowPaths
 from .threads import resolve_threads, torch_threads
 
 if TYPE_CHECKING:
@@ -173,10 +174,7 @@ def run(
     choice(storage, "storage", ("auto", "full", "compact"))
     as_float_dtype(dtype)
     compiled = flag_or_choice(compiled, "compiled", ("auto",))
-    options = {k: v for k, v in (("device", device), ("mixing", mixing)) if v is not None}
-    if compiled != "auto":
-        options["compiled"] = compiled
-    back = make_backend(backend, dtype, **options)
+    back = _backend(backend, dtype, device, mixing, compiled)
     # Torch's intra-op threads at the run's count, restored however the run ends
     threads = back.threads if hasattr(back, "threads") else resolve_threads()
     with torch_threads(threads):
@@ -195,7 +193,7 @@ def _run(
     divergence_threshold, compiled, storage,
 ) -> Result:  # fmt: skip
     """The run on its built backend, arguments checked (see :func:`run`)."""
-    n, dim = int(problem.n_clients), int(problem.dim)
+    n = int(problem.n_clients)
     caps = capabilities(back)  # the backend's optional capabilities, found once
     if caps.sharded:  # backend="distributed": a shard per rank
         from .distributed import run_sharded
@@ -207,28 +205,12 @@ def _run(
             evaluate_every=evaluate_every, divergence_threshold=divergence_threshold,
             compiled=compiled,
         )  # fmt: skip
-    probabilities = participation.probabilities  # a copy of N numbers: taken once
-    expected = n if probabilities is None else float(np.sum(probabilities))
-    state_dtype = dtype if caps.dtype is None else caps.dtype
-    rows = row_gradient(problem, back, state_dtype, rounds * expected * dim, expected * dim, caps)
-
-    scratch = {}
-    if storage == "compact" or (
-        storage == "auto"
-        and callback is None
-        and (rows is not None or _full_bytes(method, n, dim, dtype) >= COMPACT_MIN_BYTES)
-    ):
-        if caps.local_phases:
-            scratch = find_scratch(
-                method, n, dim, probabilities,
-                lambda phases, m, c: plan_round(phases, back, m, c, caps),
-            )  # fmt: skip
-    layout = Layout(method.blocks(n), scratch, (method.model_offset, n))
-    ctx = RunContext(layout, n, dim, probabilities, seed=seed)
-    method.start(ctx)
+    setup = prepare(
+        method, problem, participation, rounds, back, dtype, storage, callback, seed, caps=caps
+    )
+    rows, layout, ctx, planner = setup.rows, setup.layout, setup.ctx, setup.planner
     z = back.asarray(layout.initial(x0))
-    recorder = Recorder(problem, method, ctx, metrics, rounds, evaluate_every, expected)
-    planner = RoundPlanner(method, back, ctx, caps)
+    recorder = Recorder(problem, method, ctx, metrics, rounds, evaluate_every, setup.expected)
     saver = None
     if checkpoint is not None:
         identity = run_identity(
@@ -251,6 +233,61 @@ def _run(
         seed=seed, dtype=dtype, callback=callback, bar=bar,
         divergence_threshold=divergence_threshold, on_divergence=on_divergence,
     )  # fmt: skip
+
+
+def _backend(backend, dtype, device, mixing, compiled):
+    """The backend object of ``run``'s arguments."""
+    options = {k: v for k, v in (("device", device), ("mixing", mixing)) if v is not None}
+    if compiled != "auto":
+        options["compiled"] = compiled
+    return make_backend(backend, dtype, **options)
+
+
+class Setup(NamedTuple):
+    """What a single-process run is planned with (see :func:`prepare`)."""
+
+    back: object  #: the backend
+    rows: object  #: the compiled one-client gradient (execute.RowGradient) or None
+    layout: Layout
+    ctx: RunContext
+    planner: RoundPlanner
+    expected: float  #: the expected participants of a round
+
+
+def prepare(
+    method, problem, participation, rounds: int, back, dtype, storage, callback, seed, warn=None,
+    caps: Capabilities | None = None,
+) -> Setup:  # fmt: skip
+    """The set-up of a single-process run of ``rounds`` rounds, before its state exists:
+    the compiled gradient (or None), the rows the state keeps (``storage``), the layout
+    and context (``method.start`` called) and the round planner, whose notes warn about
+    slow paths (``warn``; by default in runs of more than
+    :data:`~stochmix.engine.slowpath.SLOW_PATH_MIN_ROUNDS` rounds). :func:`run` and
+    :func:`stochmix.explain` plan with it. ``caps``: the backend's
+    :func:`~stochmix.engine.capabilities.capabilities` (made here when None)."""
+    caps = capabilities(back) if caps is None else caps
+    n, dim = int(problem.n_clients), int(problem.dim)
+    probabilities = participation.probabilities  # a copy of N numbers: taken once
+    expected = n if probabilities is None else float(np.sum(probabilities))
+    state_dtype = dtype if caps.dtype is None else caps.dtype
+    rows = row_gradient(problem, back, state_dtype, rounds * expected * dim, expected * dim, caps)
+    scratch = {}
+    if storage == "compact" or (
+        storage == "auto"
+        and callback is None
+        and (rows is not None or _full_bytes(method, n, dim, dtype) >= COMPACT_MIN_BYTES)
+    ):
+        if caps.local_phases:
+            scratch = find_scratch(
+                method, n, dim, probabilities,
+                lambda phases, m, c: plan_round(phases, back, m, c, caps),
+            )  # fmt: skip
+    layout = Layout(method.blocks(n), scratch, (method.model_offset, n))
+    ctx = RunContext(layout, n, dim, probabilities, seed=seed)
+    method.start(ctx)
+    notes = SlowPaths(method.name, warn=rounds > SLOW_PATH_MIN_ROUNDS if warn is None else warn)
+    planner = RoundPlanner(method, back, ctx, caps, notes=notes)
+    return Setup(back, rows, layout, ctx, planner, expected)
 
 
 def _full_bytes(method: Method, n: int, dim: int, dtype) -> int:

@@ -71,7 +71,8 @@ class GradientTerm(NamedTuple):
 
 class OuterTerm(NamedTuple):
     """A term of outer row ``row``: ``kind`` "sum" (``sum_i coef_i * ref[nodes_i]``, ref
-    a block), "row" (``coef * Z[ref]``, ref a row) or "zero" (the row is set)."""
+    a block), "grad" (``sum_i coef_i * G_i``, the phase's gradients summed; ref None),
+    "row" (``coef * Z[ref]``, ref a row) or "zero" (the row is set)."""
 
     row: int
     kind: str
@@ -97,13 +98,17 @@ class LocalForm:
 
         Z[R] <- sum_reductions sum_i coef_i * S[nodes_i] + sum_singles coef * Z[row]
 
-    (the server aggregating its clients). Coefficients are numbers, or arrays aligned with
-    ``nodes`` where they multiply node rows.
+    (the server aggregating its clients), where a reduction may also sum the gradients
+    ``G`` (the same gradients the node rows receive: a phase that both keeps each
+    client's gradient and averages them, ``c[S] = grad(S); g.server = mean(grad(S))``,
+    takes them once). Coefficients are numbers, or arrays aligned with ``nodes`` where
+    they multiply node rows.
 
     Attributes:
         outer: ``(R, kind, ref, coef)`` with kind "sum" (ref a source block, a reduction
-            over the nodes), "row" (ref a row of Z) or "zero" (R is set, to zero unless
-            another entry adds to it); R and ref are rows of Z.
+            over the nodes), "grad" (ref None: the gradients, summed over the nodes),
+            "row" (ref a row of Z) or "zero" (R is set, to zero unless another entry adds
+            to it); R and ref are rows of Z.
     """
 
     nodes: Int[np.ndarray, " s"]
@@ -130,6 +135,12 @@ class LocalForm:
     def coefficients(self) -> tuple:
         """The coefficient values, numbered in :data:`COEFFICIENT_ORDER`."""
         return tuple(e.coef for group in COEFFICIENT_ORDER for e in getattr(self, group))
+
+    @cached_property
+    def takes_gradients(self) -> bool:
+        """Whether the phase needs the gradients of :attr:`clients` (for node rows or
+        summed into an outer row)."""
+        return bool(self.gradients) or any(o.kind == "grad" for o in self.outer)
 
     @cached_property
     def outer_rows(self) -> frozenset:
@@ -159,6 +170,8 @@ class Phase:
         size: rows of the stacked state, m.
         label: a name for messages and profiles.
         local: the node-local form, when the phase has one.
+        local_why: when it has none, why not (the first term that broke it, in words),
+            where the builder knows; None otherwise.
     """
 
     def __init__(
@@ -169,10 +182,12 @@ class Phase:
         label="",
         empty: bool | None = None,
         blockwise=None,
+        local_why: str | None = None,
     ):
         self.size = size
         self.label = label
         self.local = local
+        self.local_why = None if local is not None else local_why
         self._make_triplets = triplets if callable(triplets) else (lambda: triplets)
         self._empty = empty
         self._make_blockwise = blockwise
@@ -285,6 +300,7 @@ class _LocalDraft:
     terms of a one-node phase, or outer rows."""
 
     ok: bool = True
+    why: str | None = None  # why the phase is not node-local (the first reason found)
     nodes: np.ndarray | None = None
     targets: list = field(default_factory=list)
     terms: list = field(default_factory=list)
@@ -294,14 +310,24 @@ class _LocalDraft:
     outer: list = field(default_factory=list)
     singles: list = field(default_factory=list)  # (target, t_node, t_row, source, s_row, coef)
     outer_nodes: list = field(default_factory=list)  # the node of each outer row
+    # gradient sums whose nodes were not given: the phase's nodes must be theirs
+    gradient_sums: int = 0
+
+    def fail(self, why: str) -> bool:
+        """Give up on a node-local form, for the reason ``why`` (the first one is kept)."""
+        if self.ok:
+            self.ok, self.why = False, why
+        return False
 
     def on(self, nodes: np.ndarray, target: str) -> bool:
         """Register target rows at ``nodes``; False (and give up) if the nodes differ."""
         if not self.ok:
             return False
         if not self.same(nodes):
-            self.ok = False
-            return False
+            return self.fail(
+                f"it writes {target!r} on other nodes than its other rows (one phase, one "
+                "set of nodes)"
+            )
         if target not in self.targets:
             self.targets.append(target)
         return True
@@ -330,16 +356,24 @@ class _LocalDraft:
                 elif self.on(nodes, target):  # another node's row, broadcast to the node
                     self.external.append((target, s_row[0], coef))
             elif nodes is not None and bool((nodes == t_node).any()):
-                self.ok = False  # a row among the nodes with terms of its own
+                # a row among the nodes with terms of its own
+                self.fail(f"it writes a single row of {target!r} that is one of its nodes' rows")
             elif source is None:
                 self.outer.append((t_row, "zero", None, 0.0))
             else:
                 self.outer.append((t_row, "row", s_row[0], coef))
+        if self.ok and self.gradient_sums and self.nodes is None:
+            self.fail(
+                "it sums gradients onto one row but names no node rows to take them at "
+                "(give the clients' nodes: PhaseBuilder.reduce_gradients(nodes=...))"
+            )
         if not self.ok or (self.nodes is None and not self.outer):
             return None
         if self.nodes is not None and self.outer_nodes:
             if any(bool((self.nodes == node).any()) for node in set(self.outer_nodes)):
-                return None  # an outer row is one of the nodes' own rows
+                # an outer row is one of the nodes' own rows
+                self.fail("a row it sums onto is one of its nodes' own rows")
+                return None
         nodes = self.nodes if self.nodes is not None else np.zeros(0, dtype=np.int64)
         if nodes.size == 0 and not self.outer:
             return None
@@ -437,7 +471,7 @@ class PhaseBuilder:
                 )
                 draft.outer_nodes.append(int(self._nodes(target, t_rows)[0]))
             else:
-                draft.ok = False
+                draft.fail(f"it sums {source!r} over other nodes than those of its other rows")
             return
         t_nodes = self._nodes(target, t_rows)
         if s_rows.size == 1:  # one source row broadcast to every node
@@ -451,7 +485,10 @@ class PhaseBuilder:
             s_nodes is t_nodes or np.array_equal(s_nodes, t_nodes)
         )
         if not same:
-            draft.ok = False
+            draft.fail(
+                f"it writes {target!r} of some nodes from {source!r} of other nodes (a "
+                "node's rows from another node's)"
+            )
             return
         if draft.on(t_nodes, target):
             draft.terms.append((target, source, _coef(coef, t_nodes.size)))
@@ -540,7 +577,7 @@ class PhaseBuilder:
             if pattern.clears:
                 draft.on(self._nodes(target, pattern.cols), target)
             if not draft.same(nodes):
-                draft.ok = False
+                draft.fail(f"it sums {source!r} over other nodes than those of its other rows")
                 return
             row = self._row(target, pattern.row)
             draft.outer_nodes.append(int(pattern.row) + self.layout.first_node(target))
@@ -550,7 +587,8 @@ class PhaseBuilder:
             return
         values = op._values
         if op._entries is None and values is not None and values.nnz != op.rows.size:
-            draft.ok = False  # not one entry per row: what the entries would show
+            # not one entry per row: what the entries would show
+            draft.fail(f"it applies a matrix that mixes rows of several nodes into {target!r}")
             return
         rows, cols, vals = op.entries()
         vals = scale * vals
@@ -567,24 +605,61 @@ class PhaseBuilder:
                 row = self._row(source, cols[0])
                 draft.external.append((target, row, _coef(vals, rows.size)))
         else:
-            draft.ok = False
+            draft.fail(f"it applies a matrix that mixes rows of several nodes into {target!r}")
 
     def gradient(self, target: str, target_rows, clients, coef=1.0):
-        """Add ``coef * grad F_client(X_client)`` to ``target[target_rows]``, aligned."""
+        """Add ``coef * grad F_client(X_client)`` to ``target[target_rows]``, aligned.
+
+        One target row and several clients is a sum of their gradients onto that row
+        (:meth:`reduce_gradients`, whose nodes are then the phase's nodes)."""
         t, c = _index(target_rows), _index(clients)
+        if t.size == 1 and c.size > 1:
+            return self.reduce_gradients(target, t, c, coef)
         draft = self._local
         if draft.ok and t.size and c.size:
             if t.size != c.size:
-                draft.ok = False
-            elif draft.clients is None or draft.clients is c or np.array_equal(draft.clients, c):
-                draft.clients = c
+                draft.fail(
+                    f"it adds the gradients of {c.size} clients to {t.size} rows of {target!r}"
+                )
+            elif self._same_clients(c):
                 if draft.on(self._nodes(target, t), target):
                     draft.gradients.append((target, _coef(coef, t.size)))
-            else:
-                draft.ok = False
         self._deferred.append(("gradient", target, t, c, coef))
         self._touched = self._touched or bool(t.size and c.size)
         return self
+
+    def reduce_gradients(self, target: str, target_row, clients, coef=1.0, nodes=None):
+        """Add ``sum_i coef_i * grad F_{clients_i}(X_{clients_i})`` to the one row
+        ``target_row``: a reduction of the clients' gradients, read as one even for a
+        single client (the same numbers as :meth:`gradient` with one target row).
+
+        ``nodes``: the clients' nodes (where their gradients are taken, client i at node
+        ``i + model_offset``); by default the nodes the phase's other terms name. The phase
+        stays node-local with the other terms' gradients when the clients are the same: a
+        phase ``c[S] = grad(S); g.server = mean(grad(S))`` takes each gradient once."""
+        t, c = _index(target_row), _index(clients)
+        if t.size != 1:
+            raise ValueError(f"reduce_gradients sums onto one row, got {t.size} rows of {target!r}")
+        draft = self._local
+        if draft.ok and c.size and self._same_clients(c):
+            if nodes is not None and not draft.same(_index(nodes)):
+                draft.fail("it sums gradients over other nodes than those of its other rows")
+            else:
+                draft.gradient_sums += nodes is None
+                draft.outer.append((self._row(target, t[0]), "grad", None, _coef(coef, c.size)))
+                draft.outer_nodes.append(int(self._nodes(target, t)[0]))
+        self._deferred.append(("gradient", target, t, c, coef))
+        self._touched = self._touched or bool(c.size)
+        return self
+
+    def _same_clients(self, c: np.ndarray) -> bool:
+        """Whether ``c`` are the phase's gradient clients (which they become if there are
+        none yet); gives up on the node-local form when not."""
+        draft = self._local
+        if draft.clients is None or draft.clients is c or np.array_equal(draft.clients, c):
+            draft.clients = c
+            return True
+        return draft.fail("it takes the gradients of two different sets of clients")
 
     def _materialize(self) -> tuple:
         """The COO triplets of every term, in rows of Z."""
@@ -633,5 +708,11 @@ class PhaseBuilder:
         local = None if empty else self._local.finish()
         blockwise = None if empty else partial(blockwise_form, self.layout, list(self._deferred))
         return Phase(
-            self.layout.size, self._materialize, local, self.label, empty=empty, blockwise=blockwise
+            self.layout.size,
+            self._materialize,
+            local,
+            self.label,
+            empty=empty,
+            blockwise=blockwise,
+            local_why=self._local.why,
         )

@@ -14,7 +14,9 @@ planner reuses plans two ways:
   against a full build on the key's second round.
 
 Either way the plan is the one a full build gives, so a run's numbers never depend on
-what the planner kept.
+what the planner kept. What the planner finds slow (a phase on the general path, a
+``template_key`` it cannot use) goes into its :attr:`RoundPlanner.notes` (see
+:mod:`stochmix.engine.slowpath`).
 """
 
 from __future__ import annotations
@@ -22,14 +24,16 @@ from __future__ import annotations
 import numpy as np
 
 from .capabilities import Capabilities, capabilities
-from .execute import plan_round
+from .execute import general_path, plan_round
 from .method import Method, RunContext
+from .slowpath import SlowPaths
 from .template import RoundTemplate
 
 CACHE_SIZE = 1024  # rounds' plans kept for reuse (see Method.phase_key)
 CACHE_MAX_PARTICIPANTS = 4096  # larger rounds are rebuilt: rarely repeated, costly to keep
 CACHE_SEEN = 1 << 16  # keys remembered (as hashes) to spot the ones that come back
 TEMPLATES = 256  # round templates kept (see Method.template_key)
+NOT_TEMPLATED = "not templated (its template_key is not used)"
 
 
 class RoundPlanner:
@@ -41,14 +45,25 @@ class RoundPlanner:
         ctx: the run's context.
         caps: the backend's :func:`~stochmix.engine.capabilities.capabilities` (made
             here when None).
+        notes: where the slow paths met are recorded (and warned about, if it says so);
+            a quiet :class:`~stochmix.engine.slowpath.SlowPaths` by default.
     """
 
-    def __init__(self, method: Method, backend, ctx: RunContext, caps: Capabilities | None = None):
+    def __init__(
+        self,
+        method: Method,
+        backend,
+        ctx: RunContext,
+        caps: Capabilities | None = None,
+        notes: SlowPaths | None = None,
+    ):
         self.method, self.backend, self.ctx = method, backend, ctx
         self.caps = capabilities(backend) if caps is None else caps
+        self.notes = SlowPaths(method.name) if notes is None else notes
         self.cache: dict = {}  # phase key -> plan
         self.seen: set = set()  # hashes of phase keys met once
         self.templates: dict = {}  # template key -> RoundTemplate, or False: never
+        self.source = ""  # how the last plan came: "template", "cache" or "built"
 
     def plan(self, r: int, participants: np.ndarray) -> list:
         """The plan of round ``r`` (sorted int64 ``participants``): from its template when
@@ -62,16 +77,28 @@ class RoundPlanner:
         if template is not None and template is not False and template.verified:
             plan = template.instantiate(participants)
             if plan is not None:
+                self.source = "template"
                 return plan
         plan = self.cached(r, participants)
         if template is None:
             if len(self.templates) >= TEMPLATES:
                 self.templates.clear()
-            self.templates[key] = RoundTemplate.from_plan(plan, participants) or False
+            found = RoundTemplate.attempt(plan, participants)
+            self.templates[key] = found if isinstance(found, RoundTemplate) else False
+            whole = hasattr(self.backend, "apply_blockwise")
+            # a phase on the general path has said why already (and stops the template)
+            if isinstance(found, tuple) and not any(general_path(it, whole) for it in plan):
+                self.notes.add(found[0], NOT_TEMPLATED, found[1])
         elif template is not False and not template.verified:
             template.verified = template.matches(plan, participants)
             if not template.verified:
                 self.templates[key] = False  # the method's rounds differ: never template it
+                self.notes.add(
+                    "",
+                    NOT_TEMPLATED,
+                    "two rounds with the same template_key built different plans (not the "
+                    "same phases up to who participates)",
+                )
         return plan
 
     def cached(self, r: int, participants: np.ndarray) -> list:
@@ -83,7 +110,9 @@ class RoundPlanner:
         if key is None:
             return self.build(r, participants)
         plan = self.cache.get(key)
-        if plan is None:
+        if plan is not None:
+            self.source = "cache"
+        else:
             plan = self.build(r, participants)
             fingerprint = hash(key)
             if fingerprint not in self.seen:
@@ -96,5 +125,6 @@ class RoundPlanner:
 
     def build(self, r: int, participants: np.ndarray) -> list:
         """The round's plan built in full from the method's phases."""
+        self.source = "built"
         phases = self.method.round_phases(r, participants, self.ctx)
-        return plan_round(phases, self.backend, self.method, self.ctx, self.caps)
+        return plan_round(phases, self.backend, self.method, self.ctx, self.caps, notes=self.notes)

@@ -87,10 +87,11 @@ class Gradient(NamedTuple):
 
 
 class Reduce(NamedTuple):
-    """``outer row `row` += sum over the chunk's nodes of coef * source``."""
+    """``outer row `row` += sum over the chunk's nodes of coef * source`` (a buffer, or
+    :data:`GRADIENT`: the chunk's gradients)."""
 
     row: int
-    source: Buffer
+    source: Buffer | str
     coef: Coef
 
 
@@ -339,7 +340,7 @@ def plan_schedule(
     written: set[str] = set()
     for lf in body:
         reads = [t.source for t in lf.terms] + [o.ref for o in lf.outer if o.kind == "sum"]
-        if lf.gradients:
+        if lf.takes_gradients:
             reads.append(model_block)
         for b in reads:
             if b not in written and b not in gather:
@@ -393,7 +394,7 @@ def plan_schedule(
         steps=tuple(p.steps),
         stores=tuple(stores),
         checks=tuple(checks),
-        needs_gradients=any(lf.gradients for lf in body),
+        needs_gradients=any(lf.takes_gradients for lf in body),
         coefficients=base + sum(len(lf.coefficients) for lf in forms[len(forms) - tail :]),
         zero=zero,
         scratch=scratch,
@@ -415,15 +416,20 @@ def _phase(p: _Planner, lf: LocalForm, base: int, model_block: str) -> None:
     for entry, coef in slots["outer"]:
         if entry.kind == "sum":
             reductions.append((entry.row, entry.ref, coef))
+        elif entry.kind == "grad":
+            reductions.append((entry.row, GRADIENT, coef))
         elif entry.kind == "row":
             p.outer_singles.append(OuterSingle(entry.row, entry.ref, coef.slot))
 
-    if lf.gradients:
+    if lf.takes_gradients:
         # not a read for the NaN/Inf bookkeeping: a gradient need not carry a NaN or Inf
         # of its point on (a logistic loss saturates), so a point that nothing else reads
         # is still checked when it is dropped
         p.steps.append(Gradient(p.cur.get(model_block)))
     for row, source, coef in reductions:
+        if source == GRADIENT:  # the gradients summed (before a target may reuse them)
+            p.steps.append(Reduce(row, GRADIENT, coef))
+            continue
         src = p.cur.get(source)
         if src is None:
             continue
@@ -451,9 +457,16 @@ def _phase(p: _Planner, lf: LocalForm, base: int, model_block: str) -> None:
         order += ready
         pending.difference_update(ready)
     grad_uses = sum(1 for ex in exprs.values() for k, _, _ in ex if k == "grad")
+    summed = any(source == GRADIENT for _, source, _ in reductions)
     new = {}
     for target in [t for t in exprs if t not in inplace] + order:
-        new[target] = _target(p, target, exprs[target], target in inplace, grad_uses)
+        ex = exprs[target]
+        new[target] = value = _target(p, target, ex, target in inplace, grad_uses)
+        if summed and value is not None and len(ex) == 1 and ex[0][0] == "grad":
+            if ex[0][2].kind == "one":
+                # a copy of the gradients this phase summed into an outer row: that row
+                # shows their NaN or Inf (as for a buffer summed once computed)
+                p.reduced.add((value, p.version.get(value, 0)))
     for target, value in new.items():
         # A value replaced before anything read it would take a NaN or Inf with it: check
         # it here, as the sparse path checks every phase's output.
