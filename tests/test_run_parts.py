@@ -11,7 +11,7 @@ from stochmix._fingerprint import seed_identity
 from stochmix._validate import as_seed
 from stochmix.algorithms import FOCUS, FedAvg
 from stochmix.engine import checkpoint as files
-from stochmix.engine.backends import make_backend
+from stochmix.engine.backend_names import make_backend
 from stochmix.engine.checkpointer import Checkpointer, CheckpointWarning, run_identity
 from stochmix.engine.execute import execute
 from stochmix.engine.layout import Layout

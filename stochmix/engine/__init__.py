@@ -1,6 +1,7 @@
 """The generic iterate engine: stacked state, row-sparse phases, backends, run loop."""
 
-from .backends import NumpyBackend, make_backend
+from .backend_names import make_backend
+from .backends import NumpyBackend
 from .equations import Equations, dot, grad, mean, total
 from .explain import Explanation, explain
 from .layout import Block, Layout

@@ -16,6 +16,7 @@ import numpy as np
 from .._validate import as_float_dtype, choice, flag_or_choice
 from .blockwise import apply_blockwise_numpy
 from .phase import Phase
+from .tensors import to_tensor
 from .threads import resolve_threads
 
 
@@ -360,21 +361,6 @@ class _Bound:
         return self.program.run(z, *args, flag=self.backend._flag(z), **kwargs)
 
 
-def to_tensor(torch, array: np.ndarray, device, dtype=None):
-    """A NumPy ``array`` as a tensor on ``device`` (in ``dtype`` when given): shared
-    memory on the CPU, an asynchronous copy elsewhere (CUDA stages pageable memory before
-    returning, so nothing waits for the device)."""
-    array = np.asarray(array)
-    if not array.flags.writeable or not array.flags.c_contiguous:
-        array = np.array(array)
-    out = torch.from_numpy(array)
-    if dtype is not None and out.dtype != dtype:
-        out = out.to(dtype)
-    if device.type != "cpu":
-        out = out.to(device, non_blocking=True)
-    return out
-
-
 def _content_key(phase: Phase) -> tuple:
     """What a phase's operators are made of, hashed: equal keys, equal operators."""
     digest = hashlib.blake2b(digest_size=16)
@@ -397,9 +383,6 @@ def _tensor_bytes(tensor) -> int:
     )
 
 
-BACKENDS = ("numpy", "torch", "distributed")
-
-
 def _check_device(torch, device):
     """``device`` as a ``torch.device`` that exists here, or a ValueError naming it."""
     if not isinstance(device, (str, torch.device)):
@@ -418,40 +401,3 @@ def _check_device(torch, device):
     elif found.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"device {device!r}: MPS is not available here")
     return found
-
-
-def make_backend(backend, dtype=np.float64, **options):
-    """A backend from its name ("numpy", "torch", "distributed") or an already built
-    backend object.
-
-    ``options`` go to the Torch backend (``device``, ``mixing``), or ``compiled`` to the
-    NumPy backend."""
-    if not isinstance(backend, str):
-        if options:
-            raise ValueError(
-                f"options {sorted(options)} apply to a backend given by name; "
-                f"set them on the {type(backend).__name__} object instead"
-            )
-        return backend
-    choice(backend, "backend", BACKENDS)
-    if backend == "distributed":
-        if options.pop("compiled", "auto") is True:
-            raise ValueError('compiled=True needs backend="numpy" (Numba compiles NumPy code)')
-        if options:
-            raise ValueError(f"options {sorted(options)} apply to the torch backend only")
-        from .distributed import DistributedBackend
-
-        return DistributedBackend(dtype)
-    if backend == "torch":
-        if options.pop("compiled", "auto") is True:
-            raise ValueError('compiled=True needs backend="numpy" (Numba compiles NumPy code)')
-        try:
-            return TorchBackend(dtype, **options)
-        except ImportError:
-            raise ValueError(
-                'backend="torch" needs PyTorch: pip install "stochmix[torch]"'
-            ) from None
-    compiled = options.pop("compiled", "auto")
-    if options:
-        raise ValueError(f"options {sorted(options)} apply to the torch backend only")
-    return NumpyBackend(dtype, compiled)

@@ -991,10 +991,10 @@ def run_sharded(
     the same loop, on this rank's shard. Every rank returns the same Result (but its wall
     times); ``callback(r, z, ctx)`` gets this rank's rows."""
     from .checkpointer import Checkpointer, run_identity
-    from .loop import participant_stream, run_rounds
     from .planner import RoundPlanner
     from .progress import Progress
     from .recorder import Recorder
+    from .rounds import participant_stream, run_rounds
     from .slowpath import SLOW_PATH_MIN_ROUNDS, SlowPaths
 
     if seed is None:  # every rank must draw the same rounds: rank 0's entropy

@@ -34,9 +34,9 @@ import threading
 
 import numpy as np
 
-from .backends import to_tensor
 from .phase import LocalForm
 from .program import MIN_CHUNK_ROWS, LocalProgram, ProgramCache
+from .tensors import to_tensor
 
 # A chunk's working set on the CPU (buffers + gathered problem data). Measured at d = 10
 # and 100, N = 10^5 and 10^6 (FedAvg, FOCUS): 1 MB chunks pay Torch's per-call overhead

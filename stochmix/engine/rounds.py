@@ -1,0 +1,124 @@
+"""The rounds of a run, on one process or on one rank's shard: draw the participants,
+apply the round, record it, stop on divergence, call back, checkpoint, and the
+:class:`~stochmix.engine.result.Result` at the end. :func:`stochmix.run` (``loop``) and the
+distributed engine (``distributed``) both run their rounds here.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+
+from .capabilities import capabilities
+from .result import Result
+
+__all__ = ["DivergenceError", "DivergenceWarning", "participant_stream", "run_rounds"]
+
+
+class DivergenceWarning(RuntimeWarning):
+    """A run stopped because its state held NaN or Inf."""
+
+
+class DivergenceError(FloatingPointError):
+    """Raised instead of the warning when ``on_divergence="raise"``."""
+
+
+def participant_stream(participation, seed):
+    """The run's rounds as sorted int64 participant indices (no N-long mask per round where
+    the process draws indices itself)."""
+    if hasattr(participation, "participants"):
+        return participation.participants(seed)
+    return (np.flatnonzero(mask) for mask in participation.masks(seed))
+
+
+def run_rounds(
+    step, *, saved, saver, z, back, ctx, recorder, stream, rounds, method, problem,
+    participation, seed, dtype, callback, bar, divergence_threshold, on_divergence,
+    stacklevel: int = 4,
+) -> Result:  # fmt: skip
+    """The rounds of a run and its Result, on one process or one rank's shard: start
+    from ``saved`` (a loaded checkpoint) or measure round 0, then for each round draw the
+    participants, apply it (``step(r, participants, z)``: False when a written entry is not
+    finite), record it, stop on divergence, call back, checkpoint. ``stacklevel`` points
+    the divergence warning at the caller of :func:`run`."""
+    done = 0 if saved is None else int(saved["done"])
+    if saved is None:
+        recorder.measure(0, z, back, last=rounds == 0)
+    else:
+        z = saver.restore(saved, back, ctx, recorder, problem)
+        for _ in range(done):
+            next(stream)
+    start = time.perf_counter() - recorder.clock[done]
+    diverged_at = None
+    # max |entry|, not the norm: a norm overflows long before its entries do
+    too_large = divergence_threshold * max(1.0, float(np.abs(recorder.server[0]).max()))
+    for r in range(done, rounds):
+        participants = np.asarray(next(stream), dtype=np.int64)
+        finite = step(r, participants, z)
+        done = r + 1
+        recorder.count[done] = participants.size
+        recorder.clock[done] = time.perf_counter() - start
+        x = recorder.measure(done, z, back, last=not finite or done == rounds)
+        if not finite or not np.isfinite(x).all() or np.abs(x).max() > too_large:
+            if finite and done < rounds:  # stopped by the threshold: the last round's values
+                recorder.measure(done, z, back, last=True)
+            diverged_at = done
+            break
+        if callback is not None:
+            callback(r, z, ctx)
+        if bar is not None:
+            bar(r)
+        if saver is not None and saver.due(done, rounds):
+            saver.save(done, z, back, ctx, recorder, problem)
+    if bar is not None:
+        bar.close()
+
+    result = Result(
+        method=method.name,
+        **recorder.fields(done),
+        diverged_at=diverged_at,
+        config=_config(method, problem, participation, rounds, seed, back, dtype, recorder),
+    )
+    if diverged_at is not None:
+        message = (
+            f"{method.name} diverged: the state holds NaN or Inf, or a model larger than "
+            f"divergence_threshold={divergence_threshold:g} times its start, after round "
+            f"{diverged_at}; the run stopped there (try a smaller step size)"
+        )
+        if on_divergence == "raise":
+            raise DivergenceError(message)
+        warnings.warn(message, DivergenceWarning, stacklevel=stacklevel)
+    return result
+
+
+# ------------------------------------------------------------------ the result
+def _config(method, problem, participation, rounds, seed, back, dtype, recorder) -> dict:
+    """The run's inputs as written into its Result (``seed`` normalised: an integer, None,
+    or "custom" for a SeedSequence or Generator)."""
+    return {
+        "method": repr(method),
+        "lr": _number_or_none(getattr(method, "lr", None)),
+        "problem": repr(problem),
+        "participation": repr(participation),
+        "rounds": rounds,
+        "seed": seed if seed is None or isinstance(seed, int) else "custom",
+        "backend": back.name,
+        "dtype": str(_state_dtype(back, dtype)).removeprefix("torch."),
+        "evaluate_every": recorder.interval,
+    }
+
+
+def _number_or_none(value):
+    """A method's step size as a plain number for the Result's config (None otherwise)."""
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _state_dtype(back, dtype):
+    """The dtype of ``back``'s state: its own (:class:`~stochmix.protocols.Typed`), else
+    the run's ``dtype`` argument."""
+    found = capabilities(back).dtype
+    return np.dtype(dtype) if found is None else found
