@@ -46,7 +46,7 @@ scratch = {}
 if storage != "full":
     scratch = find_scratch(method, n, 10, clients.probabilities,
                            lambda ph, m, c: plan_round(ph, sm.engine.NumpyBackend(), m, c))
-layout = Layout(method.blocks(n), scratch, (method.model_offset, n))
+layout = Layout(method.blocks(n), scratch, (method.client_node, n))
 start = time.perf_counter()
 result = sm.run(method, problem, clients, rounds, seed=11, storage=storage, progress=False)
 seconds = time.perf_counter() - start

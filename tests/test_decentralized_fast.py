@@ -132,7 +132,7 @@ class TwoMatrices(Method):
     x <- W1 x + 0.5 W2 y,  y <- W2 x - 0.3 y + 2 G(x)."""
 
     name = "two matrices"
-    model_offset = 0
+    client_node = 0
 
     def __init__(self, w1, w2):
         self.w1, self.w2 = w1, w2
@@ -388,7 +388,7 @@ class TwoGossips(Method):
     """A made-up method: a local step, then two gossip steps, x <- W (W (x - a G(x)))."""
 
     name = "two gossips"
-    model_offset = 0
+    client_node = 0
 
     def __init__(self, w):
         self.w = w

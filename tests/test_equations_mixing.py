@@ -197,3 +197,17 @@ def test_the_readme_tracking_equals_the_built_in():
         built = GradientTracking(lr, graphs, rule=rule)
         built_in = run(built, problem, Full(10), 40, metrics=())
         np.testing.assert_allclose(mine.server, built_in.server, rtol=0, atol=1e-13)
+
+
+def test_the_node_of_client_zero_has_one_name():
+    """Method.client_node numbers the clients in equations and in the layout;
+    ``model_offset``, its former name, still sets it on a subclass, with a warning."""
+    assert DecentralizedMethod.client_node == 0
+    with pytest.warns(DeprecationWarning, match="client_node"):
+
+        class Old(TrackingInEquations):
+            model_offset = 0
+
+    assert Old.client_node == 0
+    eq = Old(0.1, OnePeerExponential(4)).equations(RunContext(Layout([Block("x", 4)]), 4, 1))
+    assert eq.client_node == 0

@@ -45,7 +45,7 @@ def _masks(rounds=16):
 def _states(method, compiled, zero, monkeypatch, **options):
     monkeypatch.setattr(execute, "ZERO_ROWS", zero)
     out = []
-    everyone = method.model_offset == 0  # decentralized: every node in every iteration
+    everyone = method.client_node == 0  # decentralized: every node in every iteration
     run(
         method,
         Quadratic.random(N, 3, seed=7),
@@ -190,7 +190,7 @@ def _scratch(method, n=N):
 
 
 def _record(method, storage, backend="numpy", compiled=False, rounds=16, **options):
-    everyone = method.model_offset == 0
+    everyone = method.client_node == 0
     length = max(rounds, 16)  # the same process for a run of 10 rounds and one of 16
     masks = np.ones((length, N), dtype=bool) if everyone else _masks(length)
     return run(

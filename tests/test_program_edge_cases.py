@@ -102,7 +102,7 @@ class Leader(Method):
     """Peers pulled toward node 0; with node 0 alone, its broadcast is a second self-term."""
 
     name = "Leader"
-    model_offset = 0
+    client_node = 0
 
     def blocks(self, n):
         return [Block("x", n, "model")]

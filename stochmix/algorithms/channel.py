@@ -43,7 +43,7 @@ class ChannelNoise(Method):
         self.sigma = as_float(sigma, "sigma", nonnegative=True)
         self.name = f"{method.name} + channel noise"
         self.model_block = method.model_block
-        self.model_offset = method.model_offset
+        self.client_node = method.client_node
 
     def __getattr__(self, name):  # lr, graphs, ... of the wrapped method
         if name == "method":

@@ -1,6 +1,6 @@
 """Decentralized methods: no server, peers 0..n-1 mixing over a time-varying graph.
 
-Peer i holds client i's objective (``model_offset = 0``). One "round" is one iteration
+Peer i holds client i's objective (``client_node = 0``). One "round" is one iteration
 k, whose mixing matrix is ``graphs.matrix(k, rule)`` from a
 :class:`~stochmix.mixing.GraphSequence` (edge j -> i with weight w means W[i, j] = w).
 Every peer computes in every iteration, so run them with ``participation.Full(n)``.
@@ -63,7 +63,7 @@ class DecentralizedMethod(Method):
     builds W_k under a rule and checks it against that need.
     """
 
-    model_offset = 0
+    client_node = 0
     reports_node_average = True  # output and consensus_error: of node_models, below
     #: rule attribute -> "row" | "column" | "doubly": what each rule's matrices must be.
     needs: dict = {}

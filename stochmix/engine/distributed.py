@@ -29,7 +29,7 @@ node-local run whose single rows include one client's rows (SCAFFOLD's server st
 round of one participant) runs on the rank that holds that client, which then broadcasts
 the replicated rows it wrote.
 
-**Decentralized methods** (``model_offset`` 0: node i is row i of every block, and every
+**Decentralized methods** (``client_node`` 0: node i is row i of every block, and every
 block has one row per node) are sharded the same way: a rank holds rows ``[lo, hi)`` of
 every block. Their mixing phases rewrite whole blocks (:mod:`stochmix.engine.blockwise`)
 and are applied as the NumPy backend applies them, on the rank's rows: a product
@@ -442,7 +442,7 @@ class _ByIdentity:
 class Shard:
     """Which rows of the stacked state a rank holds, and the rank's part of each round.
 
-    Client ``c`` is node ``c + K`` of every block (``K = model_offset + first_node`` of
+    Client ``c`` is node ``c + K`` of every block (``K = client_node + first_node`` of
     the model block); the clients are cut into ``segments`` consecutive segments
     (``floor(j N / segments)`` ...) and rank ``k`` of ``R`` holds segments ``[k G / R,
     (k + 1) G / R)``. Rows of nodes outside the clients are replicated. In a block of one
@@ -457,7 +457,7 @@ class Shard:
     ):
         self.backend = backend
         self.layout, self.n = layout, int(n_clients)
-        self.first = int(method.model_offset + layout.first_node(method.model_block))
+        self.first = int(method.client_node + layout.first_node(method.model_block))
         G, R, k = backend.segments, backend.size, backend.rank
         self.bounds = np.array([(j * self.n) // G for j in range(G + 1)], dtype=np.int64)
         self.seg_rank = np.array([(j * R) // G for j in range(G)], dtype=np.int64)
@@ -834,7 +834,7 @@ class Shard:
                     f"distributed: {type(method).__name__} takes gradients at its own points "
                     "(Method.points overridden); not supported yet"
                 )
-            points_rows = ctx.layout.rows(method.model_block, clients + method.model_offset)
+            points_rows = ctx.layout.rows(method.model_block, clients + method.client_node)
         # the client rows some rank reads but does not hold: gathered for everyone
         entry_row = np.repeat(row_own, np.diff(mix.indptr))
         col_own = self.owner(mix.indices)
@@ -931,11 +931,11 @@ class _NetworkAverage:
 
 def _reports_network_average(method) -> bool:
     """Whether ``method`` reports the mean of its ``node_models``: a method with a node
-    per row (``model_offset`` 0) that declares ``reports_node_average`` (see
+    per row (``client_node`` 0) that declares ``reports_node_average`` (see
     :attr:`stochmix.engine.Method.reports_node_average`; a subclass may change the node
     models, as push-sum does, but not the output without declaring it again)."""
     return (
-        getattr(method, "model_offset", None) == 0
+        getattr(method, "client_node", None) == 0
         and callable(getattr(method, "node_models", None))
         and bool(getattr(method, "reports_node_average", False))
     )
@@ -959,7 +959,7 @@ def _refuse(method, problem, shard: Shard) -> None:
             raise NotImplementedError(
                 f'backend="distributed": method {name} reports its own output; a shard '
                 "reports the server row (federated methods, Method.output) or the mean of "
-                "node_models over all nodes (decentralized methods: model_offset 0, and "
+                "node_models over all nodes (decentralized methods: client_node 0, and "
                 "output and consensus_error written with node_models)"
             )
         if shard.local_ctx is None:

@@ -140,7 +140,7 @@ def _local_refusal(lf: LocalForm, method: Method, ctx: RunContext, memo: dict) -
             f"it takes gradients, at the points {type(method).__name__}.points gives (the "
             "node-local path takes them at the model rows)"
         )
-    offset = method.model_offset + ctx.layout.first_node(method.model_block)
+    offset = method.client_node + ctx.layout.first_node(method.model_block)
     key = ("clients", id(lf.clients), id(lf.nodes))
     if key not in memo:
         memo[key] = lf.clients.shape == lf.nodes.shape and np.array_equal(
@@ -529,7 +529,7 @@ def _apply_blockwise(phase: Phase, z, backend, problem, method: Method, ctx: Run
     clients = form.clients
     if clients is not None:
         if form.consecutive and type(method).points is Method.points:
-            first = ctx.layout.start(method.model_block) + int(clients[0]) + method.model_offset
+            first = ctx.layout.start(method.model_block) + int(clients[0]) + method.client_node
             points = z[first : first + clients.size]
         else:
             points = method.points(z, ctx, clients)
@@ -569,7 +569,7 @@ def _zero_rows(z, method: Method, ctx: RunContext) -> ZeroRows:
     a run that resumes from a checkpoint reads it from the restored state)."""
     found = ctx.zero_rows
     if found is None:
-        found = ctx.zero_rows = ZeroRows(ctx.layout, method.model_offset, ctx.n_clients)
+        found = ctx.zero_rows = ZeroRows(ctx.layout, method.client_node, ctx.n_clients)
         found.start(z)
     return found
 

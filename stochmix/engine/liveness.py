@@ -4,7 +4,7 @@
 next: FedAvg's client models are overwritten by the pull before anything reads them, and
 FOCUS's client trackers are emptied by the collect. :func:`find_scratch` finds such
 blocks from the phases a method builds (not from a list of methods): a block's node rows
-(the rows of nodes ``model_offset .. model_offset + N - 1``) are
+(the rows of nodes ``client_node .. client_node + N - 1``) are
 
 * **dead** when nothing in a round reads them from the state: every run of node-local
   phases that uses them writes them first (it computes them in its buffers from other
@@ -131,7 +131,7 @@ def find_scratch(method, n_clients: int, dim: int, probabilities, plan) -> dict[
         return {}
     probe = copy.deepcopy(method)  # probing must not touch the method's own state
     layout = Layout(probe.blocks(n_clients))
-    ranges = node_ranges(layout, probe.model_offset, n_clients)
+    ranges = node_ranges(layout, probe.client_node, n_clients)
     scratch = {
         b.name: "zero" if b.init == "zeros" else "dead" for b in layout.blocks if b.name in ranges
     }
@@ -168,7 +168,7 @@ class PlanCheck:
 
     def __init__(self, layout: Layout, method, n_clients: int):
         self.layout, self.method = layout, method
-        self.ranges = node_ranges(layout, method.model_offset, n_clients)
+        self.ranges = node_ranges(layout, method.client_node, n_clients)
         self.programs: dict = {}  # id(program) -> (program, blocks it needs)
 
     def __call__(self, plan: list, r: int) -> list:
@@ -200,7 +200,7 @@ class ZeroRows:
 
     Args:
         layout: the run's layout.
-        first: the first node that is a client or peer (``Method.model_offset``).
+        first: the first node that is a client or peer (``Method.client_node``).
         count: how many there are (N).
     """
 

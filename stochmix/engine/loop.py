@@ -100,7 +100,7 @@ def run(
         participation: the participation process, over ``problem.n_clients`` clients.
         rounds: number of rounds.
         x0: starting point, shape (dim,); zeros by default. Decentralized methods
-            (``model_offset == 0``) also take (n_clients, dim): node i starts at row i.
+            (``client_node == 0``) also take (n_clients, dim): node i starts at row i.
         seed: seeds the participation stream; the same seed gives the same masks, so every
             method in a comparison sees the same rounds.
         backend: "numpy" (SciPy sparse on the CPU), "torch" (tensors on ``device``),
@@ -273,7 +273,7 @@ def prepare(
                 method, n, dim, probabilities,
                 lambda phases, m, c: plan_round(phases, back, m, c, caps),
             )  # fmt: skip
-    layout = Layout(method.blocks(n), scratch, (method.model_offset, n))
+    layout = Layout(method.blocks(n), scratch, (method.client_node, n))
     ctx = RunContext(layout, n, dim, probabilities, seed=seed)
     method.start(ctx)
     notes = SlowPaths(method.name, warn=rounds > SLOW_PATH_MIN_ROUNDS if warn is None else warn)
@@ -322,11 +322,11 @@ def _checked(
 def _check_starting_point(x0, dim: int, n_clients: int | None = None, method=None) -> np.ndarray:
     """x0 of shape (dim,) (every row that starts at the model starts there), or, for a
     method whose model block holds one row per node and no server (decentralized:
-    ``model_offset == 0``), (n_clients, dim): node i starts at row i."""
+    ``client_node == 0``), (n_clients, dim): node i starts at row i."""
     if x0 is None:
         return np.zeros(dim)
     x0 = as_real_array(x0, "x0", finite=False)  # refuses bool, complex, strings
-    per_node = method is not None and getattr(method, "model_offset", None) == 0
+    per_node = method is not None and getattr(method, "client_node", None) == 0
     if x0.ndim == 2 and per_node and x0.shape != (n_clients, dim):
         raise ValueError(
             f"x0 must have shape ({dim},) or, one row per node, ({n_clients}, {dim}); "

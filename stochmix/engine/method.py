@@ -8,6 +8,7 @@ estimates) is turned into plain numbers inside those phases.
 
 from __future__ import annotations
 
+import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -73,8 +74,11 @@ class Method(ABC):
     Subclasses set ``name`` and implement :meth:`blocks` and :meth:`round_phases`.
     Class attributes:
         model_block: block where gradients are taken and the output is read.
-        model_offset: row of client i inside ``model_block`` is ``i + model_offset``
-            (1 in federated methods, where row 0 is the server; 0 in decentralized ones).
+        client_node: the node of client 0: row of client i inside ``model_block`` is ``i
+            + client_node`` (1 in federated methods, where row 0 is the server; 0 in
+            decentralized ones). The one name of this number: :class:`Equations` and the
+            state's layout read it (``model_offset``, its former name, still works on a
+            subclass, with a DeprecationWarning).
         checked_by_output: blocks every entry of which reaches the reported model
             (:meth:`output`) so that a NaN or Inf there makes the model NaN or Inf: a mean
             of the block's rows, or its rows divided by others. A run checks the model
@@ -92,7 +96,7 @@ class Method(ABC):
 
     name: str = "method"
     model_block: str = "x"
-    model_offset: int = 1
+    client_node: int = 1
     checked_by_output: tuple[str, ...] = ()
     reports_node_average: bool = False
 
@@ -104,6 +108,13 @@ class Method(ABC):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         keep_declarations(cls, cls.DECLARED_WITH)
+        if "model_offset" in vars(cls):
+            warnings.warn(
+                f"{cls.__name__}.model_offset is now called client_node",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            cls.client_node = int(vars(cls)["model_offset"])
 
     @abstractmethod
     def blocks(self, n_clients: int) -> list[Block]:
@@ -115,8 +126,8 @@ class Method(ABC):
 
     def equations(self, ctx: RunContext, label: str = ""):
         """The :class:`~stochmix.engine.equations.Equations` of one of this method's
-        phases, clients numbered from node :attr:`model_offset`."""
-        return Equations(ctx, label, client_node=self.model_offset)
+        phases, clients numbered from node :attr:`client_node`."""
+        return Equations(ctx, label, client_node=self.client_node)
 
     def phase_key(self, r: int, participants: np.ndarray):
         """A hashable key such that rounds with equal keys have identical phases, or None.
@@ -148,7 +159,7 @@ class Method(ABC):
 
     def points(self, z, ctx: RunContext, clients: np.ndarray):
         """Where each requested client's gradient is taken: its model row by default."""
-        return z[ctx.layout.rows(self.model_block, clients + self.model_offset)]
+        return z[ctx.layout.rows(self.model_block, clients + self.client_node)]
 
     def output(self, z, ctx: RunContext):
         """The model the method reports: the server row (row 0 of ``model_block``)."""

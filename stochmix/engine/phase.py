@@ -634,7 +634,7 @@ class PhaseBuilder:
         single client (the same numbers as :meth:`gradient` with one target row).
 
         ``nodes``: the clients' nodes (where their gradients are taken, client i at node
-        ``i + model_offset``); by default the nodes the phase's other terms name. The phase
+        ``i + client_node``); by default the nodes the phase's other terms name. The phase
         stays node-local with the other terms' gradients when the clients are the same: a
         phase ``c[S] = grad(S); g.server = mean(grad(S))`` takes each gradient once."""
         t, c = _index(target_row), _index(clients)

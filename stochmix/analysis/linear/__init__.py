@@ -9,7 +9,7 @@ row-vector convention and ``Z`` (m, d) vectorised row-major, ``vec(Z)[i d + k] =
     T = M (x) I_d + (B (x) I_d) blockdiag(H_c) (S (x) I_d),       t = -(B (x) I_d) vec(c),
 
 where ``S`` selects, for each client ``c`` the phase asks about, the model row
-``model_offset + c`` of ``model_block`` (the engine's default gradient points), and
+``client_node + c`` of ``model_block`` (the engine's default gradient points), and
 ``blockdiag(H_c)`` holds the Hessians of those clients only. Everything is a SciPy sparse
 matrix; a round (or a whole periodic pattern of rounds) is the composition of its phases.
 

@@ -170,7 +170,7 @@ class Rounds:
         # client whose row each state row is, in the blocks with a row per client (-1: the
         # server's rows, rows of blocks too short to hold every client)
         lay, n = ctx.layout, ctx.n_clients
-        offset = method.model_offset + lay.first_node(method.model_block)
+        offset = method.client_node + lay.first_node(method.model_block)
         self.client_of_row = np.full(lay.size, -1, dtype=np.int64)
         for b in lay.blocks:
             client = np.arange(b.rows) + b.first_node - offset
@@ -197,7 +197,7 @@ class Rounds:
             if phase.inject is None:
                 clients, points = np.zeros(0, np.int64), np.zeros(0, np.int64)
             else:
-                points = lay.rows(method.model_block, clients + method.model_offset)
+                points = lay.rows(method.model_block, clients + method.client_node)
             steps.append(Step(form, rows, cols, clients, points))
         return steps
 

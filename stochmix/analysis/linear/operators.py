@@ -48,7 +48,7 @@ def phase_operator(phase: Phase, layout: Layout, method: Method, problem) -> Aff
 
     ``T = M (x) I_d + (B (x) I_d) blockdiag(H_c) (S (x) I_d)`` and ``t = -(B (x) I_d) vec(c)``
     over the clients the phase asks gradients of, ``S`` selecting their model rows
-    (``model_offset + c`` of ``model_block``). Unpacks as ``T, t``.
+    (``client_node + c`` of ``model_block``). Unpacks as ``T, t``.
 
     Raises:
         NotImplementedError: the method overrides ``points`` (push-sum), so the phase is not
@@ -75,7 +75,7 @@ def phase_operator(phase: Phase, layout: Layout, method: Method, problem) -> Aff
         coo = phase.inject.tocoo()
         inject = sp.csr_array((coo.data, (phase.rows[coo.row], coo.col)), shape=(m, c))
         kb = sp.csr_array(sp.kron(inject, eye, format="csr"))
-        model_rows = layout.rows(method.model_block, clients + method.model_offset)
+        model_rows = layout.rows(method.model_block, clients + method.client_node)
         select = sp.csr_array((np.ones(c), (np.arange(c), model_rows)), shape=(c, m))
         ks = sp.csr_array(sp.kron(select, eye, format="csr"))
         lin = lin + kb @ aff.block(clients) @ ks
