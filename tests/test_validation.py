@@ -2080,8 +2080,9 @@ CHECKER_BLAMES = {
 
 def _argument(what, needle):
     """The argument a row is about: ``f(arg=<...>)`` in an audit row's name, else the first
-    word of its needle (the argument, in every hand-written row the checker refuses first)."""
-    found = re.search(r"\((\w+)=<", what) or re.match(r"(?:\(\?<!\[\\w\]\))?(\w+)", needle)
+    word of its needle (the argument, in every hand-written row the checker refuses first;
+    a command-line option's dashes, escaped in the needle, are skipped)."""
+    found = re.search(r"\((\w+)=<", what) or re.match(r"(?:\(\?<!\[\\w\]\))?(?:\\-)*(\w+)", needle)
     return found.group(1)
 
 
