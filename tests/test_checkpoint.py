@@ -13,6 +13,7 @@ from stochmix import run
 from stochmix.algorithms import FedAvg, FedStale
 from stochmix.participation import Bernoulli
 from stochmix.problems import LeastSquares
+from tests import CHILD_TIMEOUT
 
 SETUP = """
 import numpy as np
@@ -53,7 +54,9 @@ def test_killed_run_resumes_to_the_same_trajectory(tmp_path):
             checkpoint={str(path)!r}, checkpoint_every=20, callback=crash)
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, timeout=CHILD_TIMEOUT
+    )
     assert done.returncode == -signal.SIGKILL
     assert path.exists() and not list(tmp_path.glob("*.tmp"))  # no half-written file
     resumed = reference(checkpoint=path, checkpoint_every=20)
@@ -253,7 +256,9 @@ def test_killed_while_writing_a_checkpoint_resumes_to_the_same_trajectory(tmp_pa
             checkpoint={str(path)!r}, checkpoint_every=20)
         """
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, timeout=CHILD_TIMEOUT
+    )
     assert done.returncode == -signal.SIGKILL, done.stderr
     assert checkpoints.load(path)["done"] == 120
     assert list(tmp_path.glob(".run.ckpt.*.tmp"))  # the scratch file of round 140

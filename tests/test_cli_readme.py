@@ -11,6 +11,7 @@ import pytest
 
 from stochmix.cli import main
 from stochmix.engine.result import COLUMNS
+from tests import CHILD_TIMEOUT
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -96,7 +97,7 @@ def test_module_entry_point_runs(tmp_path):
         [sys.executable, "-m", "stochmix", "run", "--rounds", "50"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=CHILD_TIMEOUT,
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr

@@ -34,6 +34,7 @@ if not dist.is_available():  # pragma: no cover
 import stochmix as sm  # noqa: E402
 from stochmix.participation import Bernoulli  # noqa: E402
 from stochmix.problems import LeastSquares  # noqa: E402
+from tests import CHILD_TIMEOUT  # noqa: E402
 
 N, D, ROUNDS, SEED = 37, 5, 40, 3
 METHODS = ("FedAvg", "FOCUS", "FedStale", "SCAFFOLD")
@@ -391,7 +392,7 @@ def _torchrun(ranks: int, config, out):
         "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
         "-m", "stochmix", "run", str(config), "--out", str(out), "--quiet", "--no-plot",
     ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=CHILD_TIMEOUT)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 

@@ -16,6 +16,7 @@ import pytest
 from jaxtyping import Float, Int
 
 from stochmix._arrays import Array
+from tests import CHILD_TIMEOUT
 
 HEAVY = ("torch", "matplotlib", "sklearn", "pandas", "numba")
 ROOT = Path(__file__).resolve().parent.parent  # so that the children import tests._typecheck
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent  # so that the children import tes
 
 def _run(code: str) -> str:
     args = [sys.executable, "-c", textwrap.dedent(code)]
-    done = subprocess.run(args, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    done = subprocess.run(args, capture_output=True, text=True, timeout=CHILD_TIMEOUT, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 

@@ -19,6 +19,7 @@ import stochmix as sm
 from stochmix.algorithms import FOCUS, FedAvg
 from stochmix.participation import Bernoulli
 from stochmix.problems import Logistic
+from tests import CHILD_TIMEOUT
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -238,7 +239,9 @@ def test_logistic_works_without_torch():
         print("ok")
         """
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=CHILD_TIMEOUT
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
 

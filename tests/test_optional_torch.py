@@ -5,6 +5,8 @@ import subprocess
 import sys
 import textwrap
 
+from tests import CHILD_TIMEOUT
+
 
 def test_core_works_without_torch():
     code = textwrap.dedent(
@@ -38,6 +40,8 @@ def test_core_works_without_torch():
         print("ok")
         """
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=CHILD_TIMEOUT
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"

@@ -23,6 +23,7 @@ from stochmix.mixing import OnePeerExponential
 from stochmix.mixing.federated import assign_rows, average_rows
 from stochmix.participation import Bernoulli, Full, Trace, UniformSample
 from stochmix.problems import LeastSquares, Quadratic
+from tests import CHILD_TIMEOUT
 from tests._backends import SparseOnly
 
 
@@ -303,7 +304,7 @@ def test_threads_work_in_a_forked_child(monkeypatch):
     child = multiprocessing.get_context("fork").Pool(1)
     try:
         result = child.apply_async(states, (FOCUS(0.002, 2), problem, part, 3))
-        np.testing.assert_array_equal(result.get(timeout=60), parent)
+        np.testing.assert_array_equal(result.get(timeout=CHILD_TIMEOUT), parent)
     finally:
         child.terminate()
 
