@@ -374,3 +374,18 @@ def test_explain_refuses_what_run_refuses(problem):
         sm.explain(fedavg, problem, some(), compiled="yes")
     with pytest.raises(ValueError, match="rounds"):
         sm.explain(fedavg, problem, some(), rounds=0)
+
+
+def test_an_unlabelled_slow_phase_is_named_by_its_place(problem):
+    class Unnamed(Gossiping):
+        def round_phases(self, r, participants, ctx):
+            phases = super().round_phases(r, participants, ctx)
+            if phases:
+                phases[-1].label = ""
+            return phases
+
+    found = sm.explain(Unnamed(0.01), problem, some())
+    (note,) = found.slow_paths
+    assert note.phase == "#2"  # pull, server step, then this one
+    assert found.segments[-1].phases == ("",) and "another node's" in found.segments[-1].why
+    assert "(unlabelled)" in str(found)

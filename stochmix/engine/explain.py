@@ -289,8 +289,10 @@ def _segment(item, back, kernel, dim: int, whole: bool, notes) -> Segment:
         return Segment("row map", (item.label,), None, "row map")
     if isinstance(item, Phase) and not general_path(item, whole):
         return Segment("whole-block", (item.label,), None, "block products")
+    # the notes name an unlabelled phase by its place in the round ("#k")
+    named = (lambda n: n.phase == item.label) if item.label else (lambda n: n.phase[:1] == "#")
     why = next(
-        (n.why for n in notes if n.phase == item.label and n.what.startswith("general")),
+        (n.why for n in notes if named(n) and n.what.startswith("general")),
         "it is not node-local",
     )
     return Segment("general", (item.label,), None, GENERAL, why=why)
