@@ -508,6 +508,8 @@ def test_a_slice_of_consecutive_clients_gives_the_gathered_bits(name, monkeypatc
 
     p = Logistic.random(9, 3, seed=2) if name == "logistic" else PROBLEMS[name]()
     monkeypatch.setattr(base, "CHUNK_ELEMENTS", 2 * p.chunk_cost())  # several chunks
+    monkeypatch.setattr(base, "SLICE_ELEMENTS", 2 * p.chunk_cost())  # slices in chunks too
+    p.hessian_budget = 0  # the padded rows themselves (the Hessians: the test below)
     rng = np.random.default_rng(1)
     lo, hi = 1, p.n_clients - 1
     points = rng.standard_normal((hi - lo, p.dim))
@@ -515,3 +517,47 @@ def test_a_slice_of_consecutive_clients_gives_the_gathered_bits(name, monkeypatc
     for x in (points, points.astype(np.float32)):
         by_index = p.gradients_unchecked(np.arange(lo, hi), x)
         np.testing.assert_array_equal(p.gradients_unchecked(slice(lo, hi), x), by_index)
+
+
+def test_whole_blocks_of_least_squares_clients_use_their_hessians():
+    """Consecutive clients (a decentralized block) of a padded least-squares problem with d
+    <= 2 n_max get their gradients from the Hessians A_i^T A_i (one einsum, computed once
+    and kept out of the fingerprint): the gradients of the padded rows to rounding, the bits
+    of the gram form. Not where the Hessians cost more flops, exceed ``hessian_budget``,
+    or a subclass has its own formula."""
+    rng = np.random.default_rng(3)
+    feats, targs = ragged_data(rng, 40, 6, 3, 5)
+    p = LeastSquares(feats, targs, 0.2, form="padded")
+    gram = LeastSquares(feats, targs, 0.2, form="gram")
+    before = p.fingerprint()
+    points = rng.standard_normal((30, 6))
+    for x in (points, points.astype(np.float32)):
+        got = p.gradients_unchecked(slice(5, 35), x)
+        assert got.dtype == x.dtype
+        want = p.gradients(np.arange(5, 35), x)
+        scale = np.abs(want).max()
+        assert np.abs(got - want).max() <= (1e-13 if x.dtype == np.float64 else 1e-5) * scale
+        np.testing.assert_array_equal(got, gram.gradients_unchecked(slice(5, 35), x))
+    assert "_hessians" in vars(p) and p.fingerprint() == before
+
+    wide = LeastSquares(feats, targs, 0.2, form="padded")  # d > 2 n_max: the padded rows
+    wide_x = rng.standard_normal((40, 6))
+    wide.hessian_budget = 40 * 6 * 6 * 8 - 1  # one byte short
+    np.testing.assert_array_equal(
+        wide.gradients_unchecked(slice(0, 40), wide_x), wide.gradients(np.arange(40), wide_x)
+    )
+    assert "_hessians" not in vars(wide)
+    tall = LeastSquares.random(20, 12, 5, seed=1)  # 12 > 2 * 5
+    tall_x = rng.standard_normal((20, 12))
+    np.testing.assert_array_equal(
+        tall.gradients_unchecked(slice(0, 20), tall_x), tall.gradients(np.arange(20), tall_x)
+    )
+
+    class Doubled(LeastSquares):
+        def gradient_formula(self, xp, data, idx, x):
+            return 2 * super().gradient_formula(xp, data, idx, x)
+
+    own = Doubled(feats, targs, 0.2, form="padded")
+    np.testing.assert_array_equal(
+        own.gradients_unchecked(slice(5, 35), points), own.gradients(np.arange(5, 35), points)
+    )

@@ -14,7 +14,7 @@ from collections import OrderedDict
 import numpy as np
 
 from .._validate import as_float_dtype, choice, flag_or_choice
-from .blockwise import apply_blockwise_numpy
+from .blockwise import Workspace, apply_blockwise_numpy
 from .phase import Phase
 from .tensors import to_tensor
 from .threads import resolve_threads
@@ -66,7 +66,12 @@ class NumpyBackend:
         gradients of ``phase.blockwise.clients``, or None. False if a new entry is not
         finite (as :meth:`apply`)."""
         handed = self.__dict__.setdefault("_handed", {})  # rows a phase hands to the next
-        return apply_blockwise_numpy(z, phase.blockwise, gradients, handed=handed)
+        workspace = self.__dict__.get("_workspace")
+        if workspace is None:  # arrays kept from round to round
+            workspace = self._workspace = Workspace()
+        return apply_blockwise_numpy(
+            z, phase.blockwise, gradients, handed=handed, workspace=workspace
+        )
 
 
 class TorchBackend:

@@ -281,8 +281,35 @@ def _product_into(matrix, values: np.ndarray, out: np.ndarray) -> None:
         out[...] = matrix @ values
 
 
+class Workspace:
+    """Arrays that a backend keeps for the whole-block path from round to round: each
+    target block's accumulator and one temporary (its products, scaled terms), so that
+    a round allocates nothing and SciPy's products write into them (:func:`_product_into`,
+    the same bits as ``@``). Kept for one state at a time (a new state clears them)."""
+
+    def __init__(self):
+        self._arrays: dict = {}
+        self._state: int | None = None
+
+    def scratch(self, z: np.ndarray, block: str, rows: int):
+        """``role -> array`` for target ``block`` of ``rows`` rows of ``z``: "acc" or
+        "tmp", float64 of shape ``(rows, z.shape[1])``, the same arrays every round."""
+        if self._state != id(z):
+            self._arrays.clear()
+            self._state = id(z)
+        arrays, shape = self._arrays, (rows, z.shape[1])
+
+        def get(role: str) -> np.ndarray:
+            found = arrays.get((block, role))
+            if found is None or found.shape != shape:
+                found = arrays[block, role] = np.empty(shape)
+            return found
+
+        return get
+
+
 def apply_blockwise_numpy(
-    z: np.ndarray, form: BlockwiseForm, gradients, product=None, handed=None
+    z: np.ndarray, form: BlockwiseForm, gradients, product=None, handed=None, workspace=None
 ) -> bool:
     """Apply ``form`` to the NumPy state ``z`` in place (``gradients``: shape (c, d), the
     gradients of ``form.clients``, or None); False if a new entry is not finite (the
@@ -298,7 +325,14 @@ def apply_blockwise_numpy(
 
     ``handed``: a dict that carries the rows of :attr:`BlockwiseForm.hand_off` from this
     phase to the next (:attr:`BlockwiseForm.take`; see :func:`chained`), keyed by the
-    state's identity as well (runs that share a backend do not share what they hand)."""
+    state's identity as well (runs that share a backend do not share what they hand).
+
+    ``workspace``: a :class:`Workspace` whose arrays take the place of the fresh arrays
+    (float64 states with the default products): the same operations in the same order,
+    into arrays kept from round to round."""
+    scratch = None
+    if workspace is not None and product is None and z.dtype == np.float64:
+        scratch = workspace.scratch
     product = _product if product is None else product
     finite = True
     if form.take is not None:
@@ -308,18 +342,20 @@ def apply_blockwise_numpy(
         return not check or bool(np.isfinite(out.sum()))
     later = []
     for target, direct, check in form.order:
+        rows = target.rows
+        own = None if scratch is None else scratch(z, target.block, rows.stop - rows.start)
         if target.block == form.hand_off:
-            new = _combine(target.terms, target.rows, z, gradients, None, product)
+            new = _combine(target.terms, rows, z, gradients, None, product, own)
             handed[id(z), target.block] = new
             finite = finite and (not check or bool(np.isfinite(new.sum())))
             continue
         if direct:
-            out = z[target.rows]
-            _combine(target.terms, target.rows, z, gradients, out, product)
+            out = z[rows]
+            _combine(target.terms, rows, z, gradients, out, product, own)
             if check:
                 finite = finite and bool(np.isfinite(out.sum()))
         else:
-            new = _combine(target.terms, target.rows, z, gradients, None, product)
+            new = _combine(target.terms, rows, z, gradients, None, product, own)
             later.append((target, new, check))
     for target, new, check in later:
         out = z[target.rows]
@@ -338,75 +374,107 @@ def _values(term: BlockTerm, z, gradients):
     return gradients if term.kind == "grad" else z[term.rows]
 
 
-def _combine(terms: tuple, rows: slice, z, gradients, out, product_of=_product):
+def _mixed(term: BlockTerm, z, product_of, scratch, role: str):
+    """A "mix" term's product, scaled: into ``scratch(role)`` where there is one."""
+    if scratch is None:
+        product = product_of(term, z)
+    else:
+        product = scratch(role)
+        _product_into(term.matrix, z[term.rows], product)
+    if term.coef != 1.0:
+        product *= term.coef
+    return product
+
+
+def _combine(terms: tuple, rows: slice, z, gradients, out, product_of=_product, scratch=None):
     """The sum of ``terms``, written into ``out`` (a view of ``z``) or, when ``out`` is
-    None, into a fresh array that is returned. ``terms`` lists "mix" terms first (the
-    form's order), so that every read of the target's old rows by a product happens
-    before ``out`` is written; at most one other term reads the target, and it is the
-    last (read and written element by element)."""
-    acc = None
-    for term in terms[:-1]:
-        if term.kind == "mix":
-            product = product_of(term, z)
-            if term.coef != 1.0:
-                product *= term.coef
-            if acc is None:
-                acc = product
-            else:
-                acc += product
-        else:
-            acc = _scaled_add(acc, _values(term, z, gradients), term.coef)
+    None, into a fresh array (or one of ``scratch``, see :class:`Workspace`) that is
+    returned. ``terms`` lists "mix" terms first (the form's order), so that every read of
+    the target's old rows by a product happens before ``out`` is written; at most one
+    other term reads the target, and it is the last (read and written element by
+    element)."""
     if not terms:
         if out is None:
             return np.zeros((rows.stop - rows.start, z.shape[1]), dtype=z.dtype)
         out[...] = 0.0
         return out
+    acc = None
+    for term in terms[:-1]:
+        if term.kind == "mix":
+            product = _mixed(term, z, product_of, scratch, "acc" if acc is None else "tmp")
+            if acc is None:
+                acc = product
+            else:
+                acc += product
+        else:
+            acc = _scaled_add(acc, _values(term, z, gradients), term.coef, scratch)
     last = terms[-1]
     if last.kind == "mix":
-        product = product_of(last, z)
-        if last.coef != 1.0:
-            product *= last.coef
+        product = _mixed(last, z, product_of, scratch, "acc" if acc is None else "tmp")
         if acc is None:
-            acc = product
-        else:
-            acc += product
+            if out is None:
+                return product
+            out[...] = product
+            return out
         if out is None:
+            acc += product
             return acc
-        out[...] = acc
-        return out
+        return np.add(acc, product, out=out)  # acc += product, written into out
     values, coef = _values(last, z, gradients), last.coef
-    if np.ndim(coef):
-        values = coef[:, None] * values
+    own = False  # values is an array of ours (coef times the term's values)
+    if isinstance(coef, np.ndarray):
+        values = np.multiply(coef[:, None], values, out=None if scratch is None else scratch("tmp"))
+        own = True
     elif coef == -1.0:
         if acc is None:
+            if out is None and scratch is not None:
+                return np.negative(values, out=scratch("acc"))
             return np.negative(values, out=out)
         return np.subtract(acc, values, out=acc if out is None else out)
     elif coef != 1.0:
-        values = coef * values
+        values = np.multiply(coef, values, out=None if scratch is None else scratch("tmp"))
+        own = True
     if acc is None:
         if out is None:
-            return np.array(values, dtype=np.result_type(values, np.float64))
+            if scratch is None:
+                return np.array(values, dtype=np.result_type(values, np.float64))
+            if own:
+                return values
+            acc = scratch("acc")
+            np.copyto(acc, values)
+            return acc
         out[...] = values
         return out
     return np.add(acc, values, out=acc if out is None else out)
 
 
-def _scaled_add(acc, values, coef):
-    """``acc + coef * values``, in place when ``acc`` is an array (a fresh array when
-    ``acc`` is None; never ``values`` itself)."""
-    if np.ndim(coef):
+def _scaled_add(acc, values, coef, scratch=None):
+    """``acc + coef * values``, in place when ``acc`` is an array (a fresh array, or
+    ``scratch("acc")``, when ``acc`` is None; never ``values`` itself)."""
+    fresh = None if scratch is None else scratch("acc") if acc is None else scratch("tmp")
+    if isinstance(coef, np.ndarray):
         coef = coef[:, None]
     elif coef == 1.0:
         if acc is None:
+            if fresh is not None:
+                np.copyto(fresh, values)
+                return fresh
             return np.array(values, dtype=np.result_type(values, np.float64))
         acc += values
         return acc
     elif coef == -1.0:
         if acc is None:
+            if fresh is not None:
+                return np.negative(values, out=fresh)
             return np.negative(values, dtype=np.result_type(values, np.float64))
         acc -= values
         return acc
     if acc is None:
+        if fresh is not None:
+            return np.multiply(coef, values, out=fresh)
         return np.multiply(coef, values, dtype=np.result_type(values, np.float64))
-    acc += coef * values
+    if fresh is not None:
+        acc += np.multiply(coef, values, out=fresh)
+    else:
+        acc += coef * values
     return acc

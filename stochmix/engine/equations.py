@@ -61,12 +61,13 @@ mean of a single row is that row (no ``|S| / |S|``), so hand-written coefficient
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 from jaxtyping import Float, Int
 
+from ..mixing.rowsparse import RowSparse
 from .layout import Layout
 from .phase import Phase, PhaseBuilder
 from .phase_cache import PhaseCache
@@ -108,7 +109,30 @@ class _Term:
         return self.num if self.den == 1.0 else self.num / self.den
 
 
+def _term(block, rows, num, over=None, whole: bool = False) -> _Term:
+    """``_Term(block, rows, num, over=over, whole=whole)``, made without the frozen
+    ``__init__`` (a round's equations make a few dozen terms)."""
+    new = object.__new__(_Term)
+    new.__dict__.update(
+        block=block, rows=rows, num=num, den=1.0, over=over, summed=False, op=None, whole=whole
+    )
+    return new
+
+
+def _with(term: _Term, **changes) -> _Term:
+    """``dataclasses.replace(term, **changes)`` without its per-field ``getattr`` and
+    frozen ``__init__`` (the equations of a round make a few dozen terms)."""
+    new = object.__new__(_Term)
+    fields = new.__dict__
+    fields.update(term.__dict__)
+    fields.update(changes)
+    return new
+
+
 def _is_number(value) -> bool:
+    kind = type(value)
+    if kind is float or kind is int:
+        return True
     return np.ndim(value) == 0 and isinstance(value, (int, float, np.integer, np.floating))
 
 
@@ -144,9 +168,7 @@ class Expression:
     def _scaled(self, factor, what: str = "coefficient") -> Expression:
         if _is_number(factor):
             factor = float(factor)
-            return Expression(
-                tuple(replace(t, num=t.num * factor) for t in self.terms), self.clients
-            )
+            return Expression(tuple(_with(t, num=t.num * factor) for t in self.terms), self.clients)
         if isinstance(factor, Expression):
             raise TypeError(
                 "an expression can only be multiplied by numbers or per-client arrays "
@@ -166,7 +188,7 @@ class Expression:
                 f"expression, got shape {arr.shape}"
             )
         arr = arr.astype(np.float64, copy=False)
-        return Expression(tuple(replace(t, num=t.num * arr) for t in self.terms), self.clients)
+        return Expression(tuple(_with(t, num=t.num * arr) for t in self.terms), self.clients)
 
     def __mul__(self, factor) -> Expression:
         return self._scaled(factor)
@@ -177,7 +199,7 @@ class Expression:
         if not _is_number(divisor):
             raise TypeError(f"an expression can only be divided by a number, got {divisor!r}")
         divisor = float(divisor)
-        return Expression(tuple(replace(t, den=t.den * divisor) for t in self.terms), self.clients)
+        return Expression(tuple(_with(t, den=t.den * divisor) for t in self.terms), self.clients)
 
     def __neg__(self) -> Expression:
         return self._scaled(-1.0)
@@ -225,12 +247,12 @@ class Expression:
         terms = []
         for t in self.terms:
             if t.over is not None:  # one value per client: a weighted sum of rows
-                terms.append(replace(t, summed=True, den=t.den * s if divide else t.den))
+                terms.append(_with(t, summed=True, den=t.den * s if divide else t.den))
             elif np.ndim(t.num) == 0:  # a single row broadcast to every client
-                terms.append(t if divide else replace(t, num=t.num * s))
+                terms.append(t if divide else _with(t, num=t.num * s))
             else:  # a single row with a per-client coefficient
                 num = float(np.sum(t.num))
-                terms.append(replace(t, num=num, den=t.den * s if divide else t.den))
+                terms.append(_with(t, num=num, den=t.den * s if divide else t.den))
         return Expression(tuple(terms), None)
 
     def sum(self) -> Expression:
@@ -300,11 +322,12 @@ class Selection(Expression):
     """
 
     def __init__(self, handle: BlockRows, rows, clients: np.ndarray | None, text: str, whole=False):
-        term = _Term(handle.name, rows, 1.0, over=clients, whole=whole)
+        term = _term(handle.name, rows, 1.0, clients, whole)
         super().__init__((term,), clients)
         self.handle = handle
         self.rows = rows
         self.text = text
+        self.whole = whole  # every row of the block (x[:])
 
     def __iadd__(self, other) -> _Update:
         if not isinstance(other, Expression):
@@ -346,13 +369,19 @@ class BlockRows:
     def _select(self, clients) -> Selection:
         eq = self._eq
         if isinstance(clients, slice):
+            if clients.start is None and clients.stop is None and clients.step is None:
+                found = self.__dict__.get("_all")  # x[:] asked again in the same phase
+                if found is not None:
+                    return found
             if clients != slice(None):
                 raise TypeError(
                     f"{self.name}[...] takes client indices or [:] (every row of the block), "
                     f"got the slice {clients}"
                 )
             rows, over = eq.cache.whole(self._size, self._shift)
-            return Selection(self, rows, over, f"{self.name}[:]", whole=True)
+            found = Selection(self, rows, over, f"{self.name}[:]", whole=True)
+            object.__setattr__(self, "_all", found)
+            return found
         if isinstance(clients, Expression):
             raise TypeError(f"{self.name}[...] takes client indices, got an expression")
         if isinstance(clients, (int, np.integer)) and not isinstance(clients, bool):
@@ -589,21 +618,27 @@ class Equations:
             )
 
     def _claim(self, target: Selection) -> None:
-        """Refuse rows written twice in one phase (they would silently add up)."""
+        """Refuse rows written twice in one phase (they would silently add up). A whole
+        block (``x[:]``) is distinct rows by construction, and meets any other rows of its
+        block: no pass over its rows."""
         name = target.handle.name
-        rows = np.atleast_1d(np.asarray(target.rows, dtype=np.int64))
-        if target.clients is not None and rows.size > 1:
-            if not (np.diff(rows) > 0).all() and np.unique(rows).size != rows.size:
-                raise ValueError(f"{target.text}: the clients S must be distinct")
+        whole = target.whole
+        if whole:
+            rows = target.rows
+        else:
+            rows = np.atleast_1d(np.asarray(target.rows, dtype=np.int64))
+            if target.clients is not None and rows.size > 1:
+                if not (np.diff(rows) > 0).all() and np.unique(rows).size != rows.size:
+                    raise ValueError(f"{target.text}: the clients S must be distinct")
         done = self._written.setdefault(name, [])
-        for old in done:
-            if np.isin(rows, old).any():
+        for old, old_whole in done:
+            if (rows.size and old.size) if whole or old_whole else np.isin(rows, old).any():
                 raise ValueError(
                     f"{target.text}: rows of block {name!r} are assigned twice in this phase; "
                     "every equation of a phase reads the state before it, so write one "
                     "equation per row (or use two phases)"
                 )
-        done.append(rows)
+        done.append((rows, whole))
 
     def _lower(self, target: Selection, expr: Expression, keep: bool) -> None:
         name = target.handle.name
@@ -619,12 +654,13 @@ class Equations:
                     f"{target.text}: the expression runs over other clients "
                     f"({show(expr.clients)}) than the target ({show(target.clients)})"
                 )
-            if any(t.summed for t in expr.terms):
-                raise ValueError(
-                    f"{target.text} has one row per client but the expression is a reduction "
-                    "(total, mean, dot) onto one row"
-                )
-        terms = tuple(self._resolved(t, target) for t in expr.terms)
+            for t in expr.terms:
+                if t.summed:
+                    raise ValueError(
+                        f"{target.text} has one row per client but the expression is a "
+                        "reduction (total, mean, dot) onto one row"
+                    )
+        terms = [self._resolved(t, target) for t in expr.terms]
         self._claim(target)
         call = self._call
         if target.clients is not None:  # one row per client, even for one client
@@ -671,7 +707,7 @@ class Equations:
                         f"{target.text}: grad() is every client's gradient, but the target "
                         "does not hold one row per client: write grad(S) with the clients"
                     )
-                return replace(t, rows=clients, over=clients)
+                return _with(t, rows=clients, over=clients)
             self._clients(t.rows)
             return t
         if t.op is not None:
@@ -692,7 +728,7 @@ class Equations:
                     f"{show(op.rows)} of the block, the target is other rows; write the "
                     f"target as {name}[:] for a matrix over every row"
                 )
-            if np.ndim(t.num) != 0:
+            if type(t.num) is not float and np.ndim(t.num) != 0:
                 raise ValueError(
                     f"{target.text}: W @ {t.block} takes a number as its coefficient, not "
                     "per-client weights (put them in W)"
@@ -744,8 +780,6 @@ def _whole(value):
 def _operator(op):
     """``op`` as a :class:`~stochmix.mixing.rowsparse.RowSparse` (a SciPy sparse or NumPy
     square matrix is wrapped, once per use: give a RowSparse to have its phases kept)."""
-    from ..mixing.rowsparse import RowSparse
-
     if isinstance(op, RowSparse):
         return op
     if sp.issparse(op) or isinstance(op, np.ndarray):
@@ -768,12 +802,15 @@ def _mixed(t: _Term, op) -> _Term:
             f"{np.size(t.rows)} rows"
         )
     if op.rows.size == np.size(t.rows):
-        return replace(t, op=op, whole=False)
+        return _with(t, op=op, whole=False)
     shift = int(t.rows[0] - t.over[0]) if np.size(t.rows) else 0
-    return replace(t, op=op, whole=False, rows=op.rows, over=op.rows - shift)
+    return _with(t, op=op, whole=False, rows=op.rows, over=op.rows - shift)
 
 
 def _mixed_clients(t: _Term, op):
+    """The clients of ``op @ t`` (those of :func:`_mixed`'s term)."""
+    if op.rows.size == np.size(t.rows):
+        return t.over
     return _mixed(t, op).over
 
 

@@ -23,8 +23,11 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ..mixing.rowsparse import whole_rows
+
 __all__ = ["PhaseCache"]
 
+_PLAIN = frozenset({str, int, float, type(None)})
 CAPACITY = 128  # phases kept, least recently used first out (a period's phases fit)
 
 
@@ -36,6 +39,8 @@ class PhaseCache:
         self._phases: OrderedDict = OrderedDict()  # key -> (calls, phase)
         self._ranges: dict = {}  # (size, shift) -> (rows, clients), read-only
         self._owned: set = set()  # ids of the arrays in _ranges (alive for the run)
+        self._known: dict = {}  # id -> its part of a key, for rows and operators
+        self._held: list = []  # the objects of _known (their ids stay theirs)
         self.hits = 0
         self.misses = 0
 
@@ -44,8 +49,9 @@ class PhaseCache:
         and the same objects for the whole run (the clients are the rows when shift = 0)."""
         found = self._ranges.get((size, shift))
         if found is None:
-            rows = np.arange(size, dtype=np.int64)
-            rows.flags.writeable = False
+            # the array a whole-matrix RowSparse of this size holds: ``W @ x`` into
+            # ``x[:]`` then sets the target's rows by identity, with no O(n) comparison
+            rows = whole_rows(size)
             clients = rows
             if shift:
                 clients = rows - shift
@@ -57,25 +63,46 @@ class PhaseCache:
     def key(self, label: str, calls: list) -> tuple | None:
         """The key of ``calls`` (``(name, *args)`` tuples), or None when one argument is
         an array this cache did not hand out or an operator that is not reusable."""
+        known = self._known
+        try:  # the usual calls: plain values, and rows and operators met before
+            return (
+                label,
+                *[
+                    tuple([a if type(a) in _PLAIN else known[id(a)] for a in call])
+                    for call in calls
+                ],
+            )
+        except KeyError:
+            pass
         parts = [label]
         for call in calls:
-            part = [call[0]]
-            for arg in call[1:]:
-                if isinstance(arg, (str, int, float, np.integer, np.floating)) or arg is None:
-                    part.append(arg)
-                elif isinstance(arg, np.ndarray):
-                    if id(arg) in self._owned:
-                        part.append(("rows", id(arg)))
-                    elif arg.dtype.kind == "f" and arg.ndim == 1:
-                        part.append(("coef", arg.tobytes()))
-                    else:
-                        return None
-                elif getattr(arg, "reusable", False):
-                    part.append(("op", id(arg)))
-                else:
+            part = []
+            for arg in call:
+                part.append(arg if type(arg) in _PLAIN else self._part(arg))
+                if part[-1] is None and arg is not None:
                     return None
             parts.append(tuple(part))
         return tuple(parts)
+
+    def _part(self, arg):
+        """What a key holds for ``arg`` (None when it makes a phase uncached). The cache's
+        rows and reusable operators are keyed by identity, remembered (and held, so that
+        the identity stays theirs) for the next key."""
+        if isinstance(arg, (str, int, float, np.integer, np.floating)):
+            return arg
+        if isinstance(arg, np.ndarray):
+            if id(arg) in self._owned:
+                part = self._known[id(arg)] = ("rows", id(arg))
+                self._held.append(arg)
+                return part
+            if arg.dtype.kind == "f" and arg.ndim == 1:
+                return ("coef", arg.tobytes())
+            return None
+        if getattr(arg, "reusable", False):
+            part = self._known[id(arg)] = ("op", id(arg))
+            self._held.append(arg)
+            return part
+        return None
 
     def get(self, key):
         found = self._phases.get(key)

@@ -185,7 +185,7 @@ class RowSparse:
         shared read-only ``arange(n)``, so building one costs O(1)."""
         out = cls.__new__(cls)
         n = int(matrix.shape[0])
-        out.size, out.rows, out.identity_elsewhere = n, _all_rows(n), True
+        out.size, out.rows, out.identity_elsewhere = n, whole_rows(n), True
         out._values, out._entries, out.pattern = matrix, None, None
         return out
 
@@ -230,8 +230,10 @@ class RowSparse:
 
 
 @lru_cache(maxsize=16)
-def _all_rows(n: int) -> np.ndarray:
-    """``arange(n)`` as int64, read-only, shared by every whole-matrix RowSparse of size n."""
+def whole_rows(n: int) -> np.ndarray:
+    """``arange(n)`` as int64, read-only, shared by every whole-matrix RowSparse of size n
+    (and the equations' whole-block rows, :meth:`~stochmix.engine.phase_cache.PhaseCache.
+    whole`: the same object, so that ``x[:] = W @ x`` matches rows by identity)."""
     rows = np.arange(n, dtype=np.int64)
     rows.flags.writeable = False
     return rows

@@ -34,6 +34,8 @@ DERIVED = frozenset(
         "_smoothness",
         "_sample_cache",
         "_buffer_copies",
+        "_chunk_cost",
+        "_hessians",
         "solver_info",
     }
 )

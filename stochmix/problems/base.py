@@ -27,6 +27,29 @@ from ._common import CHUNK_ELEMENTS, DERIVED, NUMPY_NAMESPACE, ClientData, float
 from ._common import fingerprint as fingerprint_of
 from .stochastic import Minibatch, Noisy
 
+#: Consecutive clients (a slice, their data read in place) are asked in one call of the
+#: formula up to this many array elements of data (``chunk_cost`` per client), in chunks
+#: of this size beyond: the formula's temporaries are then bounded as well.
+SLICE_ELEMENTS = 1 << 24
+
+
+def _own(g, x, data: dict):
+    """The formula's result ``g`` as the gradients of ``x``'s rows: itself when it is a
+    fresh array of ``x``'s shape and dtype (what formulas return), else a copy (a formula
+    may return a view of its point or data, which the caller must not get)."""
+    if (
+        type(g) is np.ndarray
+        and g.shape == x.shape
+        and g.dtype == x.dtype
+        and g.flags.writeable
+        and not np.may_share_memory(g, x)
+        and not any(np.may_share_memory(g, v) for v in data.values())
+    ):
+        return g
+    out = np.empty_like(x)
+    out[...] = g
+    return out
+
 
 class Problem(abc.ABC):
     """A federated objective f(x) = (1/N) sum_i F_i(x) over N clients in dimension d.
@@ -203,23 +226,45 @@ class Problem(abc.ABC):
         ``idx`` must be an int64 array of valid clients, or a slice of consecutive clients
         (whose data rows are then read in place, not gathered: the formula gets them with
         ``idx`` None, as from :meth:`bind_clients`), and ``x`` a float array (m, d)."""
-        data = self.data.like(x)
-        if isinstance(idx, slice):
+        formula = self.gradient_formula
+        if isinstance(idx, slice) and is_numpy(x):
+            formula, data, cost = self._slice_formula(x.dtype)
             data = {key: value[idx] for key, value in data.items()}
             idx = None
+        else:
+            data = self.data.like(x)
+            if isinstance(idx, slice):
+                data = {key: value[idx] for key, value in data.items()}
+                idx = None
+            cost = None
         xp = NUMPY_NAMESPACE if is_numpy(x) else namespace(x)
         if not is_numpy(x):
-            return self.gradient_formula(xp, data, None if idx is None else to_like(idx, x), x)
+            return formula(xp, data, None if idx is None else to_like(idx, x), x)
+        cost = max(1, self.chunk_cost() if cost is None else cost)
+        if idx is None and x.shape[0] * cost <= SLICE_ELEMENTS:
+            # rows read in place: no gathered copy to keep in cache, so one call (chunks of
+            # a few thousand rows cost ~1.4x one call of the same work)
+            return _own(formula(xp, data, None, x), x, data)
         out = np.empty_like(x)
-        step = max(1, CHUNK_ELEMENTS // max(1, self.chunk_cost()))
+        step = max(1, (SLICE_ELEMENTS if idx is None else CHUNK_ELEMENTS) // cost)
         for s in range(0, x.shape[0], step):
             rows = slice(s, s + step)
             if idx is None:
                 part, clients = {key: value[rows] for key, value in data.items()}, None
             else:
                 part, clients = data, idx[rows]
-            out[rows] = self.gradient_formula(xp, part, clients, x[rows])
+            out[rows] = formula(xp, part, clients, x[rows])
         return out
+
+    def _slice_formula(self, dtype) -> tuple:
+        """``(formula, data, cost)`` for gradients of consecutive clients (a slice, such as
+        every peer of a decentralized block), NumPy points of ``dtype``: a formula with
+        :meth:`gradient_formula`'s signature, the arrays it reads (indexed by client along
+        their first axis) and the array elements one client costs. By default
+        :meth:`gradient_formula` on the problem's data; a problem may keep data that
+        computes the same gradients faster for whole blocks (see
+        :class:`~stochmix.problems.LeastSquares`)."""
+        return self.gradient_formula, self.data.like(dtype), self.chunk_cost()
 
     def bind_clients(self, idx, like):
         """A function ``x -> gradients of clients idx at x`` that gathers the clients'

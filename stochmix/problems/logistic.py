@@ -329,7 +329,11 @@ class Logistic(Problem):
         return self._sample_cache
 
     def chunk_cost(self) -> int:
-        return int(self._counts.max()) * (self._p + 2 * self._width) * self._width
+        found = self.__dict__.get("_chunk_cost")  # asked every round: kept
+        if found is None:
+            found = int(self._counts.max()) * (self._p + 2 * self._width) * self._width
+            self._chunk_cost = found
+        return found
 
     def _logits(self, x: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
         """a_r W for every sample: (R, C) for softmax, (R,) for binary; float64."""
