@@ -1,7 +1,10 @@
-"""Write a new method from scratch as blocks + phases, run it, compare it with built-ins.
+"""A new method from scratch: FedProx
+==================================
+
+Write a new method from scratch as blocks + phases, run it, compare it with built-ins.
 
 The method is FedProx (Li et al. 2020): FedAvg whose local steps add a proximal pull
-mu (x_i - x_0) towards the server model. In matrix form, one round with participants S:
+mu (x_i - x_0) towards the server model. In matrix form, one round with participants S::
 
     x   <- A_S x                                              (pull)
     x_i <- (1 - gamma mu) x_i + gamma mu x_0 - gamma grad F_i(x_i),  i in S   (K times)

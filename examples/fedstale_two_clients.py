@@ -1,4 +1,7 @@
-"""Rodio & Neglia (2024), Figure 1: two clients, 2-D quadratics, p1 / p2 = 100.
+"""FedStale, Figure 1: two clients, p1 / p2 = 100
+==============================================
+
+Rodio & Neglia (2024), Figure 1: two clients, 2-D quadratics, p1 / p2 = 100.
 
 The global optimum is not the mean of the two local optima. Client 1 takes part in every
 round, client 2 in one round of a hundred. FedAvg (unbiased weights 1/(N p_i), beta = 0)
@@ -9,6 +12,8 @@ sizes; ours: H1 = [[2, 1], [1, 2]], c1 = (0, 5), H2 = diag(1, 0.2), c2 = (5, 0),
 
 Run: python examples/fedstale_two_clients.py  (writes fedstale_two_clients.png)
 """
+
+import sys
 
 import numpy as np
 
@@ -79,5 +84,8 @@ def main(rounds=4000, seeds=10, out="fedstale_two_clients.png", plot=True):
     return summary
 
 
+#: The reduced size (`--quick`), which the documentation's CI build runs.
+QUICK = dict(rounds=400, seeds=2)
+
 if __name__ == "__main__":
-    main()
+    main(**(QUICK if "--quick" in sys.argv else {}))

@@ -1,4 +1,7 @@
-"""The FOCUS paper's Figure 4: least squares over 16 clients under three participation
+"""FOCUS, Figure 4: three participation patterns
+=============================================
+
+The FOCUS paper's Figure 4: least squares over 16 clients under three participation
 patterns, FedAvg, FedAU, SCAFFOLD, MIFA and FOCUS with one shared step size per panel.
 
 Set-up (from the authors' notebook): 8000 rows in dimension 50, A = diag(s) G with s uniform
@@ -9,6 +12,8 @@ arbitrary, 4 of 16 drawn without replacement with fixed random weights. Step siz
 
 Run: python examples/focus_figure4.py  (writes focus_figure4.png)
 """
+
+import sys
 
 import numpy as np
 
@@ -80,5 +85,8 @@ def main(rounds=500, out="focus_figure4.png", plot=True):
     return {key: float(res.relative_error[-1]) for key, res in results.items()}
 
 
+#: The reduced size (`--quick`), which the documentation's CI build runs.
+QUICK = dict(rounds=150)
+
 if __name__ == "__main__":
-    main()
+    main(**(QUICK if "--quick" in sys.argv else {}))

@@ -1,4 +1,7 @@
-"""Wang & Ji (2022), appendix B.1: three clients, one per round in turn.
+"""Amplified FedAvg, Wang & Ji's three clients
+===========================================
+
+Wang & Ji (2022), appendix B.1: three clients, one per round in turn.
 
 F_n(x) = 1/2 ||x - z_n||^2 with z = (-1, 0), (1, 0), (0, sqrt 3); x* is their centroid.
 Client 1 alone in round 0, client 2 in round 1, client 3 in round 2, and so on; x0 = (1, 2);

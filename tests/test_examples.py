@@ -34,35 +34,31 @@ def test_wang_ji_example(tmp_path, capsys):
 
 
 def test_fedstale_two_clients_example(tmp_path, unchecked):
-    summary = load("fedstale_two_clients").main(rounds=400, seeds=2, out=str(tmp_path / "f.png"))
+    module = load("fedstale_two_clients")
+    summary = module.main(**module.QUICK, out=str(tmp_path / "f.png"))
     assert set(summary) == {"FedAvg (beta 0)", "FedStale (beta 0.8)", "FedVARP (beta 1)"}
     assert all(np.isfinite(v).all() for v in summary.values())
     assert (tmp_path / "f.png").exists()
 
 
 def test_focus_figure4_example(tmp_path, unchecked):
-    finals = load("focus_figure4").main(rounds=150, out=str(tmp_path / "f4.png"))
+    module = load("focus_figure4")  # at its reduced size, which the docs' CI build runs
+    finals = module.main(**module.QUICK, out=str(tmp_path / "f4.png"))
     for panel in ("full", "uniform (4 of 16)"):
         assert finals[(panel, "FOCUS")] < 1e-6 < finals[(panel, "FedAvg")]
     assert (tmp_path / "f4.png").exists()
 
 
 def test_fedstale_heatmap_example(tmp_path, unchecked):
-    best = load("fedstale_heatmap").main(
-        heterogeneities=(0.0, 2.0),
-        p_mins=(0.5, 0.1),
-        rounds=60,
-        seeds=1,
-        out=str(tmp_path / "h.png"),
-    )
+    module = load("fedstale_heatmap")
+    best = module.main(**module.QUICK, out=str(tmp_path / "h.png"))
     assert best.shape == (2, 2) and set(best.ravel()) <= {0.0, 0.2, 0.5, 0.8, 1.0}
     assert (tmp_path / "h.png").exists()
 
 
 def test_predicted_rates_example_within_five_percent(tmp_path, unchecked):
-    rows = load("predicted_rates").main(
-        rounds=300, lyapunov_rounds=2000, out=str(tmp_path / "r.png")
-    )
+    module = load("predicted_rates")
+    rows = module.main(**module.QUICK, out=str(tmp_path / "r.png"))
     for predicted, measured in rows.values():
         assert abs(measured - predicted) < 0.05 * predicted
     assert (tmp_path / "r.png").exists()

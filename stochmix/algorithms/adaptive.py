@@ -76,11 +76,10 @@ class FedAdaptive(Method):
 
     Shapes: ``x`` (N + 1, d), ``m``, ``v``, ``delta`` (1, d).
 
-    References
-    ----------
-    S. J. Reddi, Z. Charles, M. Zaheer, Z. Garrett, K. Rush, J. Konečný, S. Kumar and
-       H. B. McMahan (2021), "Adaptive federated optimization", ICLR 2021
-       (arXiv:2003.00295), Algorithm 2.
+    References:
+        - S. J. Reddi, Z. Charles, M. Zaheer, Z. Garrett, K. Rush, J. Konečný, S. Kumar and
+          H. B. McMahan (2021), "Adaptive federated optimization", ICLR 2021
+          (arXiv:2003.00295), Algorithm 2.
     """
 
     name = "FedAdaptive"

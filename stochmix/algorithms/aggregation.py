@@ -35,10 +35,9 @@ class InverseProbabilities:
     :meth:`start` prepares one run in ``ctx.memory``; :meth:`of` gives 1/p_i for the
     participants of round r.
 
-    References
-    ----------
-    S. Wang and M. Ji (2024), "A lightweight method for tackling unknown participation
-       statistics in federated averaging", ICLR 2024 (arXiv:2306.03401): the FedAU weights.
+    References:
+        - S. Wang and M. Ji (2024), "A lightweight method for tackling unknown participation
+          statistics in federated averaging", ICLR 2024 (arXiv:2306.03401): the FedAU weights.
     """
 
     def __init__(

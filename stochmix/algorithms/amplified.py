@@ -34,11 +34,10 @@ class AmplifiedFedAvg(FedAvg):
         probabilities: p_i for "unbiased".
         cutoff, timing: FedAU's, for "fedau" (as in :class:`FedAvg`).
 
-    References
-    ----------
-    S. Wang and M. Ji (2022), "A unified analysis of federated learning with arbitrary
-       client participation", NeurIPS 2022 (Advances in Neural Information Processing
-       Systems 35), Algorithm 1.
+    References:
+        - S. Wang and M. Ji (2022), "A unified analysis of federated learning with arbitrary
+          client participation", NeurIPS 2022 (Advances in Neural Information Processing
+          Systems 35), Algorithm 1.
     """
 
     name = "AmplifiedFedAvg"

@@ -59,11 +59,10 @@ class CHOCO(DecentralizedMethod):
 
     Shapes: ``x``, ``xhat`` (n, d).
 
-    References
-    ----------
-    A. Koloskova, S. U. Stich and M. Jaggi (2019), "Decentralized stochastic optimization
-       and gossip algorithms with compressed communication", ICML 2019, PMLR 97
-       (arXiv:1902.00340).
+    References:
+        - A. Koloskova, S. U. Stich and M. Jaggi (2019), "Decentralized stochastic optimization
+          and gossip algorithms with compressed communication", ICML 2019, PMLR 97
+          (arXiv:1902.00340).
     """
 
     name = "CHOCO-SGD"

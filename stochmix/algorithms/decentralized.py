@@ -203,14 +203,12 @@ class DGD(DecentralizedMethod):
     is node i's model. ATC is two phases, the local step (node-local) and the combine
     ``x <- W_k x`` (one sparse product); CTA is one whole-block phase.
 
-    References
-    ----------
-    A. Nedić and A. Ozdaglar, "Distributed subgradient methods for multi-agent
-    optimization", IEEE Transactions on Automatic Control 54(1):48-61, 2009 (CTA).
-
-    J. Chen and A. H. Sayed, "Diffusion adaptation strategies for distributed optimization
-    and learning over networks", IEEE Transactions on Signal Processing 60(8):4289-4305,
-    2012 (ATC).
+    References:
+        - A. Nedić and A. Ozdaglar, "Distributed subgradient methods for multi-agent
+          optimization", IEEE Transactions on Automatic Control 54(1):48-61, 2009 (CTA).
+        - J. Chen and A. H. Sayed, "Diffusion adaptation strategies for distributed optimization
+          and learning over networks", IEEE Transactions on Signal Processing 60(8):4289-4305,
+          2012 (ATC).
     """
 
     name = "DGD"
@@ -290,15 +288,13 @@ class GradientTracking(_Tracking):
     g, with the n gradients); ATC is "mix and descend" (x from x and y with W_k), "track"
     (node-local) and "mix tracker" (y with W_k).
 
-    References
-    ----------
-    A. Nedić, A. Olshevsky and W. Shi, "Achieving geometric convergence for distributed
-    optimization over time-varying graphs", SIAM Journal on Optimization
-    27(4):2597-2633, 2017 (CTA).
-
-    J. Xu, S. Zhu, Y. C. Soh and L. Xie, "Augmented distributed gradient methods for
-    multi-agent optimization under uncoordinated constant stepsizes", IEEE Conference on
-    Decision and Control (CDC), 2055-2060, 2015 (ATC).
+    References:
+        - A. Nedić, A. Olshevsky and W. Shi, "Achieving geometric convergence for distributed
+          optimization over time-varying graphs", SIAM Journal on Optimization
+          27(4):2597-2633, 2017 (CTA).
+        - J. Xu, S. Zhu, Y. C. Soh and L. Xie, "Augmented distributed gradient methods for
+          multi-agent optimization under uncoordinated constant stepsizes", IEEE Conference on
+          Decision and Control (CDC), 2055-2060, 2015 (ATC).
     """
 
     name = "GradientTracking"
@@ -351,14 +347,12 @@ class PushPull(_Tracking):
     "pull" (x <- R_k x - lr y) and "track" (y <- C_k y + grad F(x) - g, g <- grad F(x)),
     both whole-block.
 
-    References
-    ----------
-    S. Pu, W. Shi, J. Xu and A. Nedić, "Push-pull gradient methods for distributed
-    optimization in networks", IEEE Transactions on Automatic Control 66(1):1-16, 2021
-    (published online 2020).
-
-    R. Xin and U. A. Khan, "A linear algorithm for optimization over directed graphs with
-    geometric convergence", IEEE Control Systems Letters 2(3):315-320, 2018 (AB).
+    References:
+        - S. Pu, W. Shi, J. Xu and A. Nedić, "Push-pull gradient methods for distributed
+          optimization in networks", IEEE Transactions on Automatic Control 66(1):1-16, 2021
+          (published online 2020).
+        - R. Xin and U. A. Khan, "A linear algorithm for optimization over directed graphs with
+          geometric convergence", IEEE Control Systems Letters 2(3):315-320, 2018 (AB).
     """
 
     name = "PushPull"
@@ -425,10 +419,9 @@ class PushSum(PushSumModels, DecentralizedMethod):
     after round k is read off the state. A fixed step leaves an O(lr) error. State:
     blocks x and w, each (n, d); "push" mixes both with C_k (whole blocks).
 
-    References
-    ----------
-    A. Nedić and A. Olshevsky, "Distributed optimization over time-varying directed
-    graphs", IEEE Transactions on Automatic Control 60(3):601-615, 2015.
+    References:
+        - A. Nedić and A. Olshevsky, "Distributed optimization over time-varying directed
+          graphs", IEEE Transactions on Automatic Control 60(3):601-615, 2015.
     """
 
     name = "PushSum"

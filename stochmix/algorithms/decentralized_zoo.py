@@ -34,11 +34,10 @@ class EXTRA(DecentralizedMethod):
     each (n, d); a round is one whole-block phase that rewrites all three from the old
     state with the n gradients at x.
 
-    References
-    ----------
-    W. Shi, Q. Ling, G. Wu and W. Yin, "EXTRA: An exact first-order algorithm for
-    decentralized consensus optimization", SIAM Journal on Optimization 25(2):944-966,
-    2015.
+    References:
+        - W. Shi, Q. Ling, G. Wu and W. Yin, "EXTRA: An exact first-order algorithm for
+          decentralized consensus optimization", SIAM Journal on Optimization 25(2):944-966,
+          2015.
     """
 
     name = "EXTRA"
@@ -115,11 +114,10 @@ class ExactDiffusion(_CorrectedDiffusion):
     (symmetric doubly stochastic W: ``needs`` ``rule`` doubly stochastic). State: blocks x
     and psi, each (n, d); a round is "adapt" (node-local) and "combine" (one product).
 
-    References
-    ----------
-    K. Yuan, B. Ying, X. Zhao and A. H. Sayed, "Exact diffusion for distributed
-    optimization and learning — Part I: Algorithm development", IEEE Transactions on
-    Signal Processing 67(3):708-723, 2019.
+    References:
+        - K. Yuan, B. Ying, X. Zhao and A. H. Sayed, "Exact diffusion for distributed
+          optimization and learning — Part I: Algorithm development", IEEE Transactions on
+          Signal Processing 67(3):708-723, 2019.
     """
 
     name = "ExactDiffusion"
@@ -141,11 +139,10 @@ class NIDS(_CorrectedDiffusion):
     "adapt" (node-local) and, from round 1, "combine" (x <- W~_k x, one product).
     ``needs``: ``rule`` doubly stochastic (symmetric W in the paper).
 
-    References
-    ----------
-    Z. Li, W. Shi and M. Yan, "A decentralized proximal-gradient method with network
-    independent step-sizes and separated convergence rates", IEEE Transactions on Signal
-    Processing 67(17):4494-4506, 2019.
+    References:
+        - Z. Li, W. Shi and M. Yan, "A decentralized proximal-gradient method with network
+          independent step-sizes and separated convergence rates", IEEE Transactions on Signal
+          Processing 67(17):4494-4506, 2019.
     """
 
     name = "NIDS"
@@ -173,11 +170,10 @@ class D2(_CorrectedDiffusion):
     local objectives, limits it. State: blocks x and psi, each (n, d); "adapt"
     (node-local) and "combine" (x <- W_k x, one product).
 
-    References
-    ----------
-    H. Tang, X. Lian, M. Yan, C. Zhang and J. Liu, "D²: Decentralized training over
-    decentralized data", International Conference on Machine Learning (ICML), PMLR
-    80:4848-4856, 2018.
+    References:
+        - H. Tang, X. Lian, M. Yan, C. Zhang and J. Liu, "D²: Decentralized training over
+          decentralized data", International Conference on Machine Learning (ICML), PMLR
+          80:4848-4856, 2018.
     """
 
     name = "D2"
@@ -205,14 +201,12 @@ class PushDIGing(PushSumModels, _Tracking):
     "push" (u and v, whole-block products) and "track" (y <- C_k y + grad F - g, g <-
     grad F, whole-block). ``needs``: ``rule`` column-stochastic.
 
-    References
-    ----------
-    A. Nedić, A. Olshevsky and W. Shi, "Achieving geometric convergence for distributed
-    optimization over time-varying graphs", SIAM Journal on Optimization
-    27(4):2597-2633, 2017 (Push-DIGing).
-
-    C. Xi, R. Xin and U. A. Khan, "ADD-OPT: Accelerated distributed directed
-    optimization", IEEE Transactions on Automatic Control 63(5):1329-1339, 2018.
+    References:
+        - A. Nedić, A. Olshevsky and W. Shi, "Achieving geometric convergence for distributed
+          optimization over time-varying graphs", SIAM Journal on Optimization
+          27(4):2597-2633, 2017 (Push-DIGing).
+        - C. Xi, R. Xin and U. A. Khan, "ADD-OPT: Accelerated distributed directed
+          optimization", IEEE Transactions on Automatic Control 63(5):1329-1339, 2018.
     """
 
     name = "PushDIGing"

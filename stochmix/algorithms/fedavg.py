@@ -22,7 +22,7 @@ class FedAvg(Method):
         x &\leftarrow x - \gamma\,D_S\,\nabla F(x) \quad\text{($K$ times)}\\
         x_0 &\leftarrow x_0 + \eta \sum_{i\in S} q_i\,(x_i - x_0)
 
-    Weights: ``"uniform"`` q_i = 1/|S|; ``"unbiased"`` q_i = 1/(N p_i) with p the given
+    Weights: ``"uniform"`` q_i = ``1/|S|``; ``"unbiased"`` q_i = 1/(N p_i) with p the given
     ``probabilities`` or else the participation process's marginals; ``"fedau"``
     q_i = omega_i / N with omega_i FedAU's online estimate of 1/p_i (the mean interval
     between participations, intervals capped at ``cutoff``). A round with no participant
@@ -43,13 +43,12 @@ class FedAvg(Method):
             100 000 is the authors' code default.
         timing: ``"authors"`` or ``"inclusive"`` (``"fedau"`` only).
 
-    References
-    ----------
-    H. B. McMahan, E. Moore, D. Ramage, S. Hampson and B. Agüera y Arcas (2017),
-       "Communication-efficient learning of deep networks from decentralized data",
-       AISTATS 2017, PMLR 54.
-       S. Wang and M. Ji (2024), "A lightweight method for tackling unknown participation
-       statistics in federated averaging", ICLR 2024 (arXiv:2306.03401): the FedAU weights.
+    References:
+        - H. B. McMahan, E. Moore, D. Ramage, S. Hampson and B. Agüera y Arcas (2017),
+          "Communication-efficient learning of deep networks from decentralized data",
+          AISTATS 2017, PMLR 54.
+        - S. Wang and M. Ji (2024), "A lightweight method for tackling unknown participation
+          statistics in federated averaging", ICLR 2024 (arXiv:2306.03401): the FedAU weights.
     """
 
     name = "FedAvg"

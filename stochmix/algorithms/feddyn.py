@@ -47,11 +47,10 @@ class FedDyn(Method):
 
     Shapes: ``x`` (N + 1, d), ``g`` (N, d), ``h`` (1, d).
 
-    References
-    ----------
-    D. A. E. Acar, Y. Zhao, R. Matas, M. Mattina, P. Whatmough and V. Saligrama (2021),
-       "Federated learning based on dynamic regularization", ICLR 2021 (9th International
-       Conference on Learning Representations), Algorithm 1.
+    References:
+        - D. A. E. Acar, Y. Zhao, R. Matas, M. Mattina, P. Whatmough and V. Saligrama (2021),
+          "Federated learning based on dynamic regularization", ICLR 2021 (9th International
+          Conference on Learning Representations), Algorithm 1.
     """
 
     name = "FedDyn"

@@ -92,10 +92,9 @@ class FedProx(Method):
 
     Shapes: ``x`` (N + 1, d).
 
-    References
-    ----------
-    T. Li, A. K. Sahu, M. Zaheer, M. Sanjabi, A. Talwalkar and V. Smith (2020), "Federated
-       optimization in heterogeneous networks", MLSys 2020 (arXiv:1812.06127).
+    References:
+        - T. Li, A. K. Sahu, M. Zaheer, M. Sanjabi, A. Talwalkar and V. Smith (2020), "Federated
+          optimization in heterogeneous networks", MLSys 2020 (arXiv:1812.06127).
     """
 
     name = "FedProx"

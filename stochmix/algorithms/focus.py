@@ -39,12 +39,11 @@ class FOCUS(Method):
         local_steps: K.
         skip_empty_rounds: whether a round nobody joins leaves the whole state as it was.
 
-    References
-    ----------
-    B. Ying, Z. Li and H. Yang (2025), "Exact and linear convergence for federated learning
-       under arbitrary client participation is attainable", arXiv preprint.
-    S. Pu, W. Shi, J. Xu and A. Nedić (2021), "Push-pull gradient methods for distributed
-       optimization in networks", IEEE Transactions on Automatic Control 66(1).
+    References:
+        - B. Ying, Z. Li and H. Yang (2025), "Exact and linear convergence for federated learning
+          under arbitrary client participation is attainable", arXiv preprint.
+        - S. Pu, W. Shi, J. Xu and A. Nedić (2021), "Push-pull gradient methods for distributed
+          optimization in networks", IEEE Transactions on Automatic Control 66(1).
     """
 
     name = "FOCUS"

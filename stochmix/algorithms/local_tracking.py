@@ -41,10 +41,9 @@ class KGT(DecentralizedMethod):
         lr: eta_c, the local step size. local_steps: K. server_lr: eta_s (1 by default).
         graphs: the graph sequence; rule: its weight rule (doubly stochastic needed).
 
-    References
-    ----------
-    Y. Liu, T. Lin, A. Koloskova and S. U. Stich, "Decentralized gradient tracking with
-    local steps", Optimization Methods and Software, 2024 (arXiv:2301.01313, 2023).
+    References:
+        - Y. Liu, T. Lin, A. Koloskova and S. U. Stich, "Decentralized gradient tracking with
+          local steps", Optimization Methods and Software, 2024 (arXiv:2301.01313, 2023).
     """
 
     name = "K-GT"

@@ -37,7 +37,7 @@ class FedAvgM(FedAvg):
         local_steps: K.
         beta: server momentum, in [0, 1).
         server_lr: eta.
-        weights: "uniform" (q_i = 1/|S|, the paper's equal-size clients), "unbiased"
+        weights: "uniform" (``q_i = 1/|S|``, the paper's equal-size clients), "unbiased"
             (1/(N p_i)) or "fedau", as in :class:`FedAvg`.
         probabilities: p_i for "unbiased".
         cutoff: FedAU's cutoff ("fedau" only).
@@ -46,10 +46,9 @@ class FedAvgM(FedAvg):
 
     Shapes: ``x`` (N + 1, d), ``v`` (1, d).
 
-    References
-    ----------
-    T.-M. H. Hsu, H. Qi and M. Brown (2019), "Measuring the effects of non-identical data
-       distribution for federated visual classification", arXiv:1909.06335 (FedAvgM).
+    References:
+        - T.-M. H. Hsu, H. Qi and M. Brown (2019), "Measuring the effects of non-identical data
+          distribution for federated visual classification", arXiv:1909.06335 (FedAvgM).
     """
 
     name = "FedAvgM"

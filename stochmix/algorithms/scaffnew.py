@@ -50,11 +50,10 @@ class Scaffnew(Method):
 
     Shapes: ``x`` (N + 1, d), ``h`` (N, d).
 
-    References
-    ----------
-    K. Mishchenko, G. Malinovsky, S. Stich and P. Richtárik (2022), "ProxSkip: yes! Local
-       gradient steps provably lead to communication acceleration! Finally!", ICML 2022
-       (39th International Conference on Machine Learning), PMLR 162, Algorithms 1-2.
+    References:
+        - K. Mishchenko, G. Malinovsky, S. Stich and P. Richtárik (2022), "ProxSkip: yes! Local
+          gradient steps provably lead to communication acceleration! Finally!", ICML 2022
+          (39th International Conference on Machine Learning), PMLR 162, Algorithms 1-2.
     """
 
     name = "Scaffnew"

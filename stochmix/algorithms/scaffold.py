@@ -28,11 +28,10 @@ class SCAFFOLD(Method):
     Args:
         lr: local step size gamma. local_steps: K. server_lr: eta (global step size).
 
-    References
-    ----------
-    S. P. Karimireddy, S. Kale, M. Mohri, S. J. Reddi, S. U. Stich and A. T. Suresh (2020),
-       "SCAFFOLD: stochastic controlled averaging for federated learning", ICML 2020
-       (37th International Conference on Machine Learning), PMLR 119, Algorithm 1.
+    References:
+        - S. P. Karimireddy, S. Kale, M. Mohri, S. J. Reddi, S. U. Stich and A. T. Suresh (2020),
+          "SCAFFOLD: stochastic controlled averaging for federated learning", ICML 2020
+          (37th International Conference on Machine Learning), PMLR 119, Algorithm 1.
     """
 
     name = "SCAFFOLD"

@@ -16,7 +16,7 @@ class FedStale(Method):
 
     Blocks: ``x`` (server + clients), ``h`` (N rows: the last update Delta_i the server
     received from client i, zero at the start) and ``hsum`` (one row: sum_i h_i, kept so
-    that a round costs O(|S|)). After the FedAvg pull and K local steps, with
+    that a round costs ``O(|S|)``). After the FedAvg pull and K local steps, with
     Delta_i = x_0 - x_i, one simultaneous block map:
 
     .. math::
@@ -43,13 +43,12 @@ class FedStale(Method):
             see :class:`~stochmix.participation.FedAUEstimator`).
         skip_empty_rounds: whether a round nobody joins leaves the whole state as it was.
 
-    References
-    ----------
-    A. Rodio and G. Neglia (2024), "FedStale: leveraging stale updates in federated
-       learning", ECAI 2024 (27th European Conference on Artificial Intelligence),
-       Algorithm 2.
-       S. Wang and M. Ji (2024), "A lightweight method for tackling unknown participation
-       statistics in federated averaging", ICLR 2024 (arXiv:2306.03401): the FedAU weights.
+    References:
+        - A. Rodio and G. Neglia (2024), "FedStale: leveraging stale updates in federated
+          learning", ECAI 2024 (27th European Conference on Artificial Intelligence),
+          Algorithm 2.
+        - S. Wang and M. Ji (2024), "A lightweight method for tackling unknown participation
+          statistics in federated averaging", ICLR 2024 (arXiv:2306.03401): the FedAU weights.
     """
 
     name = "FedStale"
@@ -115,13 +114,12 @@ class FedVARP(FedStale):
     default: a round nobody joins changes nothing (``skip_empty_rounds=True``; in
     FedVARP's own paper a fixed number of clients is sampled, so no round is empty).
 
-    References
-    ----------
-    D. Jhunjhunwala, P. Sharma, A. Nagarkatti and G. Joshi (2022), "FedVARP: tackling the
-       variance due to partial client participation in federated learning", UAI 2022
-       (38th Conference on Uncertainty in Artificial Intelligence), PMLR 180.
-    A. Rodio and G. Neglia (2024), "FedStale: leveraging stale updates in federated
-       learning", ECAI 2024: the unbiased form U-FedVARP, eq. (7).
+    References:
+        - D. Jhunjhunwala, P. Sharma, A. Nagarkatti and G. Joshi (2022), "FedVARP: tackling the
+          variance due to partial client participation in federated learning", UAI 2022
+          (38th Conference on Uncertainty in Artificial Intelligence), PMLR 180.
+        - A. Rodio and G. Neglia (2024), "FedStale: leveraging stale updates in federated
+          learning", ECAI 2024: the unbiased form U-FedVARP, eq. (7).
     """
 
     name = "FedVARP"
@@ -150,11 +148,10 @@ class MIFA(FedStale):
     available, so by default a round nobody joins still moves the server
     (``skip_empty_rounds=False``); True leaves the state as it was.
 
-    References
-    ----------
-    X. Gu, K. Huang, J. Zhang and L. Huang (2021), "Fast federated learning in the presence
-       of arbitrary device unavailability", NeurIPS 2021 (Advances in Neural Information
-       Processing Systems 34).
+    References:
+        - X. Gu, K. Huang, J. Zhang and L. Huang (2021), "Fast federated learning in the presence
+          of arbitrary device unavailability", NeurIPS 2021 (Advances in Neural Information
+          Processing Systems 34).
     """
 
     name = "MIFA"

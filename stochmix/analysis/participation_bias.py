@@ -70,7 +70,7 @@ EXACT_NODES_LIMIT = 4096  # Gauss-Legendre nodes; exact for N <= 2 * limit
 
 
 class WeightEstimate(NamedTuple):
-    """E[q_i] under uniform 1/|S| aggregation weights.
+    """E[q_i] under uniform ``1/|S|`` aggregation weights.
 
     Attributes:
         weights: (N,) E[q_i]; they sum to ``1 - empty``.
@@ -242,7 +242,7 @@ class Eq4Comparison(NamedTuple):
         expected: (N,) E[q_i] (exact).
         normalized: (N,) E[q_i] / sum_j E[q_j] = E[q_i | S nonempty].
         eq4: (N,) p_i / sum_j p_j.
-        max_relative_deviation: max_i |normalized_i - eq4_i| / eq4_i.
+        max_relative_deviation: ``max_i |normalized_i - eq4_i| / eq4_i``.
     """
 
     expected: np.ndarray

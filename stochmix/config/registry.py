@@ -9,6 +9,7 @@ import networkx as nx
 from .. import algorithms, mixing, participation, problems
 from .parsing import DEFAULT_SEED, ConfigError
 
+#: Problems: kind -> the class whose ``random(...)`` builds it from the table's other keys.
 PROBLEMS = {
     "quadratic": problems.Quadratic.random,
     "least_squares": problems.LeastSquares.random,
@@ -53,6 +54,7 @@ DECENTRALIZED = {
     "kgt": (algorithms.KGT, {}),
 }
 
+#: Every method kind of ``[[methods]]``: :data:`FEDERATED` and :data:`DECENTRALIZED`.
 METHODS = {**FEDERATED, **DECENTRALIZED}
 
 #: The weight-rule arguments of each decentralized method and the stochasticity their
@@ -97,6 +99,7 @@ def _weighted(n_clients, weights, size):
     return participation.WeightedSample(weights, size)
 
 
+#: Participation processes: kind -> the factory that builds one from the table's keys.
 PROCESSES = {
     "full": participation.Full,
     "uniform": participation.UniformSample,
@@ -144,6 +147,7 @@ def _complete(nodes):
     return mixing.StaticSequence(nx.complete_graph(nodes), nodes)
 
 
+#: Graph sequences of ``[graphs]``: kind -> the factory that builds one from the table's keys.
 GRAPHS = {
     "one_peer_exponential": _one_peer_exponential,
     "directed_ring": _directed_ring,

@@ -8,6 +8,7 @@ import re
 from ..engine.result import METRICS
 from .parsing import DEFAULT_SEED, ConfigError, _integer
 
+#: The top-level keys of a configuration (outside its tables) and what each one holds.
 TOP_LEVEL = {
     "name",
     "rounds",

@@ -147,7 +147,7 @@ def run(
             "full" keeps every row of every block. "compact" leaves out the node rows
             that the method's phases never read from the state (FedAvg's client models,
             overwritten by the pull before they are read; FOCUS's client trackers, zero
-            after every collect; see :mod:`stochmix.engine.liveness`): memory O(|S| d)
+            after every collect; see :mod:`stochmix.engine.liveness`): memory ``O(|S| d)``
             instead of O(N d) for each such block, the same numbers. "auto" is
             "compact" for states of at least :data:`COMPACT_MIN_BYTES` in full (finding
             the rows costs a few milliseconds of planning probe rounds) and for runs on

@@ -72,10 +72,11 @@ class Method(ABC):
     """Base class of every algorithm: blocks + the phases of round ``r``.
 
     Subclasses set ``name`` and implement :meth:`blocks` and :meth:`round_phases`.
-    Class attributes:
+
+    Attributes:
         model_block: block where gradients are taken and the output is read.
-        client_node: the node of client 0: row of client i inside ``model_block`` is ``i
-            + client_node`` (1 in federated methods, where row 0 is the server; 0 in
+        client_node: the node of client 0: row of client i inside ``model_block`` is
+            ``i + client_node`` (1 in federated methods, where row 0 is the server; 0 in
             decentralized ones). The one name of this number: :class:`Equations` and the
             state's layout read it (``model_offset``, its former name, still works on a
             subclass, with a DeprecationWarning).

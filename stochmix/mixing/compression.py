@@ -23,13 +23,12 @@ the operator is unbiased instead and ``delta`` is None: not a contraction).
 :func:`compressor` reads a spec string: ``"none"``, ``"top_k:K"``, ``"rand_k:K"``,
 ``"rand_k_unbiased:K"``, ``"qsgd:S"`` or ``"qsgd_unscaled:S"``.
 
-References
-----------
-A. Koloskova, S. U. Stich and M. Jaggi (2019), "Decentralized stochastic optimization and
-   gossip algorithms with compressed communication", ICML 2019, PMLR 97 (CHOCO-SGD; the
-   operators and their delta).
-D. Alistarh, D. Grubic, J. Li, R. Tomioka and M. Vojnovic (2017), "QSGD:
-   communication-efficient SGD via gradient quantization and encoding", NeurIPS 2017.
+References:
+    - A. Koloskova, S. U. Stich and M. Jaggi (2019), "Decentralized stochastic optimization and
+      gossip algorithms with compressed communication", ICML 2019, PMLR 97 (CHOCO-SGD; the
+      operators and their delta).
+    - D. Alistarh, D. Grubic, J. Li, R. Tomioka and M. Vojnovic (2017), "QSGD:
+      communication-efficient SGD via gradient quantization and encoding", NeurIPS 2017.
 """
 
 from __future__ import annotations

@@ -40,6 +40,9 @@ from .weights import _adjacency, metropolis_hastings, uniform_in_neighbors, unif
 
 csgraph = lazy_module("scipy.sparse.csgraph")
 
+#: The weight rules of a graph sequence's matrices: ``natural`` (the weights the graph
+#: carries), ``metropolis`` (doubly stochastic), ``row`` and ``column`` (uniform over in- or
+#: out-neighbours).
 RULES = ("natural", "metropolis", "row", "column")
 
 _RULE_FUNCTIONS = {
@@ -447,7 +450,7 @@ def _chain_components(src: np.ndarray, dst: np.ndarray, n: int, rng: np.random.G
 
 
 def is_strongly_connected_union(seq: GraphSequence, start: int, length: int) -> bool:
-    """Is the union of the graphs of steps ``start .. start + length - 1`` strongly
+    """Is the union of the graphs of steps ``start, ..., start + length - 1`` strongly
     connected? (The usual B-connectivity condition of time-varying mixing.)
 
     Self-loops and edge weights do not matter; a single node is strongly connected.

@@ -186,8 +186,8 @@ def sequence_spectrum(
     ...`` with ``L = window`` (default ``ceil(log2 n)``, capped at S).
 
     Each summary is :func:`~stochmix.mixing.spectral.mixing_summary` of the matrix:
-    ``spectral_radius`` rho = max |lambda| (1 for a stochastic matrix); ``slem``, the
-    largest |lambda| once one eigenvalue 1 is removed (1 means no contraction: a
+    ``spectral_radius`` rho = max ``|lambda|`` (1 for a stochastic matrix); ``slem``, the
+    largest ``|lambda|`` once one eigenvalue 1 is removed (1 means no contraction: a
     disconnected or periodic step); ``spectral_gap`` = 1 - SLEM; ``ergodicity``,
     Dobrushin's coefficient (row-stochastic only); ``consensus_contraction``
     ``||W - 1 pi^T||_2``; ``kind``, ``n``, ``nnz``.

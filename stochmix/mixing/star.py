@@ -27,6 +27,7 @@ from jaxtyping import Bool, Float
 
 from .._validate import as_float, as_mask, as_nonnegative, choice
 
+#: The names of the federated building blocks (``stochmix spectrum`` and the star graphs).
 BLOCKS = ("assign", "average", "collect", "local_diagonal")
 
 

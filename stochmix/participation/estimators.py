@@ -36,18 +36,17 @@ class FedAUEstimator:
 
     The counting is lazy: nothing is done for absent clients, and when client i takes part
     at round r after g rounds, the ``(g - 1) // cutoff`` intervals cut off in between and
-    the closing one are recorded at once. A round costs O(|S|).
+    the closing one are recorded at once. A round costs ``O(|S|)``.
 
     Args:
         n_clients: N.
         cutoff: the longest interval recorded (FedAU's K).
         timing: ``"authors"`` or ``"inclusive"`` (above).
 
-    References
-    ----------
-    S. Wang and M. Ji (2024), "A lightweight method for tackling unknown participation
-       statistics in federated averaging", ICLR 2024 (arXiv:2306.03401), and the authors'
-       code (github.com/IBM/fedau): the "authors" timing and cutoff.
+    References:
+        - S. Wang and M. Ji (2024), "A lightweight method for tackling unknown participation
+          statistics in federated averaging", ICLR 2024 (arXiv:2306.03401), and the authors'
+          code (github.com/IBM/fedau): the "authors" timing and cutoff.
     """
 
     def __init__(self, n_clients: int, cutoff: int = 100_000, timing: str = "authors"):

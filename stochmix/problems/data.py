@@ -38,6 +38,7 @@ _LOADERS = {
     "wine": ("load_wine", True),
 }
 
+#: The names :func:`load_dataset` takes (data files shipped inside scikit-learn).
 DATASETS: tuple[str, ...] = tuple(sorted(_LOADERS))
 """The names :func:`load_dataset` accepts."""
 

@@ -21,9 +21,11 @@ from .conserved import _ConservedScan
 from .gradients import affine_gradients
 from .operators import _check_points
 
-CONSERVED_LIMIT = 4000  # state rows up to which lyapunov_rate finds conserved quantities
+#: State rows up to which :func:`lyapunov_rate` looks for conserved quantities.
+CONSERVED_LIMIT = 4000
 KEEP_ENTRIES = 4_000_000  # numbers of the scanned rounds' steps kept for the second pass
-FIXED_POINT_RTOL = 1e-9  # a round residual below this (relative to the state) is at rest
+#: A round's residual below this (relative to the state) means the state is at rest.
+FIXED_POINT_RTOL = 1e-9
 
 
 class NoCommonFixedPointWarning(RuntimeWarning):

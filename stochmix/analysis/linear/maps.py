@@ -16,9 +16,12 @@ from jaxtyping import Float
 from ..._validate import _show, as_bool, as_int, as_real_array, is_scalar
 from ...mixing.checks import check_matrix
 
-DENSE_LIMIT = 2000  # maps of at most this size are analysed with dense linear algebra
-RANK_RTOL = 1e-10  # singular values of I - T below RANK_RTOL * largest count as zero
-UNIT_ATOL = 1e-8  # sparse path: eigenvalues this close to 1 count as fixed directions
+#: Maps of at most this size are analysed with dense linear algebra.
+DENSE_LIMIT = 2000
+#: Singular values of I - T below ``RANK_RTOL`` times the largest count as zero.
+RANK_RTOL = 1e-10
+#: On the sparse path, eigenvalues this close to 1 count as fixed directions.
+UNIT_ATOL = 1e-8
 
 
 class SingularMapError(np.linalg.LinAlgError, ValueError):

@@ -151,7 +151,7 @@ def pattern_operator(
     *,
     probabilities=None,
 ) -> AffineMap:
-    """The map of rounds ``first_round .. first_round + P - 1`` whose participants are
+    """The map of rounds ``first_round, ..., first_round + P - 1`` whose participants are
     ``masks[r % P]`` (P = len(masks)): one period of a periodic participation pattern."""
     ctx = run_context(method, problem, probabilities) if ctx is None else ctx
     masks = _masks(masks, ctx.n_clients)

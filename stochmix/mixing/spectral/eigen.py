@@ -165,13 +165,12 @@ def _second_unit_eigenvalue(B) -> bool:
     The period of a strongly connected class is the gcd over its edges u -> v of
     ``level(u) + 1 - level(v)``, with BFS levels from any node of the class.
 
-    References
-    ----------
-    E. Seneta (2006), *Non-negative Matrices and Markov Chains*, revised printing, Springer,
-       Chapter 1 (irreducible matrices: a class of period p has the p-th roots of unity
-       among its eigenvalues; the classes of a reducible matrix).
-    R. A. Horn and C. R. Johnson (2013), *Matrix Analysis*, 2nd ed., Cambridge University
-       Press, Chapter 8 (positive and nonnegative matrices).
+    References:
+        - E. Seneta (2006), *Non-negative Matrices and Markov Chains*, revised printing, Springer,
+          Chapter 1 (irreducible matrices: a class of period p has the p-th roots of unity
+          among its eigenvalues; the classes of a reducible matrix).
+        - R. A. Horn and C. R. Johnson (2013), *Matrix Analysis*, 2nd ed., Cambridge University
+          Press, Chapter 8 (positive and nonnegative matrices).
     """
     graph = sp.csr_array(B, dtype=float)
     graph.eliminate_zeros()

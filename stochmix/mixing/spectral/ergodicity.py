@@ -169,7 +169,7 @@ def _dense_sums(A) -> np.ndarray:
 
 
 def product(matrices: Iterable[Matrix]) -> Result:
-    """The time product ``W_{k} ... W_1 W_0`` of ``matrices = [W_0, W_1, ..., W_k]``.
+    """The time product ``W_{k} ⋯ W_1 W_0`` of ``matrices = [W_0, W_1, ..., W_k]``.
 
     ``W_0`` is applied first: ``Z_{k+1} = W_k ... W_0 Z_0``. All ``(n, n)``; the result
     is a CSR array when every factor is sparse (beware fill-in: a product of sparse mixing
@@ -201,7 +201,7 @@ def product(matrices: Iterable[Matrix]) -> Result:
 
 
 def sequence_product(sequence, start: int, length: int, rule: str = "row") -> Result:
-    """``W_{start+length-1} ... W_{start+1} W_start`` of a time-varying graph sequence.
+    """``W_{start+length-1} ⋯ W_{start+1} W_start`` of a time-varying graph sequence.
 
     Args:
         sequence: a :class:`~stochmix.mixing.sequences.GraphSequence` (anything with

@@ -16,6 +16,7 @@ from ._matrices import ATOL, METHODS, Matrix, _matrix, _transpose
 from .eigen import second_largest_modulus, spectral_radius
 from .ergodicity import consensus_contraction, ergodicity_coefficient
 
+#: The keys of :func:`mixing_summary`'s dict, in the order ``stochmix spectrum`` prints them.
 SUMMARY_KEYS = (
     "n",
     "nnz",
