@@ -17,9 +17,10 @@ matplotlib.use("Agg")
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "_ext"))
 
-import stochmix  # noqa: E402
 from apipages import write_api_pages  # noqa: E402
 from gallery_argv import ExampleArgv  # noqa: E402
+
+import stochmix  # noqa: E402
 
 project = "stochmix"
 author = "the stochmix developers"

@@ -89,13 +89,27 @@ def write_api_pages(folder: Path) -> None:
     for package, title, own, again in plan():
         index.append(f"   {package}")
         lines = [f"``{package}``: {title}", "=" * (len(package) + len(title) + 6), ""]
-        lines += [f".. automodule:: {package}", "   :no-members:", "", f".. currentmodule:: {package}", ""]
+        lines += [
+            f".. automodule:: {package}",
+            "   :no-members:",
+            "",
+            f".. currentmodule:: {package}",
+            "",
+        ]
         data = [n for n, k in own if k == "data"]
         for label, wanted in (("Classes", "class"), ("Functions", "function")):
             names = [n for n, k in own if k == wanted]
             if not names:
                 continue
-            lines += [label, "-" * len(label), "", ".. autosummary::", "   :toctree: generated", f"   :template: {wanted}.rst", ""]
+            lines += [
+                label,
+                "-" * len(label),
+                "",
+                ".. autosummary::",
+                "   :toctree: generated",
+                f"   :template: {wanted}.rst",
+                "",
+            ]
             lines += [f"   {n}" for n in names] + [""]
         if data:
             lines += ["Data", "----", "", ".. toctree::", "   :hidden:", ""]
@@ -105,7 +119,10 @@ def write_api_pages(folder: Path) -> None:
                 comment = data_comment(package, name, getattr(module, name))
                 first = comment.split("\n\n")[0].replace("\n", " ")
                 lines.append(f"* :data:`{name}`: {first}")
-                _write(folder / "generated" / f"{package}.{name}.rst", data_page(package, name, comment))
+                _write(
+                    folder / "generated" / f"{package}.{name}.rst",
+                    data_page(package, name, comment),
+                )
             lines.append("")
         if again:
             lines += ["Also exported here", "------------------", ""]
@@ -123,7 +140,10 @@ def data_comment(package: str, name: str, value) -> str:
         found = pkgutil.walk_packages(module.__path__, package + ".")
         candidates += [m.name for m in found if not m.name.endswith("__main__")]
     for candidate in candidates:
-        if candidate != package and getattr(importlib.import_module(candidate), name, None) is not value:
+        if (
+            candidate != package
+            and getattr(importlib.import_module(candidate), name, None) is not value
+        ):
             continue
         docs = ModuleAnalyzer.for_module(candidate).find_attr_docs()
         found = docs.get(("", name))
@@ -136,7 +156,8 @@ def data_comment(package: str, name: str, value) -> str:
 def data_page(package: str, name: str, comment: str) -> str:
     title = f"{package}.{name}"
     body = "\n".join(f"   {line}" if line else "" for line in comment.splitlines())
-    return f"{title}\n{'=' * len(title)}\n\n.. currentmodule:: {package}\n\n.. data:: {name}\n\n{body}\n"
+    head = f"{title}\n{'=' * len(title)}\n\n.. currentmodule:: {package}\n\n"
+    return f"{head}.. data:: {name}\n\n{body}\n"
 
 
 def _write(path: Path, text: str) -> None:
