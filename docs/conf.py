@@ -49,6 +49,10 @@ myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
 suppress_warnings = ["myst.header"]  # the guide's pages start at h1 and may skip to h3
 
+# MathJax is served from the built site (sphinx-mathjax-offline); its menu, whose
+# accessibility options would fetch the speech-rule engine from a CDN, is off.
+mathjax3_config = {"options": {"enableMenu": False}}
+
 # ----------------------------------------------------------------- API reference
 # Google-style docstrings ("Args:", "Returns:", "Raises:"), read by napoleon.
 napoleon_google_docstring = True
@@ -85,6 +89,7 @@ sphinx_gallery_conf = {
     "first_notebook_cell": None,
     "promote_jupyter_magic": False,
     "min_reported_time": 1,
+    "write_computation_times": False,  # its page loads DataTables from a CDN
     "reset_argv": ExampleArgv(QUICK),
 }
 

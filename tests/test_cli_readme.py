@@ -1,12 +1,10 @@
 """The command and the README's code run as a new user would run them."""
 
 import csv
-import re
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from stochmix.cli import main
@@ -108,47 +106,6 @@ def test_cli_errors_are_one_line(capsys):
     assert main(["run", "--rounds", "-3", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("stochmix: error:") and "rounds" in err
-
-
-def _needs_missing_package(block: str) -> bool:
-    """Whether a README block imports pandas where it is not installed (it is optional)."""
-    if "import pandas" not in block:
-        return False
-    try:
-        import pandas  # noqa: F401
-    except ImportError:
-        return True
-    return False
-
-
-def test_readme_code_blocks_run(tmp_path, monkeypatch, capsys, unchecked):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    monkeypatch.chdir(tmp_path)
-    text = README.read_text()
-    # "From config to figure" reads the run folder of the command line's configuration
-    config = re.search(r"```toml\n(.*?)```", text.split("## The command line", 1)[1], re.S)
-    (tmp_path / "exp.toml").write_text(config.group(1))
-    assert main(["run", "exp.toml", "--rounds", "30", "--quiet", "--no-plot"]) == 0
-    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) >= 2
-    namespace = {}
-    for block in blocks:
-        if not _needs_missing_package(block):
-            exec(compile(block, str(README), "exec"), namespace)
-    assert "FOCUS" in str(namespace["sm"].compare(namespace["runs"]))
-    capsys.readouterr()
-    assert namespace["result"].relative_error[-1] < 1e-10
-    # the performance section's million clients reach 1e-10 (its time is the benchmarks')
-    assert namespace["big_run"].rounds_to(1e-10) is not None
-    # the custom method of the README runs and improves on the start
-    import stochmix as sm
-
-    problem = namespace["problem"]
-    method = namespace["FedAvgMomentum"](0.5 / problem.smoothness, 5, 0.5)
-    res = sm.run(method, problem, namespace["participation"], 50)
-    assert np.isfinite(res.server).all() and res.relative_error[-1] < 0.5
 
 
 def test_spectrum_command(capsys):

@@ -15,15 +15,14 @@ from stochmix.cli import main
 from stochmix.engine.result import COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
+CLI_PAGE = ROOT / "docs" / "guide" / "cli.md"
 DECENTRALIZED = ROOT / "examples" / "decentralized.toml"
 FILES = {"config.resolved.toml", "participation.csv", "metrics.csv", "timing.csv"}
 
 
 def _readme_config(tmp_path) -> Path:
-    """The configuration of the README's section on the command line."""
-    section = README.read_text().split("## The command line", 1)[1]
-    block = re.search(r"```toml\n(.*?)```", section, re.S).group(1)
+    """The configuration of the guide's page on the command line (its first TOML block)."""
+    block = re.search(r"```toml\n(.*?)```", CLI_PAGE.read_text(), re.S).group(1)
     path = tmp_path / "readme.toml"
     path.write_text(block)
     return path
