@@ -128,7 +128,9 @@ def run(
         checkpoint_every: rounds between checkpoints.
         dtype: float64 (default) or float32.
         metrics: which per-round metrics to record, among distance (needs x_star),
-            objective (the gap f(x) - f_star), gradient_norm and consensus. Distance costs
+            objective (the gap f(x) - f_star, in ``Result.objective_gap``; where f_star is
+            unknown, as for a TorchModel, the value f(x) itself, in ``Result.objective``,
+            and ``objective_gap`` is None), gradient_norm and consensus. Distance costs
             O(d); objective and gradient_norm cost O(d^2) for problems that have them in
             closed form (Quadratic, LeastSquares) and a pass over all clients otherwise.
         evaluate_every: "auto" (default) or a positive integer k: metrics that cost a pass
