@@ -39,7 +39,7 @@ def build(n_clients: int, hidden: int = 32, seed: int = 0) -> TorchModel:
         torch.nn.Linear(data.dim, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, data.n_classes)
     ).double()
     parts = iid_partition(data.n_samples, n_clients, seed=seed)
-    return TorchModel.from_partition(module, data.features, data.targets, parts, reg=1e-4)
+    return TorchModel.from_partition(module, data.features, data.labels, parts, reg=1e-4)
 
 
 def main(argv=None) -> dict:

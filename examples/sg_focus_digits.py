@@ -98,9 +98,9 @@ def _main(rounds, n_clients, quick, seed, eval_every, plot) -> dict:
 
     data = load_dataset("digits")
     train, test = train_test_split(data, 0.25, seed=seed)
-    parts = dirichlet_partition(train.targets, n_clients, alpha=0.3, seed=seed, min_size=5)
+    parts = dirichlet_partition(train.labels, n_clients, alpha=0.3, seed=seed, min_size=5)
     model = make_mlp(train.dim, hidden, data.n_classes, seed)
-    problem = TorchModel.from_partition(model, train.features, train.targets, parts, reg=1e-4)
+    problem = TorchModel.from_partition(model, train.features, train.labels, parts, reg=1e-4)
     participation = Bernoulli.heterogeneous(n_clients, 0.1, 0.9, seed=seed)
     x0 = problem.initial_point()
     sizes = problem.rows_per_client
@@ -128,7 +128,7 @@ def _main(rounds, n_clients, quick, seed, eval_every, plot) -> dict:
         seconds = time.perf_counter() - start
         finished = checkpoints[checkpoints < len(result.server)]
         acc = np.array(
-            [problem.accuracy(result.server[r], test.features, test.targets) for r in finished]
+            [problem.accuracy(result.server[r], test.features, test.labels) for r in finished]
         )
         loss = np.array([problem.objective(result.server[r]) for r in finished])
         curves[name] = {"rounds": finished, "accuracy": acc, "loss": loss, "seconds": seconds}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 
 from . import config as configs
 from . import experiments
@@ -310,6 +311,42 @@ def command_spectrum(args: argparse.Namespace) -> int:
     return 0
 
 
+#: Width of the help texts the command wraps itself (those with lists of kinds).
+_HELP_WIDTH = 79
+
+
+def _wrapped(text: str, indent: str = "") -> str:
+    """``text`` wrapped to :data:`_HELP_WIDTH` columns, names never broken; lines after
+    the first of an indented item hang two columns further in."""
+    return textwrap.fill(
+        text,
+        _HELP_WIDTH,
+        initial_indent=indent,
+        subsequent_indent=indent + "  " if indent else "",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def kinds_help() -> str:
+    """The ``kind`` values a configuration takes, read from the registry
+    (:mod:`stochmix.config.registry`) so the list cannot go stale: the epilog of
+    ``stochmix run --help``."""
+    lists = (
+        ("problems ([problem])", configs.PROBLEMS),
+        ("federated methods ([[methods]])", configs.FEDERATED),
+        (
+            "decentralized methods ([[methods]], with a [graphs] table and full participation)",
+            configs.DECENTRALIZED,
+        ),
+        ("participation ([participation])", configs.PROCESSES),
+        ("graphs ([graphs])", configs.GRAPHS),
+    )
+    lines = ["configuration kinds (the kind = ... of each table; see stochmix.config):"]
+    lines += [_wrapped(f"{what}: {', '.join(kinds)}", "  ") for what, kinds in lists]
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
 
@@ -322,11 +359,13 @@ def build_parser() -> argparse.ArgumentParser:
     p_run = sub.add_parser(
         "run",
         help="run the embedded default experiment or a TOML config",
-        description=(
+        description=_wrapped(
             "Run a configuration (default: the embedded FedAvg-against-FOCUS experiment) and"
             " write config.resolved.toml, participation.csv, metrics.csv, timing.csv and"
             " error.png into a new run folder."
         ),
+        epilog=kinds_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p_run.add_argument("config", nargs="?", help="experiment.toml (default: embedded)")
     p_run.add_argument(

@@ -37,8 +37,9 @@ from .reporting import summary_row
 TIMING_COLUMNS = ("method", "lr", "seed", "round", "wall_time")
 
 #: The error curves the plot and the choice of the best step size look at, in order of
-#: preference (the first one a run recorded).
-ERROR_METRICS = ("relative_error", "objective_gap", "gradient_norm", "consensus")
+#: preference (the first one a run recorded; ``objective``, the loss itself, for problems
+#: whose f_star is unknown).
+ERROR_METRICS = ("relative_error", "objective_gap", "objective", "gradient_norm", "consensus")
 
 
 @dataclass
@@ -66,8 +67,8 @@ def error_metric(res: Result) -> str | None:
 
 def _score(results: list[Result]) -> float:
     """Lower is better: mean over seeds of the last value of the error metric (relative
-    error, else objective gap ...); a diverged run scores infinity, a run without a value
-    NaN."""
+    error, else objective gap, else objective ...); a diverged run scores infinity, a run
+    without a value NaN."""
     values = []
     for res in results:
         if res.diverged:
@@ -141,8 +142,12 @@ def _write(path: Path, text: str | bytes) -> Path:
 
 def write_metrics(outcomes: list[MethodOutcome], path) -> Path:
     """``metrics.csv``: :meth:`Result.csv_rows` of every run, one header. No timing in
-    it, so the same configuration gives the same bytes."""
-    parts = [res.csv_rows(header=i == 0) for i, res in enumerate(_all_runs(outcomes))]
+    it, so the same configuration gives the same bytes. The ``objective`` column
+    (:data:`~stochmix.engine.result.OPTIONAL_COLUMNS`) is there when some run recorded it
+    (f_star unknown), for every run."""
+    runs = list(_all_runs(outcomes))
+    objective = any(res.objective is not None for res in runs)
+    parts = [res.csv_rows(header=i == 0, objective=objective) for i, res in enumerate(runs)]
     return _write(Path(path), "".join(parts) or ",".join(COLUMNS) + "\n")
 
 

@@ -11,12 +11,15 @@ import numpy as np
 
 from .engine.result import Result
 
-#: (key, header, format) of the summary table's columns.
+#: (key, header, format) of the summary table's columns. ``final objective`` is the loss
+#: f(x) itself, shown for problems whose f_star is unknown (learning problems) in place of
+#: ``final obj. gap`` (a column no row has a value for is left out).
 SUMMARY_COLUMNS = (
     ("method", "method", "s"),
     ("lr", "lr", ".3g"),
     ("final_relative_error", "final rel. error", ".2e"),
     ("final_objective_gap", "final obj. gap", ".2e"),
+    ("final_objective", "final objective", ".2e"),
     ("rounds_to_1e-8", "rounds to 1e-8", "d"),
     ("rate", "linear rate", ".4f"),
     ("seconds", "seconds", ".2f"),
@@ -44,8 +47,9 @@ def format_table(rows: list[dict], columns=SUMMARY_COLUMNS) -> str:
 
 def summary_row(label: str, results: list[Result], lr=None) -> dict:
     """One row of the summary table for the runs ``results`` of one method (one per seed):
-    medians over them of the final relative error and objective gap, the linear rate and
-    the seconds, and the median rounds to 1e-8 (None unless every run got there)."""
+    medians over them of the final relative error and objective gap (or objective, where
+    f_star is unknown), the linear rate and the seconds, and the median rounds to 1e-8
+    (None unless every run got there)."""
     if not results:
         raise ValueError(f"results for {label!r} must not be empty")
     sums = [res.summary() for res in results]
@@ -57,7 +61,7 @@ def summary_row(label: str, results: list[Result], lr=None) -> dict:
         "lr": lr,
         "seconds": float(np.median([res.wall_time[-1] for res in results])),
     }
-    for key in ("final_relative_error", "rate", "final_objective_gap"):
+    for key in ("final_relative_error", "rate", "final_objective_gap", "final_objective"):
         vals = [s[key] for s in sums if s.get(key) is not None]
         row[key] = float(np.median(vals)) if vals else None
     hits = [s.get("rounds_to_1e-8") for s in sums]

@@ -7,3 +7,16 @@ times that, and a slow or loaded machine does not fail a test.
 """
 
 CHILD_TIMEOUT = 600  # seconds
+
+
+def documented_arguments(func) -> tuple[set[str], set[str]]:
+    """The Google-style sections of ``func``'s docstring ("Args:", "Returns:" ...) and the
+    names its "Args:" section documents (lines ``name (type): ...`` or ``name: ...``)."""
+    import inspect
+    import re
+
+    doc = inspect.getdoc(func) or ""
+    sections = set(re.findall(r"^(Args|Returns|Raises|Yields|Example)::?$", doc, re.M))
+    args = doc.split("Args:", 1)[1] if "Args:" in doc else ""
+    args = re.split(r"^\S.*:$", args, maxsplit=1, flags=re.M)[0]  # up to the next section
+    return sections, set(re.findall(r"^    (\w+)(?: \([^)]*\))?:", args, re.M))

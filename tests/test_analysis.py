@@ -154,6 +154,32 @@ def test_least_squares_affine_terms():
         affine_gradients(object())
 
 
+@pytest.mark.parametrize("diagonal", [True, False], ids=["diagonal", "full"])
+def test_quadratic_affine_terms_match_its_gradients(diagonal):
+    """Quadratic.hessians_and_linear_terms has LeastSquares' contract: full (N, d, d)
+    Hessians and (N, d) linear terms with grad F_i(x) = H_i x - c_i, fresh float64 arrays."""
+    problem = Quadratic.random(N, D, diagonal=diagonal, condition=20.0, seed=3)
+    h, c = problem.hessians_and_linear_terms()
+    assert h.shape == (N, D, D) and c.shape == (N, D)
+    assert h.dtype == c.dtype == np.float64
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        x = rng.standard_normal((N, D))
+        np.testing.assert_allclose(
+            np.einsum("nij,nj->ni", h, x) - c,
+            problem.gradients(np.arange(N), x),
+            rtol=1e-12,
+            atol=1e-12,
+        )
+    np.testing.assert_allclose(h.mean(axis=0) @ problem.x_star, c.mean(axis=0), atol=1e-12)
+    affine = affine_gradients(problem)  # the analysis reads the same terms
+    np.testing.assert_allclose(affine.linear, c, atol=1e-12)
+    h[:], c[:] = 0.0, 0.0  # fresh arrays: the problem is untouched
+    h, c = problem.hessians_and_linear_terms()
+    assert np.all(np.diagonal(h, axis1=1, axis2=2) > 0)
+    np.testing.assert_allclose(-c, problem.gradients(np.arange(N), np.zeros((N, D))), atol=1e-12)
+
+
 def test_affine_map_algebra():
     rng = np.random.default_rng(0)
     a = AffineMap(0.5 * np.eye(4) + 0.1 * rng.standard_normal((4, 4)), rng.standard_normal(4))

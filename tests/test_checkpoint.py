@@ -331,3 +331,33 @@ def test_torch_model_fingerprint_is_stable_and_sees_the_network():
     tanh.gradients(np.arange(2), np.tile(tanh.initial_point(), (2, 1)))
     assert tanh.fingerprint() == before
     assert TorchModel(net(torch.nn.ReLU), data).fingerprint() != before
+
+
+def test_a_resumed_run_says_from_which_round_and_a_finished_one_that_nothing_runs(
+    tmp_path, caplog, capsys
+):
+    import logging
+
+    problem, part = Quadratic.random(5, 2, seed=0), Full(5)
+    path, method = tmp_path / "run.ckpt", FedAvg(0.1, 1)
+    with caplog.at_level(logging.INFO, logger="stochmix"):
+        first = run(method, problem, part, 6, checkpoint=path, checkpoint_every=3)
+    assert "resumed_from" not in first.config and not caplog.records  # nothing to resume
+    with caplog.at_level(logging.INFO, logger="stochmix"):
+        resumed = run(method, problem, part, 10, checkpoint=path, progress=True)
+    assert [r.getMessage() for r in caplog.records] == [
+        f"resumed from round 6 of 10 (checkpoint {path})"
+    ]
+    assert caplog.records[0].levelno == logging.INFO
+    assert resumed.config["resumed_from"] == 6 and resumed.rounds == 10
+    assert f"FedAvg: resumed from round 6 of 10 (checkpoint {path})\n" in capsys.readouterr().err
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="stochmix"):
+        again = run(method, problem, part, 10, checkpoint=path, progress=True)
+    message = f"checkpoint {path} is already complete (10 of 10 rounds); nothing to run"
+    assert [r.getMessage() for r in caplog.records] == [message]
+    assert f"FedAvg: {message}\n" in capsys.readouterr().err
+    np.testing.assert_array_equal(again.server, resumed.server)  # the Result, returned
+    assert again.config["resumed_from"] == 10
+    run(method, problem, part, 10, checkpoint=path, progress=False)
+    assert capsys.readouterr().err == ""  # progress=False: quiet on stderr

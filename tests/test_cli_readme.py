@@ -118,3 +118,28 @@ def test_spectrum_command(capsys):
     )
     out = capsys.readouterr().out
     assert "period product (natural)" in out
+
+
+def test_run_help_lists_every_registered_kind(capsys):
+    """``stochmix run --help`` lists the kinds from the registry itself: every method,
+    problem, participation process and graph a configuration takes (kgt included)."""
+    from stochmix import config
+
+    with pytest.raises(SystemExit) as stop:
+        main(["run", "--help"])
+    assert stop.value.code == 0
+    text = capsys.readouterr().out
+    words = set(re.findall(r"[\w-]+", text))
+    for registry in (config.DECENTRALIZED, config.FEDERATED, config.PROBLEMS):
+        assert set(registry) <= words, sorted(set(registry) - words)
+    assert set(config.PROCESSES) | set(config.GRAPHS) <= words
+    decentralized = text[text.index("decentralized methods") :].split(": ", 1)[1]
+    listed = re.findall(r"\w+", decentralized.split("participation (")[0])
+    assert listed == list(config.DECENTRALIZED)  # in the registry's order, kgt among them
+
+
+def test_config_docstring_names_every_decentralized_method():
+    from stochmix import config
+
+    names = set(re.findall(r"``(\w+)``", config.__doc__))
+    assert set(config.DECENTRALIZED) <= names, sorted(set(config.DECENTRALIZED) - names)

@@ -436,3 +436,16 @@ def test_client_arrays_build_least_squares():
         client_arrays(data.features, data.targets[:-1], parts)
     with pytest.raises(ValueError, match="parts"):
         client_arrays(data.features, data.targets, [np.array([0, 500])])
+
+
+def test_dataset_labels_is_the_name_and_targets_its_alias():
+    x = np.ones((3, 2))
+    data = Dataset(x, np.array([1, 0, 1]), 2, "x", ("a", "b"))
+    assert data.labels is data.targets  # one array, two names
+    assert data.labels.tolist() == [1, 0, 1] and data.labels.dtype == np.int64
+    assert not data.labels.flags.writeable
+    with pytest.raises(AttributeError):
+        data.labels = np.zeros(3)  # read-only, like every field of a Dataset
+    assert data.subset(np.array([2, 1])).labels.tolist() == [1, 0]
+    regression = make_regression_data(5, 2, seed=0)
+    assert regression.labels.dtype == np.float64 and regression.labels.shape == (5,)

@@ -472,3 +472,13 @@ def test_config_drop_errors_name_the_key(graphs, needle, unchecked):
         raw["methods"][0].pop("check_mixing")  # the default rule (metropolis) is checked
     with pytest.raises(ConfigError, match=needle):
         parse(copy.deepcopy(raw))
+
+
+def test_message_drops_init_documents_every_argument():
+    import inspect
+
+    from tests import documented_arguments
+
+    sections, names = documented_arguments(MessageDrops.__init__)
+    assert {"Args", "Raises"} <= sections
+    assert names == set(inspect.signature(MessageDrops.__init__).parameters) - {"self"}

@@ -252,3 +252,68 @@ def test_compare_keeps_step_sizes_apart():
 def test_numpy_scalars_are_numbers():
     p = Bernoulli(np.float64(0.3), n_clients=5)
     assert np.allclose(p.probabilities, 0.3)
+
+
+def _no_minimiser():
+    """A logistic regression without a minimiser: f_star is unknown."""
+    rng = np.random.default_rng(0)
+    rows, labels = rng.standard_normal((48, 3)), rng.integers(0, 2, 48)
+    problem = Logistic.from_stacked(rows, labels, np.full(12, 4), 0.0, allow_no_minimiser=True)
+    assert problem.x_star is None and problem.f_star is None
+    return problem
+
+
+def test_unknown_f_star_records_the_objective_not_a_gap(tmp_path):
+    """Where f_star is unknown the run records f(x) as ``objective`` (the summary
+    table's "final objective"), never as ``objective_gap``; problems with a known f_star
+    keep exactly COLUMNS and "final obj. gap"."""
+    problem = _no_minimiser()
+    res = sm.run(FedAvg(0.5, 2), problem, Full(12), 8, evaluate_every=1, progress=False)
+    assert res.objective_gap is None
+    assert res.objective[0] == pytest.approx(problem.objective(res.server[0]), rel=1e-12)
+    assert res.objective[-1] == pytest.approx(problem.objective(res.server[-1]), rel=1e-12)
+    assert res.summary()["final_objective"] == res.objective[-1]
+    assert "final_objective_gap" not in res.summary()
+    cols = res.columns()
+    assert list(cols) == [*sm.engine.result.COLUMNS, "objective"]
+    assert np.isnan(cols["objective_gap"]).all()
+    np.testing.assert_array_equal(cols["objective"], res.objective)
+    assert list(res.columns(objective=False)) == list(sm.engine.result.COLUMNS)
+    loaded = sm.Result.load(res.save(tmp_path / "run"))
+    np.testing.assert_array_equal(loaded.objective, res.objective)
+    assert loaded.objective_gap is None
+    table = str(sm.compare([res])).splitlines()[0]
+    assert "final objective" in table and "obj. gap" not in table
+
+    known = sm.run(FedAvg(0.02, 2), Quadratic.random(12, 3, seed=0), Full(12), 8)
+    assert known.objective is None and known.objective_gap is not None
+    assert list(known.columns()) == list(sm.engine.result.COLUMNS)
+    table = str(sm.compare([known])).splitlines()[0]
+    assert "final obj. gap" in table and "final objective" not in table
+
+
+def test_metrics_csv_of_an_unknown_f_star_has_the_objective_column(tmp_path):
+    """The command's metrics.csv: COLUMNS then ``objective``, the same header for every
+    run of the experiment; its summary table says "final objective"."""
+    from stochmix import config, experiments
+    from stochmix.reporting import format_table
+
+    exp = config.parse(
+        {
+            "name": "no-minimiser",
+            "rounds": 5,
+            "seeds": [0, 1],
+            "evaluate_every": 1,
+            "problem": {"kind": "logistic", "n_clients": 12, "dim": 3, "seed": 0},
+            "methods": [{"kind": "fedavg", "lr": [0.1, 0.3], "local_steps": 2}],
+        }
+    )
+    exp.problem = _no_minimiser()  # the built-in kinds all have a minimiser
+    outcomes = experiments.run_experiment(exp, progress=False, log=None)
+    text = experiments.write_metrics(outcomes, tmp_path / "metrics.csv").read_text()
+    lines = text.splitlines()
+    assert lines[0] == ",".join([*sm.engine.result.COLUMNS, "objective"])
+    assert len(lines) == 1 + 2 * 2 * 6  # two step sizes, two seeds, six rounds each
+    assert all(line.split(",")[6] == "" and line.split(",")[-1] for line in lines[1:])
+    header = format_table(experiments.summary_rows(outcomes)).splitlines()[0]
+    assert "final objective" in header and "obj. gap" not in header

@@ -364,3 +364,21 @@ def _toml(text):
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
     return tomllib.loads(text)
+
+
+def test_check_everyone_is_documented_and_refuses_a_partial_round():
+    import inspect
+
+    from stochmix.algorithms.decentralized import DecentralizedMethod
+    from tests import documented_arguments
+
+    sections, names = documented_arguments(DecentralizedMethod.check_everyone)
+    assert {"Args", "Returns", "Raises"} <= sections
+    params = inspect.signature(DecentralizedMethod.check_everyone).parameters
+    assert names == set(params) - {"self"}
+    method = DGD(0.1, OnePeerExponential(4))
+    ctx = RunContext(Layout(method.blocks(4)), 4, 2, None)
+    method.start(ctx)
+    assert method.check_everyone(np.arange(4, dtype=np.int64), ctx) is not None
+    with pytest.raises(ValueError, match="every node"):
+        method.check_everyone(np.arange(3, dtype=np.int64), ctx)

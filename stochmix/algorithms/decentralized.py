@@ -157,8 +157,27 @@ class DecentralizedMethod(Method):
             )
 
     def check_everyone(self, participants: np.ndarray, ctx: RunContext) -> Equations:
-        """The round's :class:`~stochmix.engine.equations.Equations`, after checking that
-        every node takes part."""
+        """Check that every node takes part in this iteration, and start its equations.
+
+        Decentralized methods run every node in every iteration (participation
+        ``Full(n)``): each ``round_phases`` calls this first, then writes its iteration
+        into the returned equations (``eq.blocks(...)``, ``x[:] = W @ x - a * grad()``,
+        ``eq.build(label)``).
+
+        Args:
+            participants (np.ndarray): int64 array of shape (m,), the round's participants
+                (sorted node indices in ``[0, n)``); every node must be there, m = n.
+            ctx (RunContext): the run's context; ``ctx.n_clients`` is the number of
+                nodes n.
+
+        Returns:
+            Equations: fresh :class:`~stochmix.engine.equations.Equations` of this run
+            (``self.equations(ctx)``), nodes numbered from row 0 (``client_node = 0``).
+
+        Raises:
+            ValueError: ``participants`` does not hold every node (m != n): a
+                participation process other than ``Full(n)``.
+        """
         if participants.size != ctx.n_clients:
             raise ValueError(
                 f"{self.name} runs every node in every iteration; use participation Full(n) "

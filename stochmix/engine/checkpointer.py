@@ -7,12 +7,25 @@ this module is the run's side of it:
   input that changes the run's numbers, as fingerprints (see :mod:`stochmix._fingerprint`);
 * :class:`Checkpointer`: checks before the first round that the path can be written (and
   clears scratch files a killed run left), loads and verifies a checkpoint, restores a run
-  from it, and saves every ``every`` rounds; a failed save warns once
-  (:class:`CheckpointWarning`), keeps the previous checkpoint and lets the run go on.
+  from it, says so (:meth:`Checkpointer.announce`), and saves every ``every`` rounds; a
+  failed save warns once (:class:`CheckpointWarning`), keeps the previous checkpoint and
+  lets the run go on.
+
+**What a resumed run says.** A run that resumes from a checkpoint logs one INFO message on
+the logger ``stochmix.engine.checkpointer`` (a child of ``stochmix``; Python shows INFO only
+where logging is configured, e.g. ``logging.basicConfig(level=logging.INFO)``), writes the
+same line on stderr where its progress line is on (``progress=True``, or ``"auto"`` on a
+terminal; ``progress=False`` keeps it quiet), and records the round in its Result's
+``config["resumed_from"]``:
+
+* ``resumed from round 120 of 300 (checkpoint PATH)``;
+* ``checkpoint PATH is already complete (300 of 300 rounds); nothing to run``: the
+  checkpoint's run had finished, and its Result is returned at once.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
 
@@ -21,9 +34,25 @@ from . import checkpoint as files
 from .capabilities import capabilities
 from .layout import Layout
 
+#: Where a resumed run says so (INFO); see the module docstring.
+logger = logging.getLogger(__name__)
+
 
 class CheckpointWarning(RuntimeWarning):
     """A checkpoint could not be written; the run went on."""
+
+
+def resume_message(path, done: int, rounds: int) -> str:
+    """What a run resuming from the checkpoint at ``path`` after round ``done`` of
+    ``rounds`` says: ``resumed from round 120 of 300 (checkpoint PATH)``, or, for a
+    finished one, ``checkpoint PATH is already complete (300 of 300 rounds); nothing to
+    run``."""
+    if done >= rounds:
+        return (
+            f"checkpoint {os.fspath(path)} is already complete ({done} of {rounds} rounds); "
+            "nothing to run"
+        )
+    return f"resumed from round {done} of {rounds} (checkpoint {os.fspath(path)})"
 
 
 def run_identity(
@@ -98,6 +127,18 @@ class Checkpointer:
                 "ask for at least as many rounds (its Result is returned at once), or remove it"
             )
         return saved
+
+    def announce(self, done: int, rounds: int, bar=None) -> str:
+        """Say that the run resumes after round ``done`` of ``rounds`` from this
+        checkpoint (or that it was complete; :func:`resume_message`): an INFO message on
+        :data:`logger`, and a line on the progress line's stream through ``bar.note``
+        (a :class:`~stochmix.engine.progress.Progress`, or None) where it is shown.
+        Returns the message."""
+        message = resume_message(self.path, done, rounds)
+        logger.info(message)
+        if bar is not None:
+            bar.note(message)
+        return message
 
     @staticmethod
     def restore(saved: dict, backend, ctx, recorder, problem):

@@ -120,15 +120,23 @@ def run(
             always (an error when it cannot); False never. Results agree with the NumPy
             path to rounding.
         progress: "auto" shows a progress line on a terminal for runs longer than two
-            seconds; True forces it, False hides it.
+            seconds (and the line a resumed checkpoint writes); True forces it, False hides
+            it.
         checkpoint: a file path. Every ``checkpoint_every`` rounds the run's state is saved
             there atomically; if the file exists when the run starts, the run resumes from
             it (it must have been written by the same method, problem, participation, seed
-            and backend) and continues exactly as if it had never stopped.
+            and backend) and continues exactly as if it had never stopped. A resumed run
+            says so: "resumed from round 120 of 300 (checkpoint PATH)", or "checkpoint
+            PATH is already complete (300 of 300 rounds); nothing to run" (its Result is
+            returned at once), as an INFO message of the ``stochmix`` logger and, where
+            the progress line is on, a line on stderr; ``Result.config["resumed_from"]``
+            holds the round.
         checkpoint_every: rounds between checkpoints.
         dtype: float64 (default) or float32.
         metrics: which per-round metrics to record, among distance (needs x_star),
-            objective (the gap f(x) - f_star), gradient_norm and consensus. Distance costs
+            objective (the gap f(x) - f_star, in ``Result.objective_gap``; where f_star is
+            unknown, as for a TorchModel, the value f(x) itself, in ``Result.objective``,
+            and ``objective_gap`` is None), gradient_norm and consensus. Distance costs
             O(d); objective and gradient_norm cost O(d^2) for problems that have them in
             closed form (Quadratic, LeastSquares) and a pass over all clients otherwise.
         evaluate_every: "auto" (default) or a positive integer k: metrics that cost a pass

@@ -40,6 +40,17 @@ class Progress:
         self.stream.flush()
         self.shown = True
 
+    def note(self, text: str) -> None:
+        """Write ``label: text`` on a line of its own, where the progress line is shown
+        (a terminal, or ``force``); nothing otherwise. A bar already drawn is ended first."""
+        if not self.enabled:
+            return
+        if self.shown:
+            self.stream.write("\n")
+            self.shown = False
+        self.stream.write(f"{self.label}: {text}\n" if self.label else f"{text}\n")
+        self.stream.flush()
+
     def close(self) -> None:
         if self.shown:
             self.stream.write("\n")

@@ -3,7 +3,11 @@
 Four metrics, each a number per round:
 
 * ``distance`` ||x_r - x_star|| of the reported model (O(d));
-* ``objective`` f(x_r) - f(x_star) (``Problem.objective_gap``);
+* ``objective`` f(x_r) - f(x_star) (``Problem.objective_gap``), recorded as the Result's
+  ``objective_gap``; where f_star is unknown (``problem.f_star`` is None: learning problems
+  such as a TorchModel, a logistic regression without a minimiser) the value f(x_r)
+  itself, recorded as the Result's ``objective`` (its ``objective_gap`` is then None), so
+  that a loss is never shown as a gap;
 * ``gradient_norm`` ||grad f(x_r)||;
 * ``consensus``: the nodes' mean squared distance to their average (decentralized methods;
   a pass over the nodes, which every round of theirs makes anyway).
@@ -27,7 +31,8 @@ import numpy as np
 from .._validate import as_int
 
 METRICS = ("distance", "objective", "gradient_norm", "consensus")
-# The Result's field for each metric.
+# The Result's field for each metric (``objective``: where f_star is known; see
+# :func:`objective_measure`).
 FIELDS = {
     "distance": "distance",
     "objective": "objective_gap",
@@ -52,6 +57,40 @@ def auto_interval(n_clients: int, expected: float, per_client: float, passes: in
     evaluation = passes * n_clients * per_client
     round_cost = ROUND_OVERHEAD_ELEMENTS + expected * per_client
     return max(1, math.ceil(evaluation / (AUTO_SHARE * round_cost)))
+
+
+def objective_measure(problem):
+    """How a run records the ``objective`` metric of ``problem``: ``(field, function)``
+    with ``field`` the Result's field and ``function(x)`` the value at a point, or None
+    when the problem has neither ``objective`` nor ``objective_gap``.
+
+    * f_star known (``problem.x_star`` or ``problem.f_star`` is not None):
+      ``("objective_gap", problem.objective_gap)``, or ``objective(x) - f_star`` without
+      one (f_star evaluated once, as ``objective(x_star)`` where the problem does not give
+      it); a problem with a known x_star and an ``objective_gap`` is not asked for f_star
+      (a Quadratic's closed-form gap needs no pass over the clients);
+    * an ``objective_gap`` without an ``f_star`` attribute (a problem of one's own that
+      knows its gap): ``("objective_gap", problem.objective_gap)``;
+    * otherwise f_star is unknown (learning problems: ``problem.f_star`` is None):
+      ``("objective", problem.objective)``, the value f(x) itself.
+    """
+    has_value, has_gap = hasattr(problem, "objective"), hasattr(problem, "objective_gap")
+    if not (has_value or has_gap):
+        return None
+    x_star = getattr(problem, "x_star", None)
+    if x_star is not None and has_gap:
+        return "objective_gap", problem.objective_gap
+    f_star = getattr(problem, "f_star", None)
+    if f_star is None and x_star is not None and has_value:
+        f_star = float(problem.objective(x_star))
+    if f_star is not None:
+        if has_gap:
+            return "objective_gap", problem.objective_gap
+        return "objective_gap", lambda x: problem.objective(x) - f_star
+    if has_gap and not hasattr(problem, "f_star"):
+        return "objective_gap", problem.objective_gap
+    # f_star unknown: the value itself (objective_gap(x) is f(x) then, by its contract)
+    return "objective", problem.objective if has_value else problem.objective_gap
 
 
 def check_schedule(evaluate_every) -> int | str:
@@ -92,6 +131,10 @@ class Recorder:
             "consensus": True,
         }
         self.names = [m for m in METRICS if m in metrics and wanted[m]]
+        # the objective's field and function: f_star read only when the metric is asked
+        self.objective_field, self._objective = (
+            objective_measure(problem) if "objective" in self.names else ("objective_gap", None)
+        )
         closed = set(getattr(problem, "closed_form_metrics", ()))
         self.scheduled = [m for m in self.names if m in ("objective", "gradient_norm")]
         self.scheduled = [m for m in self.scheduled if m not in closed]
@@ -139,10 +182,7 @@ class Recorder:
         if name == "distance":
             return float(np.linalg.norm(x - self.x_star))
         if name == "objective":
-            if hasattr(self.problem, "objective_gap"):
-                return float(self.problem.objective_gap(x))
-            f_star = getattr(self.problem, "f_star", None) or 0.0
-            return float(self.problem.objective(x)) - f_star
+            return float(self._objective(x))
         if name == "gradient_norm":
             return float(np.linalg.norm(self.problem.gradient(x)))
         c = self.method.consensus_error(z, self.ctx)
@@ -177,12 +217,17 @@ class Recorder:
 
     def fields(self, done: int) -> dict:
         """The Result's fields: ``server``, ``participants``, ``wall_time`` and one curve
-        per metric (None if not kept)."""
+        per metric (None if not kept): the ``objective`` metric goes to
+        :attr:`objective_field` (``objective_gap``, or ``objective`` where f_star is
+        unknown), and the other of the two is None."""
         out = {
             "server": self.server[: done + 1],
             "participants": self.count[: done + 1],
             "wall_time": self.clock[: done + 1],
+            "objective": None,
         }
         for name, field in FIELDS.items():
+            if name == "objective":
+                field = self.objective_field
             out[field] = self.values[name][: done + 1] if name in self.values else None
         return out

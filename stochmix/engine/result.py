@@ -14,13 +14,22 @@ from jaxtyping import Float
 from .._validate import as_float
 from .recorder import METRICS  # noqa: F401  (the names run(metrics=...) takes)
 
-#: Per-round error curves a Result may hold (``relative_error`` is derived from distance).
-CURVES = ("relative_error", "distance", "objective_gap", "gradient_norm", "consensus")
+#: Per-round curves a Result may hold (``relative_error`` is derived from distance).
+#: ``objective`` is the value f(x_r) itself, recorded instead of ``objective_gap`` for a
+#: problem whose f_star is unknown (a learning problem such as a TorchModel).
+CURVES = ("relative_error", "distance", "objective_gap", "gradient_norm", "consensus", "objective")
 
 #: The columns of :meth:`Result.columns`, :meth:`Result.to_csv` and the command's
-#: ``metrics.csv``, in order. ``wall_time`` is added only on request: it differs from run to
-#: run, and the metrics of one configuration are byte-identical from run to run.
-COLUMNS = ("method", "lr", "seed", "round", *CURVES, "participants")
+#: ``metrics.csv``, in order, for every run. ``wall_time`` is added only on request: it
+#: differs from run to run, and the metrics of one configuration are byte-identical from run
+#: to run.
+COLUMNS = ("method", "lr", "seed", "round", *CURVES[:5], "participants")
+
+#: Columns added after :data:`COLUMNS` (before ``wall_time``) only for runs that recorded
+#: them: ``objective``, the value f(x_r) of a problem whose f_star is unknown (its
+#: ``objective_gap`` column is then empty). Runs of problems with a known f_star keep
+#: exactly :data:`COLUMNS`.
+OPTIONAL_COLUMNS = ("objective",)
 
 
 @dataclass
@@ -37,13 +46,18 @@ class Result:
         server: (rounds + 1, dim) model reported by the method after each round (the
             server model for federated methods, the network average for decentralized ones).
         distance: ||x_r - x_star||, or None when x_star is unknown.
-        objective_gap: f(x_r) - f(x_star) (or f(x_r) when f_star is unknown), or None.
+        objective_gap: f(x_r) - f(x_star), or None (not recorded, or f_star unknown).
         gradient_norm: ||grad f(x_r)||, or None.
         consensus: mean squared distance of the nodes to their average, or None.
         participants: (rounds + 1,) number of participants of each round (0 at r = 0).
         wall_time: (rounds + 1,) seconds since the run started.
         diverged_at: the round whose state held NaN or Inf, or None.
-        config: what produced the run (method, lr, participation, seed, dtype ...).
+        config: what produced the run (method, lr, participation, seed, dtype ...);
+            ``config["resumed_from"]`` is the round a run resumed from a checkpoint
+            started at (absent for a run that did not resume).
+        objective: f(x_r) itself where f_star is unknown (learning problems such as a
+            :class:`~stochmix.problems.TorchModel`; ``objective_gap`` is then None), or
+            None.
     """
 
     method: str
@@ -56,6 +70,7 @@ class Result:
     consensus: np.ndarray | None = None
     diverged_at: int | None = None
     config: dict = field(default_factory=dict)
+    objective: np.ndarray | None = None
 
     @property
     def rounds(self) -> int:
@@ -86,8 +101,8 @@ class Result:
         return self.distance / start
 
     def error(self, metric: str = "relative_error") -> np.ndarray:
-        """A per-round error curve by name: relative_error, distance, objective_gap,
-        gradient_norm or consensus (NaN in rounds without a value)."""
+        """A per-round curve by name: relative_error, distance, objective_gap,
+        gradient_norm, consensus or objective (NaN in rounds without a value)."""
         if metric not in CURVES:
             raise ValueError(f"metric must be one of {list(CURVES)}, got {metric!r}")
         if metric == "relative_error":
@@ -168,16 +183,23 @@ class Result:
                 out["rate"] = None
         if self.objective_gap is not None:
             out["final_objective_gap"] = self.last("objective_gap")
+        if self.objective is not None:
+            out["final_objective"] = self.last("objective")
         out["seconds_per_round"] = float(self.wall_time[-1] / max(self.rounds, 1))
         out["diverged_at"] = self.diverged_at
         return out
 
     # ------------------------------------------------------------------- tables and files
-    def columns(self, *, wall_time: bool = False) -> dict[str, np.ndarray]:
-        """The run as columns of one row per round, named as in :data:`COLUMNS` (and
-        ``wall_time`` when asked): the method's name, its step size ``lr`` and the run's
-        ``seed`` (from :attr:`config`; NaN/None where unknown), the round, every error
-        curve (NaN where not recorded or not evaluated) and the participants."""
+    def columns(
+        self, *, wall_time: bool = False, objective: bool | None = None
+    ) -> dict[str, np.ndarray]:
+        """The run as columns of one row per round, named as in :data:`COLUMNS`, then
+        ``objective`` where recorded (:data:`OPTIONAL_COLUMNS`), then ``wall_time`` when
+        asked: the method's name, its step size ``lr`` and the run's ``seed`` (from
+        :attr:`config`; NaN/None where unknown), the round, every curve (NaN where not
+        recorded or not evaluated) and the participants. ``objective``: True or False
+        puts the ``objective`` column in or leaves it out whatever was recorded (to give
+        several runs one header); None (default) puts it in where this run recorded it."""
         n = self.rounds + 1
         out: dict[str, np.ndarray] = {
             "method": np.full(n, self.method, dtype=object),
@@ -185,19 +207,31 @@ class Result:
             "seed": np.full(n, self.config.get("seed"), dtype=object),
             "round": np.arange(n),
         }
+        if objective is None:
+            objective = self.objective is not None
         for name in CURVES:
-            has = name == "relative_error" and self.distance is not None
-            has = has or (name != "relative_error" and getattr(self, name) is not None)
-            out[name] = np.asarray(self.error(name), dtype=float) if has else np.full(n, np.nan)
+            if name == "objective":
+                continue
+            out[name] = self._column(name, n)
         out["participants"] = np.asarray(self.participants, dtype=np.int64)
+        if objective:
+            out["objective"] = self._column("objective", n)
         if wall_time:
             out["wall_time"] = np.asarray(self.wall_time, dtype=float)
         return out
 
-    def csv_rows(self, *, wall_time: bool = False, header: bool = True) -> str:
-        """The CSV text of :meth:`columns`: numbers in their shortest exact form (``repr``),
-        an empty cell where a round has no value."""
-        cols = self.columns(wall_time=wall_time)
+    def _column(self, name: str, n: int) -> np.ndarray:
+        """The curve ``name`` as a float column (NaN throughout where not recorded)."""
+        has = name == "relative_error" and self.distance is not None
+        has = has or (name != "relative_error" and getattr(self, name) is not None)
+        return np.asarray(self.error(name), dtype=float) if has else np.full(n, np.nan)
+
+    def csv_rows(
+        self, *, wall_time: bool = False, header: bool = True, objective: bool | None = None
+    ) -> str:
+        """The CSV text of :meth:`columns` (``objective`` as there): numbers in their
+        shortest exact form (``repr``), an empty cell where a round has no value."""
+        cols = self.columns(wall_time=wall_time, objective=objective)
         buffer = io.StringIO()
         writer = csv.writer(buffer, lineterminator="\n")
         if header:
@@ -237,6 +271,7 @@ class Result:
                 "objective_gap",
                 "gradient_norm",
                 "consensus",
+                "objective",
             )
             if (v := getattr(self, k)) is not None
         }

@@ -48,6 +48,7 @@ def run_rounds(
         recorder.measure(0, z, back, last=rounds == 0)
     else:
         z = saver.restore(saved, back, ctx, recorder, problem)
+        saver.announce(done, rounds, bar)
         for _ in range(done):
             next(stream)
     start = time.perf_counter() - recorder.clock[done]
@@ -75,11 +76,11 @@ def run_rounds(
     if bar is not None:
         bar.close()
 
+    config = _config(method, problem, participation, rounds, seed, back, dtype, recorder)
+    if saved is not None:
+        config["resumed_from"] = int(saved["done"])
     result = Result(
-        method=method.name,
-        **recorder.fields(done),
-        diverged_at=diverged_at,
-        config=_config(method, problem, participation, rounds, seed, back, dtype, recorder),
+        method=method.name, **recorder.fields(done), diverged_at=diverged_at, config=config
     )
     if diverged_at is not None:
         message = (

@@ -135,6 +135,50 @@ class MessageDrops(GraphSequence):
         lost_weight: str = "receiver",
         seed: int | None = None,
     ):
+        """Wrap ``graphs`` in message drops, after checking every parameter.
+
+        The parameters are checked against ``model`` (one of the other model's is refused,
+        not ignored); the seed is fixed (``None`` draws fresh entropy once, kept in
+        :attr:`seed`); :attr:`period` is the wrapped sequence's when the drops are certain
+        (p in {0, 1}, ...; see the module docstring), else None; a Gilbert–Elliott model
+        with random drops fixes the set of links its chains live on (the union of one
+        period's graphs, or every node pair of a non-periodic sequence). Nothing is drawn
+        here: step k's drops are drawn when its matrix is asked for.
+
+        Args:
+            graphs (GraphSequence): the wrapped sequence over n nodes.
+            probability (float | None): ``model="independent"``: the probability in
+                [0, 1] that a link is dropped at a step (required there); None with
+                ``"gilbert-elliott"``.
+            model (str): ``"independent"`` (default) or ``"gilbert-elliott"``.
+            p_good_to_bad (float | None): Gilbert–Elliott: the probability in [0, 1] that
+                a good link turns bad at a step (required there); None with
+                ``"independent"``.
+            p_bad_to_good (float | None): Gilbert–Elliott: the probability in (0, 1] that
+                a bad link recovers at a step (bad periods last ``1 / p_bad_to_good``
+                steps on average; required there); None with ``"independent"``.
+            drop_in_good (float): Gilbert–Elliott: drop probability of a good link, in
+                [0, 1] (default 0; left at 0 with ``"independent"``).
+            drop_in_bad (float): Gilbert–Elliott: drop probability of a bad link, in
+                [0, 1] (default 1; left at 1 with ``"independent"``).
+            symmetric (bool): drop the two directions of a node pair together (one draw,
+                or one chain, per unordered pair {i, j}); default False, each directed
+                edge on its own.
+            lost_weight (str): ``"receiver"`` (default) or ``"sender"``: the diagonal
+                entry (W[i, i] or W[j, j]) that takes a dropped edge j -> i's weight
+                under the ``"natural"`` rule.
+            seed (int | None): nonnegative int seeding every drop stream; None draws one.
+
+        Raises:
+            TypeError: ``graphs`` not a :class:`GraphSequence`; a probability that is not
+                a real number (None where the model needs it, a bool, a string);
+                ``symmetric`` not True or False; ``model``, ``lost_weight`` not strings;
+                a ``seed`` that is not an integer.
+            ValueError: a probability outside its range; a parameter of the other model;
+                an unknown ``model`` or ``lost_weight``; a negative ``seed``; a
+                Gilbert–Elliott model over a non-periodic sequence of more than 2048
+                nodes (more than ``2**22`` node pairs).
+        """
         if not isinstance(graphs, GraphSequence):
             raise TypeError(
                 f"graphs must be a GraphSequence, got {type(graphs).__name__}: {_show(graphs)}"

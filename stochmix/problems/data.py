@@ -12,7 +12,7 @@ its rows with a partitioner of :mod:`stochmix.problems.partition` and build the 
 
     data = load_dataset("diabetes")
     parts = iid_partition(data.n_samples, 10, seed=0)
-    problem = LeastSquares(*client_arrays(data.features, data.targets, parts), reg=1e-3)
+    problem = LeastSquares(*client_arrays(data.features, data.labels, parts), reg=1e-3)
 """
 
 from __future__ import annotations
@@ -45,15 +45,18 @@ DATASETS: tuple[str, ...] = tuple(sorted(_LOADERS))
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class Dataset:
-    """A data set: n samples of d features with one target each.
+    """A data set: n samples of d features with one label each.
 
     The arrays are copied at construction and made read-only, so a ``Dataset`` cannot be
-    changed after it is made.
+    changed after it is made. The labels are read as :attr:`labels`; ``targets`` is the
+    same array under its constructor name (``Dataset(features, targets, n_classes, name,
+    feature_names)``), kept as an alias.
 
     Attributes:
         features: (n, d) floating array, one row per sample.
-        targets: (n,) array: int64 class labels in ``[0, n_classes)`` for classification,
-            floats for regression.
+        labels: (n,) array, one label per sample: int64 class labels in
+            ``[0, n_classes)`` for classification, float64 values for regression.
+        targets: the same array as ``labels`` (the constructor's argument; an alias).
         n_classes: the number of classes (>= 2), or ``None`` for a regression data set.
         name: a short name, e.g. ``"digits"``.
         feature_names: d names, one per column of ``features``.
@@ -110,6 +113,13 @@ class Dataset:
         object.__setattr__(self, "feature_names", names)
 
     @property
+    def labels(self) -> Real[np.ndarray, " n"]:
+        """The (n,) labels, one per sample: int64 class labels in ``[0, n_classes)`` for
+        classification, float64 values for regression (read-only). The same array as
+        ``targets``, the constructor's name for it."""
+        return self.targets
+
+    @property
     def n_samples(self) -> int:
         """n, the number of samples (rows)."""
         return self.features.shape[0]
@@ -121,7 +131,7 @@ class Dataset:
 
     @property
     def is_classification(self) -> bool:
-        """Whether ``targets`` are class labels (``n_classes`` is not None)."""
+        """Whether :attr:`labels` are class labels (``n_classes`` is not None)."""
         return self.n_classes is not None
 
     def subset(self, indices: Sequence[int] | np.ndarray) -> Dataset:
@@ -178,7 +188,7 @@ def load_dataset(name: str, *, standardize: bool = True, dtype=np.float64) -> Da
     package, never downloaded).
 
     ============== ======== ===== =========================================
-    name           n        d     targets
+    name           n        d     labels
     ============== ======== ===== =========================================
     breast_cancer  569      30    2 classes
     diabetes       442      10    regression (disease progression, 25..346)
@@ -268,7 +278,7 @@ def train_test_split(
     rng = make_rng(seed)
     n = dataset.n_samples
     if stratify:
-        labels = dataset.targets
+        labels = dataset.labels
         key = rng.random(n)
         order = np.lexsort((key, labels))  # by class, random within a class
         counts = np.bincount(labels, minlength=dataset.n_classes)
@@ -369,7 +379,7 @@ def make_regression_data(
         seed: int, SeedSequence, Generator or None.
         condition: condition number of the feature covariance, >= 1.
         return_coef: also return w.
-        dtype: floating dtype of the features (targets are float64).
+        dtype: floating dtype of the features (labels are float64).
 
     Returns:
         a :class:`Dataset` named ``"synthetic_regression"`` (``n_classes=None``), or

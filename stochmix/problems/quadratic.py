@@ -128,6 +128,28 @@ class Quadratic(Problem):
         """Whether every H_i is diagonal (stored as its diagonal)."""
         return self._diagonal
 
+    def hessians_and_linear_terms(
+        self,
+    ) -> tuple[Float[np.ndarray, "n d d"], Float[np.ndarray, "n d"]]:
+        """Every client's gradient as an affine map, grad F_i(x) = H_i x - c_i.
+
+        The same contract as :meth:`LeastSquares.hessians_and_linear_terms
+        <stochmix.problems.LeastSquares.hessians_and_linear_terms>`: returns ``(H, c)``
+        with ``H[i]`` the full Hessian H_i of shape (N, d, d) (a diagonal H_i written out as
+        ``diag(hessians[i])``) and ``c[i] = H_i z_i`` of shape (N, d), in float64 (fresh
+        arrays), so that ``einsum("nij,nj->ni", H, x) - c`` is every client's gradient.
+        Costs O(N d^2) memory even for diagonal Hessians; :attr:`hessians` and
+        :attr:`centers` give them in O(N d) (``c_i = hessians[i] * centers[i]`` there).
+        """
+        data = self.data.like(np.float64)
+        h, z = data["hessians"], data["centers"]
+        n, d = self.n_clients, self.dim
+        if self._diagonal:
+            full = np.zeros((n, d, d))
+            full[:, np.arange(d), np.arange(d)] = h
+            return full, h * z
+        return h.copy(), np.einsum("nij,nj->ni", h, z)
+
     @property
     def x_star(self) -> Float[np.ndarray, " d"]:
         """x_star = (sum_i H_i)^{-1} sum_i H_i z_i, shape (d,)."""
