@@ -1,17 +1,15 @@
-"""The command and the README's code run as a new user would run them."""
+"""The command runs as a new user would run it (the guide's code: tests/test_docs.py)."""
 
 import csv
+import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from stochmix.cli import main
 from stochmix.engine.result import COLUMNS
 from tests import CHILD_TIMEOUT
-
-README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_stochmix_run_prints_the_table_and_writes_csv_and_png(capsys, tmp_path):

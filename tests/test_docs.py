@@ -101,3 +101,11 @@ def test_every_guide_page_is_in_the_guide_index():
     index = (GUIDE / "index.md").read_text()
     for page in GUIDE.glob("*.md"):
         assert page.stem == "index" or f"\n{page.stem}\n" in index, page.stem
+
+
+def test_the_command_line_page_names_every_method_kind():
+    from stochmix import config
+
+    text = (GUIDE / "cli.md").read_text()
+    named = set(re.findall(r"\w+", text))  # in the configuration's comments or the text
+    assert set(config.METHODS) <= named, sorted(set(config.METHODS) - named)
