@@ -110,7 +110,7 @@ def _run_and_write(exp, args: argparse.Namespace, lead: bool, distributed: bool)
         exp.backend = "distributed"
     progress = False if args.quiet else "auto"
     outcomes = experiments.run_experiment(exp, progress=progress, log=say if lead else None)
-    if not lead:
+    if out is None:  # not the lead process: it writes nothing
         return 0
     metrics = experiments.write_metrics(outcomes, out / "metrics.csv")
     experiments.write_timing(outcomes, out / "timing.csv")

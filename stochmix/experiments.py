@@ -83,7 +83,7 @@ def run_experiment(exp: Experiment, progress="auto", log=print) -> list[MethodOu
     outcomes = []
     options = dict(exp.run_options)
     for spec in exp.methods:
-        runs = {}
+        runs: dict[float, list[Result]] = {}
         for lr in spec.lrs:
             runs[lr] = []
             for seed in exp.seeds:

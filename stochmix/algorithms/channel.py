@@ -63,7 +63,7 @@ class ChannelNoise(Method):
         return self.method.output(z, ctx)
 
     @property
-    def checked_by_output(self) -> tuple[str, ...]:
+    def checked_by_output(self) -> tuple[str, ...]:  # type: ignore[override]
         return self.method.checked_by_output
 
     @property

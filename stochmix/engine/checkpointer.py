@@ -84,7 +84,9 @@ class Checkpointer:
         saved = files.load(self.path)
         if saved is None:
             return None
-        theirs = saved.get("identity") if isinstance(saved.get("identity"), dict) else {}
+        theirs = saved.get("identity")
+        if not isinstance(theirs, dict):
+            theirs = {}
         diff = [k for k in self.identity if theirs.get(k) != self.identity[k]]
         if diff:
             raise ValueError(

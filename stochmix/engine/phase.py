@@ -150,7 +150,7 @@ class LocalForm:
     @cached_property
     def single_reads(self) -> frozenset:
         """Rows of Z the phase reads one at a time (broadcasts and outer singles)."""
-        rows = {r for _, r, _ in self.external}
+        rows: set = {r for _, r, _ in self.external}
         rows.update(ref for _, kind, ref, _ in self.outer if kind == "row")
         return frozenset(rows)
 
@@ -664,7 +664,7 @@ class PhaseBuilder:
     def _materialize(self) -> tuple:
         """The COO triplets of every term, in rows of Z."""
         lay = self.layout
-        parts = {k: [] for k in ("t", "s", "c", "gt", "gc", "gv", "z")}
+        parts: dict[str, list] = {k: [] for k in ("t", "s", "c", "gt", "gc", "gv", "z")}
         for op in self._deferred:
             kind = op[0]
             if kind == "combine":

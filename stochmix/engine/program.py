@@ -492,11 +492,11 @@ class LocalProgram:
             finite = bool(np.isfinite(z[[at(r) for r in self.outer_rows]].sum()))
         for entries in self.tail:  # single rows from single rows, all at once
             new = {}
-            for row, kind, ref, slot in entries:
+            for row, kind, source, slot in entries:
                 if row not in new:
                     new[row] = np.zeros(d, dtype=z.dtype)
                 if kind == "row":
-                    new[row] += coefs[slot] * z[at(ref)]
+                    new[row] += coefs[slot] * z[at(source)]
             for row, value in new.items():
                 z[at(row)] = value
                 finite = finite and bool(np.isfinite(value).all())

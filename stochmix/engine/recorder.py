@@ -178,7 +178,7 @@ class Recorder:
     def fields(self, done: int) -> dict:
         """The Result's fields: ``server``, ``participants``, ``wall_time`` and one curve
         per metric (None if not kept)."""
-        out = {
+        out: dict[str, np.ndarray | None] = {
             "server": self.server[: done + 1],
             "participants": self.count[: done + 1],
             "wall_time": self.clock[: done + 1],

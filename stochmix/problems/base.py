@@ -358,7 +358,7 @@ class Problem(abc.ABC):
         x = self._check_point(x)
         everyone = np.arange(self.n_clients, dtype=np.int64)
         points = np.broadcast_to(x, (self.n_clients, self.dim))
-        return self.gradients(everyone, np.ascontiguousarray(points)).mean(axis=0)
+        return np.mean(self.gradients(everyone, np.ascontiguousarray(points)), axis=0)
 
     def minibatch(self, batch_size: int, seed=None):
         """This problem with minibatch gradients of ``batch_size`` samples per client."""

@@ -62,7 +62,7 @@ class _Stochastic:
 
     def rng_state(self) -> dict:
         """The state of the draws (saved in checkpoints)."""
-        return self._rng.bit_generator.state
+        return dict(self._rng.bit_generator.state)
 
     def set_rng_state(self, state: dict) -> None:
         """Continue the draws from a saved state."""

@@ -127,6 +127,9 @@ def expected_matrix(
             total_sq = M * M if total_sq is None else total_sq + M * M
     if sparse:
         flush()
+    if total is None or total_sq is None:
+        raise ValueError(f"process_or_masks gave no masks (expected {count})")
+    if sparse:
         mean = sp.csr_array(total / count)
         if not std_error:
             return mean

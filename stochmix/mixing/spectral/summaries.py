@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..._validate import _show, as_float, choice
 from ..checks import columns_sum_to_one, is_column_stochastic, is_row_stochastic, rows_sum_to_one
@@ -77,7 +76,7 @@ def mixing_summary(W: Matrix, method: str = "auto", atol: float = ATOL) -> dict:
     slem = second_largest_modulus(A, method=method, atol=atol)
     return {
         "n": n,
-        "nnz": int(A.nnz) if sp.issparse(A) else int(np.count_nonzero(A)),
+        "nnz": int(np.count_nonzero(A)) if isinstance(A, np.ndarray) else int(A.nnz),
         "kind": kind,
         "row_stochastic": row,
         "column_stochastic": column,
