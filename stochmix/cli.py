@@ -18,6 +18,12 @@ from . import config as configs
 from . import experiments
 from .reporting import format_table
 
+__all__ = [
+    "GRAPH_NODES_LIMIT",
+    "build_parser",
+    "main",
+]
+
 
 def _attempt(what: str, step, folder) -> int:
     """Run ``step()``; if it fails, say so in one line on stderr (the run's files stay in

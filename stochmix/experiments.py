@@ -33,6 +33,20 @@ from .engine.checkpoint import check_folder_writable
 from .engine.result import COLUMNS
 from .reporting import summary_row
 
+__all__ = [
+    "ERROR_METRICS",
+    "MethodOutcome",
+    "TIMING_COLUMNS",
+    "output_dir",
+    "plot",
+    "run_experiment",
+    "summary_rows",
+    "write_config",
+    "write_metrics",
+    "write_participation",
+    "write_timing",
+]
+
 #: The columns of ``timing.csv``.
 TIMING_COLUMNS = ("method", "lr", "seed", "round", "wall_time")
 

@@ -11,6 +11,14 @@ import numpy as np
 
 from .engine.result import Result
 
+__all__ = [
+    "Comparison",
+    "SUMMARY_COLUMNS",
+    "compare",
+    "format_table",
+    "summary_row",
+]
+
 #: (key, header, format) of the summary table's columns.
 SUMMARY_COLUMNS = (
     ("method", "method", "s"),

@@ -9,6 +9,12 @@ from ..engine import RunContext
 from ..participation import FedAUEstimator, uniform_weights
 from ..participation.estimators import FEDAU_TIMINGS
 
+__all__ = [
+    "InverseProbabilities",
+    "WEIGHT_RULES",
+    "round_weights",
+]
+
 WEIGHT_RULES = ("uniform", "unbiased", "fedau")
 
 

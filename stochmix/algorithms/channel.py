@@ -10,6 +10,10 @@ from ..engine import Method, RunContext
 from ..engine.rowmap import RowMap
 from .decentralized import DecentralizedMethod
 
+__all__ = [
+    "ChannelNoise",
+]
+
 
 class ChannelNoise(Method):
     r"""``method`` with additive Gaussian noise on every message its mixing sends.

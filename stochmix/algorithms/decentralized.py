@@ -40,6 +40,15 @@ from ..mixing.checks import KINDS, stochasticity_problem
 from ..mixing.rowsparse import RowSparse
 from ..mixing.sequences import RULES, GraphSequence
 
+__all__ = [
+    "DGD",
+    "DecentralizedMethod",
+    "GradientTracking",
+    "PushPull",
+    "PushSum",
+    "PushSumModels",
+]
+
 
 def _step_size(lr: float, decay: float, k: int) -> float:
     return lr / (k + 1) ** decay

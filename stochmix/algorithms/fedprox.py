@@ -8,6 +8,12 @@ from .._validate import as_float, as_int, choice
 from ..engine import Block, Equations, Method, RunContext, grad
 from ..mixing.federated import average_rows
 
+__all__ = [
+    "FedProx",
+    "SOLVERS",
+    "has_exact_prox",
+]
+
 SOLVERS = ("gradient", "exact")
 
 

@@ -11,6 +11,11 @@ from ..participation import ParticipationProcess
 from ..problems import Problem
 from .registry import DECENTRALIZED, METHODS
 
+__all__ = [
+    "Experiment",
+    "MethodSpec",
+]
+
 
 @dataclass
 class MethodSpec:

@@ -7,6 +7,11 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+__all__ = [
+    "ConfigError",
+    "DEFAULT_SEED",
+]
+
 
 class ConfigError(ValueError):
     """A configuration that cannot be run; the message names the key."""

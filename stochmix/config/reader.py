@@ -19,6 +19,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+__all__ = [
+    "default",
+    "default_table",
+    "load",
+    "parse",
+]
+
 
 def parse(raw: dict, default_name: str = "experiment") -> Experiment:
     """Build an :class:`Experiment` from a configuration dict (see :mod:`stochmix.config`).

@@ -13,6 +13,20 @@ from .. import algorithms, mixing, participation, problems
 from ..engine import Method
 from .parsing import DEFAULT_SEED, ConfigError
 
+__all__ = [
+    "AVERAGING",
+    "DECENTRALIZED",
+    "DOUBLY_STOCHASTIC_RULE",
+    "DROP_KEYS",
+    "EVERY_CLIENT",
+    "FEDERATED",
+    "GRAPHS",
+    "METHODS",
+    "PROBLEMS",
+    "PROCESSES",
+    "RULE_NEEDS",
+]
+
 PROBLEMS: dict[str, Callable[..., problems.Problem]] = {
     "quadratic": problems.Quadratic.random,
     "least_squares": problems.LeastSquares.random,

@@ -34,6 +34,8 @@ from .registry import (
     RULE_NEEDS,
 )
 
+__all__: list[str] = []
+
 
 def _problem(raw: dict) -> tuple[Problem, dict]:
     """The problem and its resolved table."""

@@ -9,6 +9,10 @@ from typing import Any
 from ..engine.result import METRICS
 from .parsing import DEFAULT_SEED, ConfigError, _integer
 
+__all__ = [
+    "TOP_LEVEL",
+]
+
 TOP_LEVEL = {
     "name",
     "rounds",

@@ -19,6 +19,12 @@ from .phase import Phase
 from .tensors import to_tensor
 from .threads import resolve_threads
 
+__all__ = [
+    "CACHE_ENTRIES",
+    "NumpyBackend",
+    "TorchBackend",
+]
+
 
 class NumpyBackend:
     """State as a NumPy array; phases applied with SciPy sparse products.

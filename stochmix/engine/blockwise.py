@@ -28,6 +28,16 @@ from jaxtyping import Int
 
 from .layout import Layout
 
+__all__ = [
+    "BlockTarget",
+    "BlockTerm",
+    "BlockwiseForm",
+    "Workspace",
+    "apply_blockwise_numpy",
+    "blockwise_form",
+    "chained",
+]
+
 
 @dataclass(frozen=True)
 class BlockTerm:

@@ -33,6 +33,17 @@ from pathlib import Path
 
 import numpy as np
 
+__all__ = [
+    "CheckpointError",
+    "FORMAT",
+    "MAGIC",
+    "check_folder_writable",
+    "check_writable",
+    "load",
+    "restore_memory",
+    "save",
+]
+
 FORMAT = 2
 MAGIC = "stochmix-checkpoint"
 

@@ -21,6 +21,12 @@ from . import checkpoint as files
 from .capabilities import capabilities
 from .layout import Layout
 
+__all__ = [
+    "CheckpointWarning",
+    "Checkpointer",
+    "run_identity",
+]
+
 
 class CheckpointWarning(RuntimeWarning):
     """A checkpoint could not be written; the run went on."""

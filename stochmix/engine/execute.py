@@ -51,6 +51,22 @@ from .rowmap import RowMap, apply_map
 from .rowwise import RowwiseProgram, numba_available, numba_unavailable
 from .slowpath import SlowPaths
 
+__all__ = [
+    "LocalStep",
+    "PROGRAMS",
+    "ROWWISE_MIN_ENTRIES",
+    "ROWWISE_MIN_WORK",
+    "RowGradient",
+    "WORKERS",
+    "ZERO_ROWS",
+    "compiled_refusal",
+    "execute",
+    "general_path",
+    "plan_round",
+    "row_gradient",
+    "runs_rowwise",
+]
+
 WORKERS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 PROGRAMS = 64  # compiled programs kept (one per distinct structure of a run of phases)
 # compiled="auto" takes the row-wise path for runs of phases of at least

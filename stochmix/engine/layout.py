@@ -22,6 +22,12 @@ import numpy as np
 
 from .._validate import as_int, choice
 
+__all__ = [
+    "Block",
+    "INITIAL_VALUES",
+    "Layout",
+]
+
 INITIAL_VALUES = ("model", "zeros", "ones")
 
 

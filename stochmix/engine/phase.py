@@ -45,6 +45,18 @@ from ..mixing.rowsparse import Broadcast, Reduce, RowSparse, csr_from_triplets, 
 from .blockwise import BlockwiseForm, blockwise_form
 from .layout import Layout
 
+__all__ = [
+    "COEFFICIENT_ORDER",
+    "GradientTerm",
+    "LocalForm",
+    "NodeTerm",
+    "OuterTerm",
+    "Phase",
+    "PhaseBuilder",
+    "RowTerm",
+    "coefficient_kind",
+]
+
 
 class NodeTerm(NamedTuple):
     """``target[nodes] += coef * source[nodes]`` (coef a number or one per node)."""

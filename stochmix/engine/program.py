@@ -46,6 +46,18 @@ from .schedule import (
     plan_schedule,
 )
 
+__all__ = [
+    "BUFFER_BYTES",
+    "CHUNK_PARAMETERS",
+    "ChunkCall",
+    "LocalProgram",
+    "MIN_CHUNK_ROWS",
+    "PARALLEL_BUFFER_BYTES",
+    "PARALLEL_MIN_ROWS",
+    "ProgramCache",
+    "SourceWriter",
+]
+
 MIN_CHUNK_ROWS = 16  # at d = 1000, fewer rows per chunk cost more in call overhead
 BUFFER_BYTES = 1 << 20  # a chunk's working set (buffers + gathered data): about L2
 # Threads pay off only with long NumPy calls (the GIL is held between them): chunks of

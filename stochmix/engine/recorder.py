@@ -26,6 +26,16 @@ import numpy as np
 
 from .._validate import as_int
 
+__all__ = [
+    "AUTO_SHARE",
+    "FIELDS",
+    "METRICS",
+    "ROUND_OVERHEAD_ELEMENTS",
+    "Recorder",
+    "auto_interval",
+    "check_schedule",
+]
+
 METRICS = ("distance", "objective", "gradient_norm", "consensus")
 # The Result's field for each metric.
 FIELDS = {

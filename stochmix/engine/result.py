@@ -14,6 +14,12 @@ from jaxtyping import Float
 from .._validate import as_float
 from .recorder import METRICS  # noqa: F401  (the names run(metrics=...) takes)
 
+__all__ = [
+    "COLUMNS",
+    "CURVES",
+    "Result",
+]
+
 #: Per-round error curves a Result may hold (``relative_error`` is derived from distance).
 CURVES = ("relative_error", "distance", "objective_gap", "gradient_norm", "consensus")
 

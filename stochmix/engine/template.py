@@ -25,6 +25,10 @@ import numpy as np
 
 from .execute import LocalStep
 
+__all__ = [
+    "RoundTemplate",
+]
+
 
 class _Uniform(float):
     """A per-node coefficient array whose entries are all this number (rebuilt, for each

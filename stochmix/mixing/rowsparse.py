@@ -17,6 +17,15 @@ from jaxtyping import Int
 
 from .._validate import as_bool, as_client_indices, as_int, as_real_array, show
 
+__all__ = [
+    "Broadcast",
+    "Reduce",
+    "RowSparse",
+    "csr_from_triplets",
+    "sorted_unique",
+    "whole_rows",
+]
+
 
 @dataclass(frozen=True)
 class Broadcast:

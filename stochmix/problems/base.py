@@ -27,6 +27,11 @@ from ._common import CHUNK_ELEMENTS, DERIVED, NUMPY_NAMESPACE, ClientData, float
 from ._common import fingerprint as fingerprint_of
 from .stochastic import Minibatch, Noisy
 
+__all__ = [
+    "Problem",
+    "SLICE_ELEMENTS",
+]
+
 #: Consecutive clients (a slice, their data read in place) are asked in one call of the
 #: formula up to this many array elements of data (``chunk_cost`` per client), in chunks
 #: of this size beyond: the formula's temporaries are then bounded as well.

@@ -25,6 +25,15 @@ from jaxtyping import Float, Real
 
 from .._validate import as_float, as_int, choice, make_rng
 
+__all__ = [
+    "DATASETS",
+    "Dataset",
+    "load_dataset",
+    "make_classification_data",
+    "make_regression_data",
+    "train_test_split",
+]
+
 IntLike = int | np.integer
 FloatLike = float | np.floating
 SeedLike = int | np.integer | np.random.SeedSequence | np.random.Generator | None

@@ -36,6 +36,10 @@ from ._clients import check_counts, random_counts, stack_clients
 from ._common import ClientData, client_rows, float_array
 from .base import Problem
 
+__all__ = [
+    "Logistic",
+]
+
 la = lazy_module("scipy.linalg")
 spla = lazy_module("scipy.sparse.linalg")
 

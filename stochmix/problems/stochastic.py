@@ -17,6 +17,11 @@ from .._validate import as_float, as_int, as_seed, show
 from ..protocols import ProblemLike
 from ._common import DERIVED, fingerprint
 
+__all__ = [
+    "Minibatch",
+    "Noisy",
+]
+
 
 class _Stochastic:
     """Shared parts: delegation to the wrapped problem and seeding.

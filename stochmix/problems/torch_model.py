@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 else:
     torch = None
 
+__all__ = [
+    "TorchModel",
+]
 
 _LOSSES = ("cross_entropy", "mse")
 _EVAL_ROWS = 4096  # samples per forward pass in accuracy / evaluate

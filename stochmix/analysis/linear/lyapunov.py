@@ -21,6 +21,15 @@ from .conserved import _ConservedScan
 from .gradients import affine_gradients
 from .operators import _check_points
 
+__all__ = [
+    "CONSERVED_LIMIT",
+    "FIXED_POINT_RTOL",
+    "KEEP_ENTRIES",
+    "LyapunovRate",
+    "NoCommonFixedPointWarning",
+    "lyapunov_rate",
+]
+
 CONSERVED_LIMIT = 4000  # state rows up to which lyapunov_rate finds conserved quantities
 KEEP_ENTRIES = 4_000_000  # numbers of the scanned rounds' steps kept for the second pass
 FIXED_POINT_RTOL = 1e-9  # a round residual below this (relative to the state) is at rest

@@ -16,6 +16,14 @@ from jaxtyping import Float
 from ..._validate import _show, as_bool, as_int, as_real_array, is_scalar
 from ...mixing.checks import check_matrix
 
+__all__ = [
+    "AffineMap",
+    "DENSE_LIMIT",
+    "RANK_RTOL",
+    "SingularMapError",
+    "UNIT_ATOL",
+]
+
 DENSE_LIMIT = 2000  # maps of at most this size are analysed with dense linear algebra
 RANK_RTOL = 1e-10  # singular values of I - T below RANK_RTOL * largest count as zero
 UNIT_ATOL = 1e-8  # sparse path: eigenvalues this close to 1 count as fixed directions

@@ -22,6 +22,14 @@ from ..._validate import as_float, as_int
 from ..checks import columns_sum_to_one, is_column_stochastic, is_row_stochastic, rows_sum_to_one
 from ._matrices import ATOL, Matrix, _dense, _matrix, _nonnegative, _transpose, _use_sparse
 
+__all__ = [
+    "DENSE_FALLBACK",
+    "eigenvalues",
+    "second_largest_modulus",
+    "spectral_gap",
+    "spectral_radius",
+]
+
 la = lazy_module("scipy.linalg")
 if TYPE_CHECKING:  # the module itself for the checker (spla.LinearOperator annotates)
     import scipy.sparse.linalg as spla

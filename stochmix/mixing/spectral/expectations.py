@@ -25,6 +25,14 @@ from ..._validate import (
 )
 from ._matrices import _dense, _matrix
 
+__all__ = [
+    "expected_assign",
+    "expected_average",
+    "expected_collect",
+    "expected_local_diagonal",
+    "expected_matrix",
+]
+
 
 def _mask_stream(process_or_masks, rounds, seed) -> tuple[Iterable, int]:
     if callable(getattr(process_or_masks, "masks", None)) or callable(

@@ -15,6 +15,12 @@ from ._matrices import ATOL, METHODS, Matrix, _matrix, _transpose
 from .eigen import second_largest_modulus, spectral_radius
 from .ergodicity import consensus_contraction, ergodicity_coefficient
 
+__all__ = [
+    "SUMMARY_KEYS",
+    "mixing_summary",
+    "summary_table",
+]
+
 SUMMARY_KEYS = (
     "n",
     "nnz",
