@@ -13,6 +13,7 @@ imports it for the code that needs it.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
@@ -27,15 +28,22 @@ class _ArrayType(type):
         return issubclass(sub, np.ndarray) or issubclass(sub, _loaded_tensor_type())
 
 
-class Array(metaclass=_ArrayType):
-    """A NumPy array or a Torch tensor, for annotations such as ``Float[Array, "m d"]``.
+if TYPE_CHECKING:  # what the class below stands for, to a static type checker
+    import torch as _torch
 
-    Not instantiated: it only answers ``isinstance`` (and ``issubclass``), so jaxtyping and
-    the runtime checker check dtypes and shapes of both kinds without importing torch.
-    """
+    Array: TypeAlias = np.ndarray | _torch.Tensor
+else:
 
-    def __new__(cls, *args, **kwargs):
-        raise TypeError("Array is a type for annotations and isinstance checks only")
+    class Array(metaclass=_ArrayType):
+        """A NumPy array or a Torch tensor, for annotations such as ``Float[Array, "m d"]``.
+
+        Not instantiated: it only answers ``isinstance`` (and ``issubclass``), so jaxtyping
+        and the runtime checker check dtypes and shapes of both kinds without importing
+        torch.
+        """
+
+        def __new__(cls, *args, **kwargs):
+            raise TypeError("Array is a type for annotations and isinstance checks only")
 
 
 def _loaded_tensor_type() -> tuple[type, ...]:

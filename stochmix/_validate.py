@@ -31,6 +31,7 @@ helper                      what passes
 from __future__ import annotations
 
 import numbers
+from typing import Literal, overload
 
 import numpy as np
 
@@ -94,6 +95,10 @@ def as_float(
     return value
 
 
+@overload
+def as_bool(value, name: str, *, optional: Literal[False] = False) -> bool: ...
+@overload
+def as_bool(value, name: str, *, optional: bool) -> bool | None: ...
 def as_bool(value, name: str, *, optional: bool = False) -> bool | None:
     """``True`` or ``False`` (NumPy's too); ``None`` only when ``optional``. Truthy values
     such as ``1`` or ``"yes"`` are refused (``TypeError``)."""

@@ -19,6 +19,12 @@ from . import config as configs
 from . import experiments
 from .reporting import format_table
 
+__all__ = [
+    "GRAPH_NODES_LIMIT",
+    "build_parser",
+    "main",
+]
+
 
 def _attempt(what: str, step, folder) -> int:
     """Run ``step()``; if it fails, say so in one line on stderr (the run's files stay in
@@ -111,7 +117,7 @@ def _run_and_write(exp, args: argparse.Namespace, lead: bool, distributed: bool)
         exp.backend = "distributed"
     progress = False if args.quiet else "auto"
     outcomes = experiments.run_experiment(exp, progress=progress, log=say if lead else None)
-    if not lead:
+    if out is None:  # not the lead process: it writes nothing
         return 0
     metrics = experiments.write_metrics(outcomes, out / "metrics.csv")
     experiments.write_timing(outcomes, out / "timing.csv")

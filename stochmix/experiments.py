@@ -33,6 +33,20 @@ from .engine.checkpoint import check_folder_writable
 from .engine.result import COLUMNS
 from .reporting import summary_row
 
+__all__ = [
+    "ERROR_METRICS",
+    "MethodOutcome",
+    "TIMING_COLUMNS",
+    "output_dir",
+    "plot",
+    "run_experiment",
+    "summary_rows",
+    "write_config",
+    "write_metrics",
+    "write_participation",
+    "write_timing",
+]
+
 #: The columns of ``timing.csv``.
 TIMING_COLUMNS = ("method", "lr", "seed", "round", "wall_time")
 
@@ -84,7 +98,7 @@ def run_experiment(exp: Experiment, progress="auto", log=print) -> list[MethodOu
     outcomes = []
     options = dict(exp.run_options)
     for spec in exp.methods:
-        runs = {}
+        runs: dict[float, list[Result]] = {}
         for lr in spec.lrs:
             runs[lr] = []
             for seed in exp.seeds:

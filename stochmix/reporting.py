@@ -11,6 +11,14 @@ import numpy as np
 
 from .engine.result import Result
 
+__all__ = [
+    "Comparison",
+    "SUMMARY_COLUMNS",
+    "compare",
+    "format_table",
+    "summary_row",
+]
+
 #: (key, header, format) of the summary table's columns. ``final objective`` is the loss
 #: f(x) itself, shown for problems whose f_star is unknown (learning problems) in place of
 #: ``final obj. gap`` (a column no row has a value for is left out).
@@ -65,9 +73,8 @@ def summary_row(label: str, results: list[Result], lr=None) -> dict:
         vals = [s[key] for s in sums if s.get(key) is not None]
         row[key] = float(np.median(vals)) if vals else None
     hits = [s.get("rounds_to_1e-8") for s in sums]
-    row["rounds_to_1e-8"] = (
-        int(np.median(hits)) if hits and all(h is not None for h in hits) else None
-    )
+    reached = [h for h in hits if h is not None]
+    row["rounds_to_1e-8"] = int(np.median(reached)) if hits and len(reached) == len(hits) else None
     return row
 
 

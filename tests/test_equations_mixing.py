@@ -94,10 +94,15 @@ def test_a_federated_whole_block_holds_the_server_row():
          "W is 7 x 7"),
         (lambda x, y, w: x.__setitem__(slice(1, 3), y), TypeError, r"slice\(1, 3, None\)"),
         (lambda x, y, w: x.__setitem__(0, mean(grad())), ValueError, r"grad\(S\)"),
+        (lambda x, y, w: x.__setitem__(slice(None), np.ones(N) * grad()), ValueError,
+         r"grad\(S\)"),
         (lambda x, y, w: x.__setitem__(slice(None), "W" @ x), TypeError, "mixing operator"),
         (lambda x, y, w: x.__setitem__(slice(None), x @ w), TypeError, "from the left"),
     ],
-    ids=["grad inside W", "rows", "size", "slice", "mean of grad()", "not a matrix", "right"],
+    ids=[
+        "grad inside W", "rows", "size", "slice", "mean of grad()", "weights on grad()",
+        "not a matrix", "right",
+    ],
 )  # fmt: skip
 def test_bad_mixing_is_refused_naming_what_is_wrong(write, error, message):
     ctx = context()

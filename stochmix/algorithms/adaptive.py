@@ -8,6 +8,14 @@ from .._validate import as_float, as_int, choice
 from ..engine import Block, Equations, Method, RunContext, dot
 from .local_training import pull_and_train
 
+__all__ = [
+    "FedAdagrad",
+    "FedAdam",
+    "FedAdaptive",
+    "FedYogi",
+    "KINDS",
+]
+
 KINDS = ("adam", "yogi", "adagrad")
 
 

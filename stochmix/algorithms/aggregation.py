@@ -9,6 +9,12 @@ from ..engine import RunContext
 from ..participation import FedAUEstimator, uniform_weights
 from ..participation.estimators import FEDAU_TIMINGS
 
+__all__ = [
+    "InverseProbabilities",
+    "WEIGHT_RULES",
+    "round_weights",
+]
+
 WEIGHT_RULES = ("uniform", "unbiased", "fedau")
 
 
@@ -84,4 +90,6 @@ def round_weights(
     omega_i / N with omega_i FedAU's estimate of 1/p_i."""
     if rule == "uniform":
         return uniform_weights(participants)
+    if inverse is None:
+        raise ValueError(f"weights={rule!r} needs the inverse probabilities (inverse=...)")
     return inverse.of(r, participants, ctx) / ctx.n_clients

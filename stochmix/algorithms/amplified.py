@@ -8,6 +8,10 @@ from .._validate import as_float, as_int
 from ..engine import Block, RunContext
 from .fedavg import FedAvg
 
+__all__ = [
+    "AmplifiedFedAvg",
+]
+
 
 class AmplifiedFedAvg(FedAvg):
     r"""FedAvg whose accumulated update over every ``period`` rounds is amplified.

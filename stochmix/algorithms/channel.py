@@ -10,6 +10,10 @@ from ..engine import Method, RunContext
 from ..engine.rowmap import RowMap
 from .decentralized import DecentralizedMethod
 
+__all__ = [
+    "ChannelNoise",
+]
+
 
 class ChannelNoise(Method):
     r"""``method`` with additive Gaussian noise on every message its mixing sends.
@@ -63,7 +67,7 @@ class ChannelNoise(Method):
         return self.method.output(z, ctx)
 
     @property
-    def checked_by_output(self) -> tuple[str, ...]:
+    def checked_by_output(self) -> tuple[str, ...]:  # type: ignore[override]
         return self.method.checked_by_output
 
     @property

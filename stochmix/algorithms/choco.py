@@ -10,6 +10,10 @@ from ..mixing.compression import Compressor, compressor
 from ..mixing.sequences import RULES, GraphSequence
 from .decentralized import DecentralizedMethod
 
+__all__ = [
+    "CHOCO",
+]
+
 
 class _Compress:
     """x^_i <- x^_i + Q(x_i - x^_i) (+ sigma * N(0, I): channel noise), every node at once;

@@ -40,6 +40,15 @@ from ..mixing.checks import KINDS, stochasticity_problem
 from ..mixing.rowsparse import RowSparse
 from ..mixing.sequences import RULES, GraphSequence
 
+__all__ = [
+    "DGD",
+    "DecentralizedMethod",
+    "GradientTracking",
+    "PushPull",
+    "PushSum",
+    "PushSumModels",
+]
+
 
 def _step_size(lr: float, decay: float, k: int) -> float:
     return lr / (k + 1) ** decay
@@ -189,8 +198,11 @@ class DecentralizedMethod(Method):
         """The model each node reports, shape (n, dim)."""
         return z[ctx.layout.slice(self.model_block)]
 
+    # Method declares a plain class attribute, which subclasses set in their bodies; here it
+    # follows model_block. Nothing assigns it on an instance, the one thing a property
+    # would refuse.
     @property
-    def checked_by_output(self) -> tuple[str, ...]:
+    def checked_by_output(self) -> tuple[str, ...]:  # type: ignore[override]
         """The model block: the network average sums every row of it (as ``x / w`` for
         push-sum), so a NaN or Inf there shows in the reported model."""
         return (self.model_block,)

@@ -17,6 +17,14 @@ from ..engine import Block, RunContext, grad
 from ..mixing.sequences import RULES, GraphSequence
 from .decentralized import DecentralizedMethod, PushSumModels, _Tracking
 
+__all__ = [
+    "D2",
+    "EXTRA",
+    "ExactDiffusion",
+    "NIDS",
+    "PushDIGing",
+]
+
 
 class EXTRA(DecentralizedMethod):
     r"""EXTRA, the exact first-order algorithm, with W~ = (I + W)/2:

@@ -10,6 +10,10 @@ from ..mixing.federated import average_rows
 from .aggregation import WEIGHT_RULES, InverseProbabilities, round_weights
 from .local_training import pull_and_train
 
+__all__ = [
+    "FedAvg",
+]
+
 
 class FedAvg(Method):
     r"""Federated averaging over one model block ``x`` (row 0 server, row i+1 client i).

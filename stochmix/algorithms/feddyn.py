@@ -8,6 +8,10 @@ from .._validate import as_float, as_int
 from ..engine import Block, Method, RunContext
 from ..engine.equations import Equations, grad, mean, total
 
+__all__ = [
+    "FedDyn",
+]
+
 
 class FedDyn(Method):
     r"""FedDyn over blocks ``x`` (row 0 the server model theta, row i+1 client i's model

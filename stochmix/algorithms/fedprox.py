@@ -8,6 +8,12 @@ from .._validate import as_float, as_int, choice
 from ..engine import Block, Equations, Method, RunContext, grad
 from ..mixing.federated import average_rows
 
+__all__ = [
+    "FedProx",
+    "SOLVERS",
+    "has_exact_prox",
+]
+
 SOLVERS = ("gradient", "exact")
 
 
@@ -100,7 +106,7 @@ class FedProx(Method):
     name = "FedProx"
     _run_state = Method._run_state | {"_prox_cache"}
 
-    def __init__(self, lr, mu=0.01, local_steps=1, server_lr=1.0, solver="gradient"):
+    def __init__(self, lr, mu=0.01, local_steps=1, server_lr=1.0, solver="gradient") -> None:
         self.lr = as_float(lr, "lr", positive=True)
         self.mu = as_float(mu, "mu", nonnegative=True)
         self.local_steps = as_int(local_steps, "local_steps", minimum=1)

@@ -9,6 +9,10 @@ from ..engine import Block, Method, RunContext
 from ..engine.equations import Equations, grad
 from ..mixing.federated import collect_rows
 
+__all__ = [
+    "FOCUS",
+]
+
 
 class FOCUS(Method):
     r"""Push-pull over blocks ``x`` (models), ``y`` (gradient trackers) and ``g`` (the

@@ -11,6 +11,10 @@ from ..engine import Block, RunContext, grad
 from ..mixing.sequences import RULES, GraphSequence
 from .decentralized import DecentralizedMethod
 
+__all__ = [
+    "KGT",
+]
+
 
 class KGT(DecentralizedMethod):
     r"""K-GT: K local steps between communications, with a correction c_i that tracks

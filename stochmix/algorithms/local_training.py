@@ -7,6 +7,10 @@ import numpy as np
 from ..engine import Phase, RunContext
 from ..engine.equations import Equations, grad
 
+__all__ = [
+    "pull_and_train",
+]
+
 
 def pull_and_train(
     participants: np.ndarray, ctx: RunContext, lr: float, local_steps: int, block: str = "x"

@@ -11,6 +11,10 @@ from .aggregation import round_weights
 from .fedavg import FedAvg
 from .local_training import pull_and_train
 
+__all__ = [
+    "FedAvgM",
+]
+
 
 class FedAvgM(FedAvg):
     r"""FedAvg with server momentum over blocks ``x`` (row 0 server, row i+1 client i)

@@ -8,6 +8,10 @@ from .._validate import as_float, as_int
 from ..engine import Block, Method, RunContext
 from ..engine.equations import Equations, grad, mean
 
+__all__ = [
+    "Scaffnew",
+]
+
 
 class Scaffnew(Method):
     r"""Scaffnew: local gradient steps corrected by control variates h_i, communicating

@@ -8,6 +8,10 @@ from .._validate import as_float, as_int
 from ..engine import Block, Method, RunContext
 from ..engine.equations import Equations, grad, mean, total
 
+__all__ = [
+    "SCAFFOLD",
+]
+
 
 class SCAFFOLD(Method):
     r"""SCAFFOLD with option II control variates.

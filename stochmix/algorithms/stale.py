@@ -10,6 +10,12 @@ from ..engine.equations import Equations, dot, total
 from .aggregation import InverseProbabilities
 from .local_training import pull_and_train
 
+__all__ = [
+    "FedStale",
+    "FedVARP",
+    "MIFA",
+]
+
 
 class FedStale(Method):
     r"""FedAvg mixing fresh and stale client updates (Rodio & Neglia 2024, Algorithm 2).

@@ -66,6 +66,19 @@ from ..mixing.federated import assign, average
 from ..participation import Bernoulli, Full, ParticipationProcess, UniformSample
 from .linear import affine_gradients
 
+__all__ = [
+    "EXACT_NODES_LIMIT",
+    "Eq4Comparison",
+    "WeightEstimate",
+    "all_pull_round_matrix",
+    "bernoulli_expected_weights",
+    "compare_with_fedstale_eq4",
+    "expected_all_pull_matrix",
+    "expected_weights",
+    "perron_vector",
+    "weighted_minimizer",
+]
+
 EXACT_NODES_LIMIT = 4096  # Gauss-Legendre nodes; exact for N <= 2 * limit
 
 

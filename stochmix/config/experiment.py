@@ -7,7 +7,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import algorithms
+from ..participation import ParticipationProcess
+from ..problems import Problem
 from .registry import DECENTRALIZED, METHODS
+
+__all__ = [
+    "Experiment",
+    "MethodSpec",
+]
 
 
 @dataclass
@@ -27,7 +34,8 @@ class MethodSpec:
         factory, fixed = METHODS[self.kind]
         extra = {"graphs": self.graphs} if self.kind in DECENTRALIZED else {}
         method = factory(lr=lr, **fixed, **extra, **self.options)
-        if self.channel_noise and self.kind in DECENTRALIZED:
+        # (every kind of DECENTRALIZED makes a DecentralizedMethod)
+        if self.channel_noise and isinstance(method, algorithms.DecentralizedMethod):
             method = algorithms.ChannelNoise(method, self.channel_noise)
         return method
 
@@ -44,8 +52,8 @@ class Experiment:
     run settings (both as TOML values); :meth:`resolved` puts everything back together."""
 
     name: str
-    problem: object
-    participation: object
+    problem: Problem
+    participation: ParticipationProcess
     methods: list[MethodSpec]
     rounds: int
     seeds: list[int]

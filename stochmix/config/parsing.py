@@ -5,6 +5,12 @@ defaults written back)."""
 from __future__ import annotations
 
 import inspect
+from typing import Any
+
+__all__ = [
+    "ConfigError",
+    "DEFAULT_SEED",
+]
 
 
 class ConfigError(ValueError):
@@ -90,7 +96,7 @@ def _toml_value(value) -> bool:
 def _with_defaults(kind: str, factory, given: dict, skip=()) -> dict:
     """``{"kind": kind, **given}`` plus every default of ``factory`` that TOML can hold,
     in the order of its signature (parameters in ``skip`` are the code's)."""
-    table = {"kind": kind}
+    table: dict[str, Any] = {"kind": kind}
     for name, param in _parameters(factory).items():
         if name in skip or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
             continue

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
+from ..problems import LeastSquares
 from .experiment import Experiment
 from .parsing import DEFAULT_SEED, ConfigError
-from .registry import DECENTRALIZED, EVERY_CLIENT, PROBLEMS
+from .registry import DECENTRALIZED, EVERY_CLIENT
 from .sections import _graphs, _method, _method_tables, _participation, _problem
 from .settings import TOP_LEVEL, _run_shape, _settings, _slug
 
@@ -16,6 +18,13 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
+
+__all__ = [
+    "default",
+    "default_table",
+    "load",
+    "parse",
+]
 
 
 def parse(raw: dict, default_name: str = "experiment") -> Experiment:
@@ -82,7 +91,7 @@ def default_table() -> dict:
     0.5 / (N L); FedAvg, whose server averages, takes N times that.
     """
     n = 20
-    problem = {
+    problem: dict[str, Any] = {
         "kind": "least_squares",
         "n_clients": n,
         "dim": 10,
@@ -90,7 +99,7 @@ def default_table() -> dict:
         "heterogeneity": 2.0,
         "seed": DEFAULT_SEED,
     }
-    smoothness = PROBLEMS["least_squares"](**{k: v for k, v in problem.items() if k != "kind"})
+    smoothness = LeastSquares.random(**{k: v for k, v in problem.items() if k != "kind"})
     lr = 0.5 / (n * smoothness.smoothness)
     return {
         "name": "default",

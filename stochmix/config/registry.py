@@ -4,20 +4,38 @@ the message-drop keys of ``[graphs]``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import networkx as nx
 
 from .. import algorithms, mixing, participation, problems
+from ..engine import Method
 from .parsing import DEFAULT_SEED, ConfigError
 
+__all__ = [
+    "AVERAGING",
+    "DECENTRALIZED",
+    "DOUBLY_STOCHASTIC_RULE",
+    "DROP_KEYS",
+    "EVERY_CLIENT",
+    "FEDERATED",
+    "GRAPHS",
+    "METHODS",
+    "PROBLEMS",
+    "PROCESSES",
+    "RULE_NEEDS",
+]
+
 #: Problems: kind -> the class whose ``random(...)`` builds it from the table's other keys.
-PROBLEMS = {
+PROBLEMS: dict[str, Callable[..., problems.Problem]] = {
     "quadratic": problems.Quadratic.random,
     "least_squares": problems.LeastSquares.random,
     "logistic": problems.Logistic.random,
 }
 
 #: Federated methods: kind -> (constructor, arguments the kind fixes).
-FEDERATED = {
+FEDERATED: dict[str, tuple[Callable[..., Method], dict[str, Any]]] = {
     "fedavg": (algorithms.FedAvg, {}),
     "fedau": (algorithms.FedAvg, {"weights": "fedau"}),
     "amplified_fedavg": (algorithms.AmplifiedFedAvg, {}),
@@ -40,7 +58,7 @@ FEDERATED = {
 EVERY_CLIENT = ("scaffnew",)
 
 #: Decentralized methods (they take the [graphs] sequence): kind -> (constructor, fixed).
-DECENTRALIZED = {
+DECENTRALIZED: dict[str, tuple[type[algorithms.DecentralizedMethod], dict[str, Any]]] = {
     "dgd": (algorithms.DGD, {}),
     "gradient_tracking": (algorithms.GradientTracking, {}),
     "push_pull": (algorithms.PushPull, {}),
@@ -55,7 +73,10 @@ DECENTRALIZED = {
 }
 
 #: Every method kind of ``[[methods]]``: :data:`FEDERATED` and :data:`DECENTRALIZED`.
-METHODS = {**FEDERATED, **DECENTRALIZED}
+METHODS: dict[str, tuple[Callable[..., Method], dict[str, Any]]] = {
+    **FEDERATED,
+    **DECENTRALIZED,
+}
 
 #: The weight-rule arguments of each decentralized method and the stochasticity their
 #: matrices need, as the methods state it (``DecentralizedMethod.needs``): gradient

@@ -4,8 +4,11 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from .. import mixing
+from ..participation import ParticipationProcess
+from ..problems import Problem
 from .experiment import MethodSpec
 from .parsing import (
     DEFAULT_SEED,
@@ -31,8 +34,10 @@ from .registry import (
     RULE_NEEDS,
 )
 
+__all__: list[str] = []
 
-def _problem(raw: dict) -> tuple[object, dict]:
+
+def _problem(raw: dict) -> tuple[Problem, dict]:
     """The problem and its resolved table."""
     table = _section(raw, "problem")
     kind = _kind(table, "problem", PROBLEMS)
@@ -44,7 +49,9 @@ def _problem(raw: dict) -> tuple[object, dict]:
     return problem, _with_defaults(kind, PROBLEMS[kind], table)
 
 
-def _participation(raw: dict, n_clients: int, everyone: list[str]) -> tuple[object, dict]:
+def _participation(
+    raw: dict, n_clients: int, everyone: list[str]
+) -> tuple[ParticipationProcess, dict]:
     """The participation process and its resolved table (full participation by default;
     the only kind that decentralized methods and :data:`EVERY_CLIENT` accept)."""
     table = _section(raw, "participation", default={"kind": "full"})
@@ -126,7 +133,7 @@ def _message_drops(table: dict, sequence) -> tuple:
         if first in keys:
             raise ConfigError(f"graphs.{keys[first]} {rest}") from None
         raise ConfigError(f"graphs: {message}") from None
-    resolved = {"drop_model": drops.model}
+    resolved: dict[str, Any] = {"drop_model": drops.model}
     if drops.model == "independent":
         resolved["drops"] = drops.probability
     else:

@@ -4,9 +4,14 @@ backend, and the run settings (device, compiled, dtype, metrics, evaluate_every,
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from ..engine.result import METRICS
 from .parsing import DEFAULT_SEED, ConfigError, _integer
+
+__all__ = [
+    "TOP_LEVEL",
+]
 
 #: The top-level keys of a configuration (outside its tables) and what each one holds.
 TOP_LEVEL = {
@@ -30,7 +35,7 @@ TOP_LEVEL = {
 
 def _settings(raw: dict, backend: str) -> dict:
     """The run settings of the top level, checked, with their defaults."""
-    settings = {}
+    settings: dict[str, Any] = {}
     if "device" in raw:
         if not isinstance(raw["device"], str):
             raise ConfigError(f"device must be a string, got {raw['device']!r}")

@@ -9,6 +9,10 @@ import re
 
 import numpy as np
 
+__all__ = [
+    "dumps",
+]
+
 _BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
 
 

@@ -8,6 +8,7 @@ from .layout import Block, Layout
 from .loop import CheckpointWarning, DivergenceError, DivergenceWarning, run
 from .method import Method, RunContext
 from .phase import Phase, PhaseBuilder
+from .phase_cache import PhaseCache
 from .result import Result
 from .rowmap import MapInfo, NonlinearPhaseError, RowFunction, RowMap, map_generator
 from .slowpath import SlowPathWarning
@@ -26,6 +27,7 @@ __all__ = [
     "NumpyBackend",
     "Phase",
     "PhaseBuilder",
+    "PhaseCache",
     "Result",
     "RowFunction",
     "RowMap",

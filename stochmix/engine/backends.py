@@ -14,10 +14,16 @@ from collections import OrderedDict
 import numpy as np
 
 from .._validate import as_float_dtype, choice, flag_or_choice
-from .blockwise import Workspace, apply_blockwise_numpy
+from .blockwise import BlockwiseForm, Workspace, apply_blockwise_numpy
 from .phase import Phase
 from .tensors import to_tensor
 from .threads import resolve_threads
+
+__all__ = [
+    "CACHE_ENTRIES",
+    "NumpyBackend",
+    "TorchBackend",
+]
 
 
 class NumpyBackend:
@@ -70,7 +76,7 @@ class NumpyBackend:
         if workspace is None:  # arrays kept from round to round
             workspace = self._workspace = Workspace()
         return apply_blockwise_numpy(
-            z, phase.blockwise, gradients, handed=handed, workspace=workspace
+            z, _whole_block_form(phase), gradients, handed=handed, workspace=workspace
         )
 
 
@@ -121,7 +127,7 @@ class TorchBackend:
         dense_limit=8192,
         threads=None,
         cache_bytes=1 << 30,
-    ):
+    ) -> None:
         import torch
 
         self.torch = torch
@@ -252,7 +258,7 @@ class TorchBackend:
         ``z``. ``gradients``: the gradients of ``phase.blockwise.clients`` (a tensor), or
         None. The new values of the targets the form checks (:attr:`BlockwiseForm.order`)
         are added into the round's flag; returns True."""
-        form = phase.blockwise
+        form = _whole_block_form(phase)
         new = []
         for target in form.targets:
             only = target.terms[0] if len(target.terms) == 1 else None
@@ -342,6 +348,15 @@ class _Identity:
         return isinstance(other, _Identity) and other.obj is self.obj
 
 
+def _whole_block_form(phase: Phase) -> BlockwiseForm:
+    """The whole-block form that ``apply_blockwise`` applies (the engine sends it only
+    phases that have one)."""
+    form = phase.blockwise
+    if form is None:
+        raise ValueError(f"apply_blockwise: {phase!r} has no whole-block form")
+    return form
+
+
 def _shares_memory(a, b) -> bool:
     """Whether tensors ``a`` and ``b`` live in the same storage."""
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
@@ -375,7 +390,7 @@ def _content_key(phase: Phase) -> tuple:
     for part in parts:
         part = np.ascontiguousarray(part)
         digest.update(str((part.dtype.str, part.shape)).encode())
-        digest.update(memoryview(part).cast("B"))
+        digest.update(part.data.cast("B"))
     return (phase.size, phase.mix.shape, digest.digest())
 
 

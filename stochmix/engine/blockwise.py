@@ -28,6 +28,16 @@ from jaxtyping import Int
 
 from .layout import Layout
 
+__all__ = [
+    "BlockTarget",
+    "BlockTerm",
+    "BlockwiseForm",
+    "Workspace",
+    "apply_blockwise_numpy",
+    "blockwise_form",
+    "chained",
+]
+
 
 @dataclass(frozen=True)
 class BlockTerm:
@@ -213,7 +223,7 @@ def _order(targets: tuple) -> tuple:
 def _adds_gradients(term: BlockTerm) -> bool:
     """Whether ``term`` adds a nonzero finite multiple of every gradient entry (so that
     its target is not finite wherever a gradient entry is not)."""
-    return term.kind == "grad" and np.ndim(term.coef) == 0 and 0.0 != abs(term.coef) < np.inf
+    return term.kind == "grad" and np.ndim(term.coef) == 0 and 0.0 != abs(float(term.coef)) < np.inf
 
 
 def _checked_elsewhere(target: BlockTarget, targets: tuple) -> bool:
@@ -287,7 +297,7 @@ class Workspace:
     a round allocates nothing and SciPy's products write into them (:func:`_product_into`,
     the same bits as ``@``). Kept for one state at a time (a new state clears them)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._arrays: dict = {}
         self._state: int | None = None
 

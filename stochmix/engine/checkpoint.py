@@ -33,6 +33,17 @@ from pathlib import Path
 
 import numpy as np
 
+__all__ = [
+    "CheckpointError",
+    "FORMAT",
+    "MAGIC",
+    "check_folder_writable",
+    "check_writable",
+    "load",
+    "restore_memory",
+    "save",
+]
+
 FORMAT = 2
 MAGIC = "stochmix-checkpoint"
 
@@ -104,9 +115,10 @@ def restore_memory(fresh: dict, saved: dict) -> dict:
     for key, value in saved.items():
         if isinstance(value, _SavedState):
             target = fresh.get(key)
-            if not callable(getattr(target, "restore_state", None)):
+            restore = getattr(target, "restore_state", None)
+            if not callable(restore):
                 raise CheckpointError(f"checkpoint memory {key!r} has no object to restore into")
-            target.restore_state(value.state)
+            restore(value.state)
             out[key] = target
         else:
             out[key] = value

@@ -34,8 +34,14 @@ from . import checkpoint as files
 from .capabilities import capabilities
 from .layout import Layout
 
+__all__ = [
+    "CheckpointWarning",
+    "Checkpointer",
+    "run_identity",
+]
+
 #: Where a resumed run says so (INFO); see the module docstring.
-logger = logging.getLogger(__name__)
+_logger = logging.getLogger(__name__)
 
 
 class CheckpointWarning(RuntimeWarning):
@@ -113,7 +119,9 @@ class Checkpointer:
         saved = files.load(self.path)
         if saved is None:
             return None
-        theirs = saved.get("identity") if isinstance(saved.get("identity"), dict) else {}
+        theirs = saved.get("identity")
+        if not isinstance(theirs, dict):
+            theirs = {}
         diff = [k for k in self.identity if theirs.get(k) != self.identity[k]]
         if diff:
             raise ValueError(
@@ -131,11 +139,11 @@ class Checkpointer:
     def announce(self, done: int, rounds: int, bar=None) -> str:
         """Say that the run resumes after round ``done`` of ``rounds`` from this
         checkpoint (or that it was complete; :func:`resume_message`): an INFO message on
-        :data:`logger`, and a line on the progress line's stream through ``bar.note``
+        the logger above, and a line on the progress line's stream through ``bar.note``
         (a :class:`~stochmix.engine.progress.Progress`, or None) where it is shown.
         Returns the message."""
         message = resume_message(self.path, done, rounds)
-        logger.info(message)
+        _logger.info(message)
         if bar is not None:
             bar.note(message)
         return message

@@ -66,6 +66,7 @@ programs; NCCL groups move the sums through the GPU, the state stays on the host
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -253,7 +254,8 @@ class DistributedBackend:
                 requests.append(self.dist.isend(kept[-1], dst=self._global(q), group=self.group))
                 sent += rows.nbytes
         for request in requests:
-            request.wait()
+            if request is not None:  # (None only for a rank outside the group)
+                request.wait()
         self.traffic.add("halo", sent, received)
         for q, buffer in buffers.items():
             got[q] = buffer.cpu().numpy()
@@ -280,6 +282,8 @@ class DistributedBackend:
         from .rowmap import RowMap
 
         shard = self.shard
+        if shard is None:
+            raise RuntimeError("DistributedBackend.execute before the run made its shard")
         bind = _chunk_gradients(problem)
         data = 2 * (problem.chunk_cost() if hasattr(problem, "chunk_cost") else z.shape[1])
         finite = True
@@ -293,9 +297,10 @@ class DistributedBackend:
                     f"map (phase {item.label!r}); row maps do not run on shards yet"
                 )
             else:
-                ok = shard.whole_blocks(item, z, problem, method, plan[i + 1 :])
-                if ok is None:  # not a whole-block phase over the sharded nodes
-                    ok = shard.general(item, z, problem, method, ctx)
+                done = shard.whole_blocks(item, z, problem, method, plan[i + 1 :])
+                if done is None:  # not a whole-block phase over the sharded nodes
+                    done = shard.general(item, z, problem, method, ctx)
+                ok = done
             finite = ok and finite
         return self.all_true(finite)
 
@@ -414,7 +419,8 @@ class _ByIdentity:
     the sequence lets them go) and all at once past ``size`` entries."""
 
     def __init__(self, size: int):
-        self.size, self.found = size, {}
+        self.size = size
+        self.found: dict = {}  # id(obj) -> (weak reference to obj, value)
 
     def get(self, obj):
         entry = self.found.get(id(obj))
@@ -574,8 +580,8 @@ class Shard:
         singles |= {r for row, ref, _ in program.outer_singles for r in (row, ref)}
         singles |= {r for e in program.tail for row, _, ref, _ in e for r in (row, ref)}
         singles.discard(None)
-        singles = np.array(sorted(singles), dtype=np.int64)
-        owners = set(self.owner(singles).tolist()) - {-1}
+        single_rows = np.array(sorted(singles), dtype=np.int64)
+        owners = set(self.owner(single_rows).tolist()) - {-1}
         if not owners:
             return self._segments(program, item, z, bind, data, ctx)
         node_owners = set(self.seg_rank_of_clients(nodes - self.first).tolist())
@@ -584,7 +590,7 @@ class Shard:
                 "distributed: a node-local run that reads single rows of clients held by "
                 "several ranks is not supported yet"
             )
-        return self._on_owner(program, item, z, bind, data, ctx, owners.pop(), singles)
+        return self._on_owner(program, item, z, bind, data, ctx, owners.pop(), single_rows)
 
     def seg_rank_of_clients(self, clients) -> np.ndarray:
         seg = np.searchsorted(self.bounds, clients, side="right") - 1
@@ -630,8 +636,8 @@ class Shard:
 
     def _on_owner(self, program, item, z, bind, data, ctx, owner, singles) -> bool:
         back = self.backend
-        written = set(program.outer_rows) | {row for e in program.tail for row, *_ in e}
-        written = np.array(sorted(written), dtype=np.int64)
+        rows = set(program.outer_rows) | {row for e in program.tail for row, *_ in e}
+        written = np.array(sorted(rows), dtype=np.int64)
         shared = written[self.owner(written) == -1]
         values = np.zeros((shared.size, z.shape[1]), dtype=z.dtype)
         finite = True
@@ -747,6 +753,7 @@ class Shard:
                 coef = term.coef[lo:hi] if np.ndim(term.coef) else term.coef
                 terms.append(replace(term, rows=rows, coef=coef))
                 if term.kind == "mix":
+                    assert rows is not None  # a product reads a source block
                     key = (id(term.matrix), term.source)
                     if key not in mixed:
                         plan = self._plan(term.matrix)
@@ -774,7 +781,7 @@ class Shard:
             self.plans_built += 1
         return plan
 
-    def _exchange(self, mixed: tuple, z) -> dict:
+    def _exchange(self, mixed: Sequence[_Mixed], z) -> dict:
         """The halo rows of every product (:class:`_Mixed`) from the ranks that hold them:
         one message per pair of ranks, carrying the rows of every product. Returns
         ``(id(matrix), source) -> (h, d)`` rows in the order of ``plan.halo``."""
@@ -792,7 +799,7 @@ class Shard:
         halos, at = {}, np.zeros(back.size, dtype=np.int64)
         for m in mixed:
             pieces = []
-            for q in np.flatnonzero(m.plan.receive):
+            for q in np.flatnonzero(m.plan.receive).tolist():
                 count = int(m.plan.receive[q])
                 pieces.append(got[q][at[q] : at[q] + count])
                 at[q] += count

@@ -62,6 +62,7 @@ mean of a single row is that row (no ``|S| / |S|``), so hand-written coefficient
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -96,12 +97,12 @@ class _Term:
     """
 
     block: str | None
-    rows: object
-    num: object  # float or a float array aligned with the clients
+    rows: Any  # a row (int), rows (int array), or EVERY for grad()
+    num: Any  # float or a float array aligned with the clients
     den: float = 1.0
-    over: np.ndarray | _Every | None = None
+    over: Any = None  # np.ndarray, EVERY or None
     summed: bool = False
-    op: object = None  # a mixing operator applied to the whole block ``block``
+    op: RowSparse | None = None  # a mixing operator applied to the whole block ``block``
     whole: bool = False  # every row of ``block`` (x[:]): ``rows`` and ``over`` are aranges
 
     @property
@@ -181,6 +182,11 @@ class Expression:
             raise ValueError(
                 f"{what} of shape {arr.shape} needs a per-client expression (x[S], grad(S)); "
                 "this one is a single row: use a number"
+            )
+        if isinstance(self.clients, _Every):
+            raise ValueError(
+                f"{what} of shape {arr.shape} with grad() and no clients: name them, "
+                "grad(S), so that the weights line up with S"
             )
         if arr.shape != self.clients.shape:
             raise ValueError(
@@ -321,6 +327,8 @@ class Selection(Expression):
     result :class:`BlockRows` records as an equation.
     """
 
+    clients: np.ndarray | None  # a selection names its clients (never EVERY)
+
     def __init__(self, handle: BlockRows, rows, clients: np.ndarray | None, text: str, whole=False):
         term = _term(handle.name, rows, 1.0, clients, whole)
         super().__init__((term,), clients)
@@ -329,12 +337,15 @@ class Selection(Expression):
         self.text = text
         self.whole = whole  # every row of the block (x[:])
 
-    def __iadd__(self, other) -> _Update:
+    # ``x[S] += e`` returns an _Update, which Python hands to ``BlockRows.__setitem__``
+    # to record. Typed Any: a checker would otherwise want ``x[S] += e`` to give a
+    # Selection back (the type of ``x[S]``), and refuse every update written this way.
+    def __iadd__(self, other) -> Any:
         if not isinstance(other, Expression):
             raise TypeError(f"{self.text} += ... needs an expression, got {other!r}")
         return self.handle._eq._pending_update(_Update(self, other))
 
-    def __isub__(self, other) -> _Update:
+    def __isub__(self, other) -> Any:
         if not isinstance(other, Expression):
             raise TypeError(f"{self.text} -= ... needs an expression, got {other!r}")
         return self.handle._eq._pending_update(_Update(self, -other))
@@ -357,6 +368,13 @@ class BlockRows:
     Made by :meth:`Equations.blocks`; reading a selection gives an :class:`Expression`,
     assigning to it writes an equation of the phase.
     """
+
+    # set once with object.__setattr__ (the handle refuses attribute assignment)
+    _eq: Equations
+    name: str
+    _shift: int  # row of client i is i + _shift
+    _size: int  # rows of the block
+    _first: int  # node of row 0
 
     def __init__(self, eq: Equations, name: str):
         block = eq.layout.block(name)  # ValueError naming the known blocks

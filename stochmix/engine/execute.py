@@ -41,7 +41,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .blockwise import BlockwiseForm, chained
+from .blockwise import chained
 from .capabilities import Capabilities, capabilities
 from .liveness import ZeroRows
 from .method import Method, RunContext
@@ -50,6 +50,22 @@ from .program import LocalProgram, ProgramCache
 from .rowmap import RowMap, apply_map
 from .rowwise import RowwiseProgram, numba_available, numba_unavailable
 from .slowpath import SlowPaths
+
+__all__ = [
+    "LocalStep",
+    "PROGRAMS",
+    "ROWWISE_MIN_ENTRIES",
+    "ROWWISE_MIN_WORK",
+    "RowGradient",
+    "WORKERS",
+    "ZERO_ROWS",
+    "compiled_refusal",
+    "execute",
+    "general_path",
+    "plan_round",
+    "row_gradient",
+    "runs_rowwise",
+]
 
 WORKERS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 PROGRAMS = 64  # compiled programs kept (one per distinct structure of a run of phases)
@@ -76,13 +92,14 @@ class _Run:
     after the run's outer rows are set.
     """
 
-    def __init__(self, phase: Phase):
+    def __init__(self, phase: Phase, lf: LocalForm):
         self.phases = [phase]
+        self.forms = [lf]  # the phases' node-local forms
         self.tail = 0
-        self.nodes = phase.local.nodes
+        self.nodes = lf.nodes
         self.same_nodes = {id(self.nodes)}  # node arrays known equal to ``nodes``
-        self.node_targets = set(phase.local.targets)
-        self.outer_written = set(phase.local.outer_rows)
+        self.node_targets = set(lf.targets)
+        self.outer_written = set(lf.outer_rows)
 
     def accepts(self, lf: LocalForm) -> bool:
         outer_only = not lf.nodes.size and bool(lf.outer)
@@ -100,14 +117,14 @@ class _Run:
             return outer_only  # as the first phase of the tail
         return True
 
-    def add(self, phase: Phase) -> None:
-        lf = phase.local
+    def add(self, phase: Phase, lf: LocalForm) -> None:
         if self.tail or (
             not lf.nodes.size
             and (lf.single_reads & self.outer_written or lf.outer_rows & self.outer_written)
         ):
             self.tail += 1
         self.phases.append(phase)
+        self.forms.append(lf)
         if not self.nodes.size:
             self.nodes = lf.nodes
             self.same_nodes = {id(self.nodes)}
@@ -115,9 +132,9 @@ class _Run:
         self.outer_written.update(lf.outer_rows)
 
     @property
-    def body(self) -> list:
-        """The phases applied chunk by chunk (all but the tail)."""
-        return self.phases[: len(self.phases) - self.tail]
+    def body(self) -> list[LocalForm]:
+        """The forms of the phases applied chunk by chunk (all but the tail)."""
+        return self.forms[: len(self.forms) - self.tail]
 
 
 def _local_refusal(lf: LocalForm, method: Method, ctx: RunContext, memo: dict) -> str | None:
@@ -126,6 +143,7 @@ def _local_refusal(lf: LocalForm, method: Method, ctx: RunContext, memo: dict) -
     else why not, in words. (Which rows it may read and write one at a time is checked
     per run: :func:`_rows_ok`.)"""
     nodes = lf.nodes
+    key: tuple
     if nodes.size > 1:  # a node twice would be written twice, not summed
         key = ("distinct", id(nodes))
         if key not in memo:
@@ -141,11 +159,11 @@ def _local_refusal(lf: LocalForm, method: Method, ctx: RunContext, memo: dict) -
             "node-local path takes them at the model rows)"
         )
     offset = method.client_node + ctx.layout.first_node(method.model_block)
-    key = ("clients", id(lf.clients), id(lf.nodes))
+    clients = lf.clients
+    assert clients is not None  # a form that takes gradients names their clients
+    key = ("clients", id(clients), id(lf.nodes))
     if key not in memo:
-        memo[key] = lf.clients.shape == lf.nodes.shape and np.array_equal(
-            lf.clients + offset, lf.nodes
-        )
+        memo[key] = clients.shape == lf.nodes.shape and np.array_equal(clients + offset, lf.nodes)
     if not memo[key]:
         return (
             f"its gradients' clients are not its nodes (client i is node i + {offset} of "
@@ -158,7 +176,9 @@ def _plan(phases: list[Phase], local_ok: bool, method, ctx, whole: bool = False,
     """Split a round's phases into runs to chunk (``_Run``) and single phases. ``whole``:
     the backend applies whole-block forms (see :func:`_whole_runs`). ``why``: a dict that
     gets, for each phase left out of every run, why (by ``id`` of the phase)."""
-    out, run, memo = [], None, {}
+    out: list[_Run | Phase] = []
+    run: _Run | None = None
+    memo: dict = {}
     why = {} if why is None else why
     for ph in phases:
         if ph.is_identity:
@@ -171,18 +191,18 @@ def _plan(phases: list[Phase], local_ok: bool, method, ctx, whole: bool = False,
         elif ph.local is None:
             why[id(ph)] = ph.local_why or "it is not node-local"
         if lf is not None and run is not None and run.accepts(lf):
-            run.add(ph)
+            run.add(ph, lf)
             continue
         if run is not None:
             out.append(run)
             run = None
         if lf is not None:
-            run = _Run(ph)
+            run = _Run(ph, lf)
         else:
             out.append(ph)
     if run is not None:
         out.append(run)
-    checked = []
+    checked: list[_Run | Phase] = []
     for item in out:
         if isinstance(item, _Run) and not _rows_ok(item, ctx, memo):
             checked += item.phases  # one at a time through the sparse path
@@ -205,17 +225,14 @@ def _hand_off(plan: list) -> list:
         first, second = out[i], out[i + 1]
         if not (isinstance(first, Phase) and isinstance(second, Phase)):
             continue
-        if first.blockwise is None or second.blockwise is None:
+        one, two = first.blockwise, second.blockwise
+        if one is None or two is None:
             continue
-        block = chained(first.blockwise, second.blockwise)
+        block = chained(one, two)
         if block is not None:
-            out[i] = first.twin(("hand_off", block), partial(_with, first, hand_off=block))
-            out[i + 1] = second.twin(("take", block), partial(_with, second, take=block))
+            out[i] = first.twin(("hand_off", block), partial(replace, one, hand_off=block))
+            out[i + 1] = second.twin(("take", block), partial(replace, two, take=block))
     return out
-
-
-def _with(phase: Phase, **fields) -> BlockwiseForm:
-    return replace(phase.blockwise, **fields)
 
 
 def _whole_runs(items: list) -> list:
@@ -260,11 +277,11 @@ def _rows_ok(run: _Run, ctx: RunContext, memo: dict) -> bool:
             memo[key] = block, bool((nodes == node).any())
         return memo[key]
 
-    for ph in run.body:
-        for row in ph.local.outer_rows:
+    for lf in run.body:
+        for row in lf.outer_rows:
             if among_nodes(row)[1]:
                 return False
-        for row in ph.local.single_reads:
+        for row in lf.single_reads:
             block, inside = among_nodes(row)
             if inside and block in run.node_targets:
                 return False
@@ -415,7 +432,7 @@ class LocalStep:
 
 
 def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
-    forms = [ph.local for ph in run.phases]
+    forms = list(run.forms)
     # every single row the run reads or writes, tail included: a template may reuse the
     # run only for participants whose nodes avoid them all
     outside = {
@@ -525,6 +542,7 @@ def _apply_blockwise(phase: Phase, z, backend, problem, method: Method, ctx: Run
     taken at the method's points (a slice of the model block, not a gathered copy, when
     the clients are consecutive and the method takes gradients at its model rows)."""
     form = phase.blockwise
+    assert form is not None  # only whole-block phases come here
     grads = None
     clients = form.clients
     if clients is not None:
@@ -568,7 +586,7 @@ def _zero_rows(z, method: Method, ctx: RunContext) -> ZeroRows:
     """The run's knowledge of zero node rows (made, from the state, on its first round:
     a run that resumes from a checkpoint reads it from the restored state)."""
     found = ctx.zero_rows
-    if found is None:
+    if not isinstance(found, ZeroRows):  # None until then
         found = ctx.zero_rows = ZeroRows(ctx.layout, method.client_node, ctx.n_clients)
         found.start(z)
     return found
@@ -580,7 +598,7 @@ def _variant(program: LocalProgram, nodes: np.ndarray, zero: ZeroRows) -> LocalP
     not store the blocks whose node rows the state does not keep."""
     schedule = program.schedule
     scratch = frozenset(zero.layout.scratch) & frozenset(program.blocks)
-    relevant = frozenset()
+    relevant: frozenset = frozenset()
     if zero.known and nodes.size:
         used = set(schedule.gather)
         used.update(program.blocks[st.block] for st in schedule.stores if st.value is None)
@@ -660,7 +678,9 @@ def execute(
             planned = program  # every dialect below runs this one's schedule
             if caps.own_programs:
                 program = backend.local_program(program)
-            elif runs_rowwise(caps.compiled, kernel, item.nodes.size, z.shape[1]):
+            elif kernel is not None and runs_rowwise(
+                caps.compiled, kernel, item.nodes.size, z.shape[1]
+            ):
                 program, grads = _rowwise(program, (kernel.kernel, kernel.fetch)), kernel
             ok = program.run(
                 z,

@@ -15,11 +15,18 @@ every block is one contiguous range, as above.
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 
 import numpy as np
 
 from .._validate import as_int, choice
+
+__all__ = [
+    "Block",
+    "INITIAL_VALUES",
+    "Layout",
+]
 
 INITIAL_VALUES = ("model", "zeros", "ones")
 
@@ -194,7 +201,8 @@ class Layout:
         """The rows of block ``name`` in the stacked array ``z`` (a view, not a copy)."""
         return z[self.slice(name)]
 
-    def _kept_pieces(self, name: str) -> list[tuple[slice, slice]]:
+    # (builtins.slice: in this class ``slice`` is the method)
+    def _kept_pieces(self, name: str) -> list[tuple[builtins.slice, builtins.slice]]:
         """The kept rows of block ``name`` as ``(rows of Z, block-local rows)`` slices."""
         b = self.block(name)
         lo, hi = self._apart.get(name, (b.rows, b.rows))

@@ -48,6 +48,15 @@ import numpy as np
 
 from .layout import Layout
 
+__all__ = [
+    "LivenessError",
+    "PROBE_PASSES",
+    "PlanCheck",
+    "ZeroRows",
+    "find_scratch",
+    "needed",
+]
+
 #: How many times :func:`find_scratch` goes through its participant sets (nobody, one
 #: client, two, three, the first and the last), in rounds 0, 1, 2, ...
 PROBE_PASSES = 3

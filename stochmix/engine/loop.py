@@ -36,7 +36,7 @@ from .._validate import (
 from .backend_names import make_backend
 from .capabilities import Capabilities, capabilities
 from .checkpointer import Checkpointer, CheckpointWarning, run_identity
-from .execute import execute, plan_round, row_gradient
+from .execute import RowGradient, execute, plan_round, row_gradient
 from .layout import Layout
 from .liveness import PlanCheck, find_scratch
 from .method import Method, RunContext
@@ -246,7 +246,7 @@ class Setup(NamedTuple):
     """What a single-process run is planned with (see :func:`prepare`)."""
 
     back: object  #: the backend
-    rows: object  #: the compiled one-client gradient (execute.RowGradient) or None
+    rows: RowGradient | None  #: the compiled one-client gradient, or None
     layout: Layout
     ctx: RunContext
     planner: RoundPlanner

@@ -23,6 +23,11 @@ from .phase import Phase, PhaseBuilder
 from .phase_cache import PhaseCache
 from .rowmap import RowMap, seed_sequence
 
+__all__ = [
+    "Method",
+    "RunContext",
+]
+
 
 @dataclass
 class RunContext:

@@ -45,6 +45,18 @@ from ..mixing.rowsparse import Broadcast, Reduce, RowSparse, csr_from_triplets, 
 from .blockwise import BlockwiseForm, blockwise_form
 from .layout import Layout
 
+__all__ = [
+    "COEFFICIENT_ORDER",
+    "GradientTerm",
+    "LocalForm",
+    "NodeTerm",
+    "OuterTerm",
+    "Phase",
+    "PhaseBuilder",
+    "RowTerm",
+    "coefficient_kind",
+]
+
 
 class NodeTerm(NamedTuple):
     """``target[nodes] += coef * source[nodes]`` (coef a number or one per node)."""
@@ -150,7 +162,7 @@ class LocalForm:
     @cached_property
     def single_reads(self) -> frozenset:
         """Rows of Z the phase reads one at a time (broadcasts and outer singles)."""
-        rows = {r for _, r, _ in self.external}
+        rows: set = {r for _, r, _ in self.external}
         rows.update(ref for _, kind, ref, _ in self.outer if kind == "row")
         return frozenset(rows)
 
@@ -664,7 +676,7 @@ class PhaseBuilder:
     def _materialize(self) -> tuple:
         """The COO triplets of every term, in rows of Z."""
         lay = self.layout
-        parts = {k: [] for k in ("t", "s", "c", "gt", "gc", "gv", "z")}
+        parts: dict[str, list] = {k: [] for k in ("t", "s", "c", "gt", "gc", "gv", "z")}
         for op in self._deferred:
             kind = op[0]
             if kind == "combine":

@@ -74,7 +74,7 @@ class PhaseCache:
             )
         except KeyError:
             pass
-        parts = [label]
+        parts: list = [label]
         for call in calls:
             part = []
             for arg in call:

@@ -29,6 +29,15 @@ from .method import Method, RunContext
 from .slowpath import SlowPaths
 from .template import RoundTemplate
 
+__all__ = [
+    "CACHE_MAX_PARTICIPANTS",
+    "CACHE_SEEN",
+    "CACHE_SIZE",
+    "NOT_TEMPLATED",
+    "RoundPlanner",
+    "TEMPLATES",
+]
+
 CACHE_SIZE = 1024  # rounds' plans kept for reuse (see Method.phase_key)
 CACHE_MAX_PARTICIPANTS = 4096  # larger rounds are rebuilt: rarely repeated, costly to keep
 CACHE_SEEN = 1 << 16  # keys remembered (as hashes) to spot the ones that come back

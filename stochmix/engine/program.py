@@ -46,6 +46,18 @@ from .schedule import (
     plan_schedule,
 )
 
+__all__ = [
+    "BUFFER_BYTES",
+    "CHUNK_PARAMETERS",
+    "ChunkCall",
+    "LocalProgram",
+    "MIN_CHUNK_ROWS",
+    "PARALLEL_BUFFER_BYTES",
+    "PARALLEL_MIN_ROWS",
+    "ProgramCache",
+    "SourceWriter",
+]
+
 MIN_CHUNK_ROWS = 16  # at d = 1000, fewer rows per chunk cost more in call overhead
 BUFFER_BYTES = 1 << 20  # a chunk's working set (buffers + gathered data): about L2
 # Threads pay off only with long NumPy calls (the GIL is held between them): chunks of
@@ -492,11 +504,11 @@ class LocalProgram:
             finite = bool(np.isfinite(z[[at(r) for r in self.outer_rows]].sum()))
         for entries in self.tail:  # single rows from single rows, all at once
             new = {}
-            for row, kind, ref, slot in entries:
+            for row, kind, source, slot in entries:
                 if row not in new:
                     new[row] = np.zeros(d, dtype=z.dtype)
                 if kind == "row":
-                    new[row] += coefs[slot] * z[at(ref)]
+                    new[row] += coefs[slot] * z[at(source)]
             for row, value in new.items():
                 z[at(row)] = value
                 finite = finite and bool(np.isfinite(value).all())

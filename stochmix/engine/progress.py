@@ -5,6 +5,10 @@ from __future__ import annotations
 import sys
 import time
 
+__all__ = [
+    "Progress",
+]
+
 
 class Progress:
     """Callable ``(r, z, ctx)`` that redraws ``label: round r/R`` on stderr.

@@ -25,10 +25,21 @@ run's schedule, like its numbers, is the same every time.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from .._validate import as_int
+
+__all__ = [
+    "AUTO_SHARE",
+    "FIELDS",
+    "METRICS",
+    "ROUND_OVERHEAD_ELEMENTS",
+    "Recorder",
+    "auto_interval",
+    "check_schedule",
+]
 
 METRICS = ("distance", "objective", "gradient_norm", "consensus")
 # The Result's field for each metric (``objective``: where f_star is known; see
@@ -132,9 +143,10 @@ class Recorder:
         }
         self.names = [m for m in METRICS if m in metrics and wanted[m]]
         # the objective's field and function: f_star read only when the metric is asked
-        self.objective_field, self._objective = (
+        measure: tuple[str, Callable[[np.ndarray], float] | None] = (
             objective_measure(problem) if "objective" in self.names else ("objective_gap", None)
         )
+        self.objective_field, self._objective = measure
         closed = set(getattr(problem, "closed_form_metrics", ()))
         self.scheduled = [m for m in self.names if m in ("objective", "gradient_norm")]
         self.scheduled = [m for m in self.scheduled if m not in closed]
@@ -182,6 +194,7 @@ class Recorder:
         if name == "distance":
             return float(np.linalg.norm(x - self.x_star))
         if name == "objective":
+            assert self._objective is not None  # the metric is kept only with a function
             return float(self._objective(x))
         if name == "gradient_norm":
             return float(np.linalg.norm(self.problem.gradient(x)))
@@ -220,7 +233,7 @@ class Recorder:
         per metric (None if not kept): the ``objective`` metric goes to
         :attr:`objective_field` (``objective_gap``, or ``objective`` where f_star is
         unknown), and the other of the two is None."""
-        out = {
+        out: dict[str, np.ndarray | None] = {
             "server": self.server[: done + 1],
             "participants": self.count[: done + 1],
             "wall_time": self.clock[: done + 1],

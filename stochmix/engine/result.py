@@ -14,6 +14,13 @@ from jaxtyping import Float
 from .._validate import as_float
 from .recorder import METRICS  # noqa: F401  (the names run(metrics=...) takes)
 
+__all__ = [
+    "COLUMNS",
+    "CURVES",
+    "OPTIONAL_COLUMNS",
+    "Result",
+]
+
 #: Per-round curves a Result may hold (``relative_error`` is derived from distance).
 #: ``objective`` is the value f(x_r) itself, recorded instead of ``objective_gap`` for a
 #: problem whose f_star is unknown (a learning problem such as a TorchModel).

@@ -78,7 +78,7 @@ class Call(NamedTuple):
 class Sum(NamedTuple):
     """``for j: A[index, j] += value``: a node's share of outer row number ``index``."""
 
-    index: int
+    index: int  # type: ignore[assignment]  # (shadows tuple.index, which no one calls here)
     value: str
 
 
@@ -317,13 +317,13 @@ class _Lowering:
             coef = self._coef(step.coef)
             self.update(step.out, lambda v: f"({v}) * {coef}", True)
         elif isinstance(step, Add | Subtract | AddScaled):
-            source = self.read(step.source).entry
+            entry = self.read(step.source).entry
             if isinstance(step, Add):
-                term = f" + {source}"
+                term = f" + {entry}"
             elif isinstance(step, Subtract):
-                term = f" - {source}"
+                term = f" - {entry}"
             else:
-                term = f" + {source} * {self._coef(step.coef)}"
+                term = f" + {entry} * {self._coef(step.coef)}"
             self.update(step.out, lambda v: f"{v}{term}", isinstance(step, AddScaled))
         else:  # pragma: no cover - a step type without a statement is a bug
             raise TypeError(f"no statement for schedule step {step!r}")

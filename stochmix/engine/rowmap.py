@@ -46,6 +46,17 @@ import numpy as np
 from .layout import Layout
 from .phase import Phase
 
+__all__ = [
+    "MAP_STREAM",
+    "MapInfo",
+    "NonlinearPhaseError",
+    "RowFunction",
+    "RowMap",
+    "apply_map",
+    "map_generator",
+    "seed_sequence",
+]
+
 #: The first spawn-key entry of every map generator: keeps map draws apart from any other
 #: use of the run's seed (the participation stream uses the seed itself).
 MAP_STREAM = 0x726F776D  # "rowm"

@@ -142,7 +142,8 @@ class RowwiseProgram(LocalProgram):
         self.gradient = gradient
         self.block = BLOCK if block is None else int(block)
         self.lowered = LOWERED if lowered is None else bool(lowered)
-        self._last_values = None  # (coefs, snapshot, what _values built from them)
+        # (coefs, snapshot, what _values built from them)
+        self._last_values: tuple | None = None
         super().__init__(forms, model_block, tail, zero=zero, scratch=scratch)
 
     def _compile(self, source: str):
@@ -189,7 +190,7 @@ class RowwiseProgram(LocalProgram):
             else:  # Finite: x - x is 0 for finite x and NaN otherwise (an OR that vectorizes)
                 tests = [f"({e} - {e} != 0.0)" for e in statement.entries]
                 self._loop(w, f"bad |= {' | '.join(tests)}")
-        return self._finish(w)
+        return self._finish_loop(w)
 
     def _gathered(self, slot: int) -> Row:
         """The node's row of the block in ``slot``, where the loop reads it."""
@@ -201,7 +202,7 @@ class RowwiseProgram(LocalProgram):
         w.emit("for j in range(d):")
         w.emit(f"    {statement}")
 
-    def _finish(self, w: SourceWriter) -> str:
+    def _finish_loop(self, w: SourceWriter) -> str:
         w.emit("")
         self.array_slots = sorted(w.columns | w.vectors)
         gathered = {w.slot[b] for b in self.gather}

@@ -153,8 +153,19 @@ class AddScaled(NamedTuple):
     scratch: str
 
 
-Step = Gather | Gradient | Reduce | Check | Negate | Scale | Copy | Multiply | Add
-Step = Step | Subtract | AddScaled
+Step = (
+    Gather
+    | Gradient
+    | Reduce
+    | Check
+    | Negate
+    | Scale
+    | Copy
+    | Multiply
+    | Add
+    | Subtract
+    | AddScaled
+)
 
 
 class Store(NamedTuple):
@@ -298,7 +309,8 @@ def numbered(lf: LocalForm, base: int) -> dict[str, list[tuple]]:
     """A form's entries with their coefficients numbered from ``base``, by group of
     :data:`~stochmix.engine.phase.COEFFICIENT_ORDER`: each entry becomes ``(entry,
     Coef)``. The one place where slots are assigned."""
-    slot, out = base, {}
+    slot = base
+    out: dict[str, list[tuple]] = {}
     for group in COEFFICIENT_ORDER:
         out[group] = []
         for entry in getattr(lf, group):
@@ -339,7 +351,7 @@ def plan_schedule(
     gather: list[str] = []
     written: set[str] = set()
     for lf in body:
-        reads = [t.source for t in lf.terms] + [o.ref for o in lf.outer if o.kind == "sum"]
+        reads: list = [t.source for t in lf.terms] + [o.ref for o in lf.outer if o.kind == "sum"]
         if lf.takes_gradients:
             reads.append(model_block)
         for b in reads:
@@ -481,6 +493,7 @@ def _target(p: _Planner, target: str, ex: list, in_place: bool, grad_uses: int):
     """Plan the new rows of one target block; returns the buffer holding them."""
     if in_place:
         out = p.cur[target]
+        assert out is not None  # a block updated in place holds a buffer
         p.read(out)
         own = next(e for e in ex if e[0] == "block" and e[1] == target)
         coef = own[2]
@@ -493,6 +506,7 @@ def _target(p: _Planner, target: str, ex: list, in_place: bool, grad_uses: int):
     else:
         out = p.spare(target)
         first = True
+    src: Operand | None
     for k, ref, coef in ex:
         if k == "block":
             src = p.cur.get(ref)

@@ -39,7 +39,7 @@ SLOW_PATH_MIN_ROUNDS = 50
 
 # frames a warning looks past to find the user's call: stochmix's own, and the run-time
 # type checker's wrappers around them (jaxtyping, a dependency; the test suite installs it)
-_INSIDE = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
+_INSIDE: tuple[str, ...] = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,)
 _INSIDE += (os.path.dirname(os.path.abspath(jaxtyping.__file__)) + os.sep,)
 
 

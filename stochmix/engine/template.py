@@ -25,6 +25,10 @@ import numpy as np
 
 from .execute import LocalStep
 
+__all__ = [
+    "RoundTemplate",
+]
+
 
 class _Uniform(float):
     """A per-node coefficient array whose entries are all this number (rebuilt, for each
@@ -127,7 +131,8 @@ class RoundTemplate:
         """The plan for ``participants``, or None if it would not be right."""
         if participants.size == 0:
             return None
-        plan, shifted = [], {}
+        plan: list = []
+        shifted: dict = {}
         for program, node_shift, coefs, client_shift, outside, labels in self.steps:
             nodes = self._indices(node_shift, participants, shifted)
             if nodes.size and any(bool((nodes == node).any()) for node in outside):
@@ -160,6 +165,9 @@ class RoundTemplate:
             if not _same_coefficients(a.coefs, b.coefs) or a.outside != b.outside:
                 return False
             for x, y in ((a.nodes, b.nodes), (a.clients, b.clients)):
-                if (x is None) != (y is None) or (x is not None and not np.array_equal(x, y)):
+                if x is None or y is None:
+                    if x is not y:
+                        return False
+                elif not np.array_equal(x, y):
                     return False
         return True

@@ -144,7 +144,7 @@ class TorchProgram(LocalProgram):
     def _buffer_set(self, rows: int, d: int, dtype, worker=0) -> dict:
         """The calling thread's buffers for at least ``rows`` rows of ``d`` entries of
         ``dtype`` on ``worker`` (a device); grown (by a quarter more) when too small."""
-        own = self._local_buffers.__dict__
+        own: dict = self._local_buffers.__dict__  # (d, dtype, worker) -> buffers
         key = (d, dtype, worker)
         bufs = own.get(key)
         if bufs is None or bufs["rows"] < rows:
@@ -232,11 +232,11 @@ class TorchProgram(LocalProgram):
                 flag.add_(z[r])
         for entries in self.tail:  # single rows from single rows, all at once
             new = {}
-            for row, kind, ref, slot in entries:
+            for row, kind, source, slot in entries:
                 if row not in new:
                     new[row] = t.zeros(d, dtype=dtype, device=device)
                 if kind == "row":
-                    new[row].add_(z[ref], alpha=co[slot])
+                    new[row].add_(z[source], alpha=co[slot])
             for row, value in new.items():
                 z[row].copy_(value)
                 flag.add_(value)

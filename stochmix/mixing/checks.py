@@ -19,13 +19,15 @@ negative entry and where it is).
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import numpy as np
 import scipy.sparse as sp
 from jaxtyping import Real
 
 from .._validate import as_float, choice, show
 
-Matrix = Real[np.ndarray, "m n"] | sp.sparray | sp.spmatrix
+Matrix: TypeAlias = Real[np.ndarray, "m n"] | sp.sparray | sp.spmatrix
 
 _LABELS = {
     "row": "row-stochastic",

@@ -39,6 +39,15 @@ import numpy as np
 
 from .._validate import _show, as_bool, as_int
 
+__all__ = [
+    "Compressor",
+    "NoCompression",
+    "QSGD",
+    "RandK",
+    "TopK",
+    "compressor",
+]
+
 
 class Compressor:
     """Base of the compressors: ``compressor(x, rng) -> Q(x)``, x of shape (k, d)."""

@@ -72,6 +72,8 @@ the wrapped sequence's, every drop parameter and the seed.
 
 from __future__ import annotations
 
+from typing import cast
+
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
@@ -187,6 +189,10 @@ class MessageDrops(GraphSequence):
         self.model = choice(model, "model", MODELS)
         drop_in_good = as_float(drop_in_good, "drop_in_good", nonnegative=True, maximum=1.0)
         drop_in_bad = as_float(drop_in_bad, "drop_in_bad", nonnegative=True, maximum=1.0)
+        # the parameters of the model not chosen are None
+        self.probability: float | None
+        self.p_good_to_bad: float | None
+        self.p_bad_to_good: float | None
         if self.model == "independent":
             for name, value in (("p_good_to_bad", p_good_to_bad), ("p_bad_to_good", p_bad_to_good)):
                 if value is not None:
@@ -223,7 +229,7 @@ class MessageDrops(GraphSequence):
         self.symmetric = as_bool(symmetric, "symmetric")
         self.lost_weight = choice(lost_weight, "lost_weight", LOST_WEIGHT)
         if seed is None:
-            seed = int(np.random.SeedSequence().entropy)
+            seed = int(cast(int, np.random.SeedSequence().entropy))  # fresh: one int
         self.seed = as_int(seed, "seed", minimum=0)
         self.period = graphs.period if self._certain() else None
         self._edge_cache: dict = {}
@@ -235,6 +241,17 @@ class MessageDrops(GraphSequence):
             self._links = self._link_set()
 
     # ------------------------------------------------------------------------- the model
+    def _independent(self) -> float:
+        """The drop probability p of the independent model."""
+        assert self.probability is not None, "model='independent' sets it"
+        return self.probability
+
+    def _rates(self) -> tuple[float, float]:
+        """``(p_good_to_bad, p_bad_to_good)`` of the Gilbert–Elliott model."""
+        p_gb, p_bg = self.p_good_to_bad, self.p_bad_to_good
+        assert p_gb is not None and p_bg is not None, "model='gilbert-elliott' sets them"
+        return p_gb, p_bg
+
     def _certain(self) -> bool:
         """Whether the drops are not random (then the wrapped period stays)."""
         if self.model == "independent":
@@ -254,14 +271,15 @@ class MessageDrops(GraphSequence):
         independent model)."""
         if self.model == "independent":
             return 0.0
-        return self.p_good_to_bad / (self.p_good_to_bad + self.p_bad_to_good)
+        p_gb, p_bg = self._rates()
+        return p_gb / (p_gb + p_bg)
 
     @property
     def drop_rate(self) -> float:
         """The stationary probability that a link is dropped at a step: p for the
         independent model, ``(1 - pi) drop_in_good + pi drop_in_bad`` for Gilbert–Elliott."""
         if self.model == "independent":
-            return self.probability
+            return self._independent()
         pi = self.stationary_bad
         return (1.0 - pi) * self.drop_in_good + pi * self.drop_in_bad
 
@@ -272,8 +290,9 @@ class MessageDrops(GraphSequence):
         ``1 / p_bad_to_good``, which is the mean run of drops when ``drop_in_good = 0``
         and ``drop_in_bad = 1``."""
         if self.model == "independent":
-            return np.inf if self.probability == 1.0 else 1.0 / (1.0 - self.probability)
-        return 1.0 / self.p_bad_to_good
+            p = self._independent()
+            return np.inf if p == 1.0 else 1.0 / (1.0 - p)
+        return 1.0 / self._rates()[1]
 
     def _rng(self, k: int, *stream: int) -> np.random.Generator:
         return np.random.default_rng([self.seed, k, TAG, *stream])
@@ -338,7 +357,7 @@ class MessageDrops(GraphSequence):
             else:
                 t, state = 0, self._rng(0, _CHAIN).random(size) < self.stationary_bad
                 self._checkpoints[0] = np.packbits(state)
-        p_gb, p_bg = self.p_good_to_bad, self.p_bad_to_good
+        p_gb, p_bg = self._rates()
         while t < k:
             t += 1
             draw = self._rng(t, _CHAIN).random(size)
@@ -363,9 +382,9 @@ class MessageDrops(GraphSequence):
             if self.symmetric:
                 links, inverse = np.unique(self._keys(src, dst), return_inverse=True)
                 draw = self._rng(k).random(links.size)
-                dropped = (draw < self.probability)[inverse.reshape(-1)]
+                dropped = (draw < self._independent())[inverse.reshape(-1)]
             else:
-                dropped = self._rng(k).random(src.size) < self.probability
+                dropped = self._rng(k).random(src.size) < self._independent()
         else:
             bad = self._state(k)
             draw = self._rng(k, _DRAW).random(bad.size)

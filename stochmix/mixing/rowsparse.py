@@ -17,6 +17,15 @@ from jaxtyping import Int
 
 from .._validate import as_bool, as_client_indices, as_int, as_real_array, show
 
+__all__ = [
+    "Broadcast",
+    "Reduce",
+    "RowSparse",
+    "csr_from_triplets",
+    "sorted_unique",
+    "whole_rows",
+]
+
 
 @dataclass(frozen=True)
 class Broadcast:
@@ -82,7 +91,8 @@ class RowSparse:
         self.rows = as_client_indices(rows, self.size, "rows", increasing=True)
         self.identity_elsewhere = as_bool(identity_elsewhere, "identity_elsewhere")
         self._values = values
-        self._entries = entries
+        # the triplets, or a function that makes them (see _lazy)
+        self._entries: tuple | Callable[[], tuple] | None = entries
         self.pattern = pattern
         if values is not None:
             if not sp.issparse(values):
@@ -201,13 +211,16 @@ class RowSparse:
     def entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The stored entries as ``(rows, cols, vals)`` with rows of the full matrix, in
         row order."""
-        if self._entries is None:
+        found = self._entries
+        if found is None:
             v = self._values
+            assert v is not None  # a RowSparse holds its values, its entries or both
             local = np.repeat(np.arange(v.shape[0]), np.diff(v.indptr))
-            self._entries = (self.rows[local], v.indices.astype(np.int64, copy=False), v.data)
-        elif callable(self._entries):
-            self._entries = self._entries()
-        return self._entries
+            found = (self.rows[local], v.indices.astype(np.int64, copy=False), v.data)
+            self._entries = found
+        elif callable(found):
+            found = self._entries = found()
+        return found
 
     def __repr__(self) -> str:
         return f"RowSparse(size={self.size}, rows={self.rows.size})"

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from typing import cast
 
 import networkx as nx
 import numpy as np
@@ -192,6 +193,8 @@ class PeriodicSequence(GraphSequence):
         n_nodes: n; by default the number of nodes of the first graph.
     """
 
+    period: int  # the number of graphs
+
     def __init__(self, graphs: Sequence[nx.Graph], n_nodes: int | None = None):
         if isinstance(graphs, nx.Graph) or is_scalar(graphs):
             raise TypeError(f"graphs must be a list of networkx graphs, got {_show(graphs)}")
@@ -232,6 +235,8 @@ class DirectedRingSequence(GraphSequence):
         n_nodes: n >= 1.
         shifts: non-empty sequence of integer shifts; the period is its length.
     """
+
+    period: int  # the number of shifts
 
     def __init__(self, n_nodes: int, shifts: Sequence[int] = (1,)):
         self._n = as_int(n_nodes, "n_nodes", minimum=1)
@@ -354,7 +359,7 @@ class RandomSequence(GraphSequence):
             p = min(1.0, 2.0 * math.log(self._n) / self._n) if self._n > 1 else 0.0
         self.p = as_float(p, "p", nonnegative=True, maximum=1.0)
         if seed is None:
-            seed = int(np.random.SeedSequence().entropy)
+            seed = int(cast(int, np.random.SeedSequence().entropy))  # fresh: one int
         self.seed = as_int(seed, "seed", minimum=0)
         self.connected = as_bool(connected, "connected")
         self._last: tuple[int, np.ndarray, np.ndarray] | None = None

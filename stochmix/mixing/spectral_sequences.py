@@ -29,8 +29,9 @@ References:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +56,11 @@ _CHECKS = {
     "doubly stochastic": check_doubly_stochastic,
 }
 _STATISTICS = ("min", "median", "max")
-_REDUCERS = {"min": np.min, "median": np.median, "max": np.max}
+_REDUCERS: dict[str, Callable[[np.ndarray], Any]] = {
+    "min": np.min,
+    "median": np.median,
+    "max": np.max,
+}
 _NUMBERS = (
     "nnz",
     "spectral_radius",
@@ -320,8 +325,8 @@ def _product_text(length: int, start: str = "0") -> str:
 def describe(spectrum: SequenceSpectrum) -> str:
     """One line saying which steps and which products a :class:`SequenceSpectrum` covers."""
     L = spectrum.window
-    if not spectrum.sampled:
-        p = spectrum.period
+    p = spectrum.period
+    if p is not None:  # not sampled
         what = "the period product" if L == p else "the product"
         return (
             f"period {p}: every step {_step_range(0, p - 1)} and {what} {_product_text(L)}"

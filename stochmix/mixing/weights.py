@@ -23,6 +23,8 @@ vectors), so graphs of 10^5 nodes and more are fine.
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import networkx as nx
 import numpy as np
 import scipy.sparse as sp
@@ -32,7 +34,7 @@ from .checks import check_matrix
 from .graphs import _edge_arrays
 from .rowsparse import csr_from_triplets, sorted_unique
 
-GraphLike = nx.Graph | sp.sparray | sp.spmatrix
+GraphLike: TypeAlias = nx.Graph | sp.sparray | sp.spmatrix
 
 
 def _links(graph, n_nodes: int | None, name: str = "graph") -> tuple[np.ndarray, np.ndarray, int]:

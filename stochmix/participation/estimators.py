@@ -7,6 +7,11 @@ from jaxtyping import Float, Int
 
 from .._validate import as_client_indices, as_int, choice
 
+__all__ = [
+    "FEDAU_TIMINGS",
+    "FedAUEstimator",
+]
+
 #: When a participant's omega_i is read, relative to the interval its participation closes.
 FEDAU_TIMINGS = ("authors", "inclusive")
 

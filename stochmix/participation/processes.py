@@ -259,7 +259,7 @@ class Full(ParticipationProcess):
         while True:
             yield np.ones(self.n_clients, dtype=bool)
 
-    def _index_stream(self, rng):
+    def _index_stream(self, rng: np.random.Generator) -> Iterator[np.ndarray]:
         everyone = np.arange(self.n_clients, dtype=np.int64)
         everyone.flags.writeable = False  # the same array every round: nobody may change it
         while True:
@@ -295,7 +295,7 @@ class UniformSample(ParticipationProcess):
         """``size / N`` for every client, shape ``(N,)``."""
         return np.full(self.n_clients, self.size / self.n_clients)
 
-    def _index_stream(self, rng):
+    def _index_stream(self, rng: np.random.Generator) -> Iterator[np.ndarray]:
         n, size = self.n_clients, self.size
         if self.draws == "legacy":
             while True:
@@ -404,7 +404,7 @@ class WeightedSample(ParticipationProcess):
         for chosen in self._chosen(rng):
             yield _mask_from(chosen, self.n_clients)
 
-    def _index_stream(self, rng):
+    def _index_stream(self, rng: np.random.Generator) -> Iterator[np.ndarray]:
         for chosen in self._chosen(rng):
             yield np.sort(chosen).astype(np.int64, copy=False)
 
@@ -499,6 +499,7 @@ class Bernoulli(ParticipationProcess):
         p, n = self.p, self.n_clients
         top = float(p.max())
         total = float(p.sum())
+        plan: list[tuple[np.ndarray | None, float]]
         if self._homogeneous:
             plan = [(None, top)]
             cost = n * top
@@ -511,16 +512,16 @@ class Bernoulli(ParticipationProcess):
             np.negative(level, out=level)
             np.floor(level, out=level)
             np.minimum(level, 60, out=level)
-            level = level.astype(np.int8)
-            counts = np.bincount(level)
+            group = level.astype(np.int8)
+            counts = np.bincount(group)
             present = np.flatnonzero(counts)
             if present.size > 1:
                 tops = np.zeros(counts.size)
-                np.maximum.at(tops, level, p)
+                np.maximum.at(tops, group, p)
                 grouped = float(counts[present] @ tops[present]) + total
                 if grouped < cost:
                     index = np.int32 if n < 2**31 else np.int64
-                    order = np.argsort(level, kind="stable").astype(index)
+                    order = np.argsort(group, kind="stable").astype(index)
                     bounds = np.concatenate([[0], np.cumsum(counts)])
                     plan = []
                     for g in present:
@@ -529,12 +530,14 @@ class Bernoulli(ParticipationProcess):
                     cost = grouped
         return None if cost > _DENSE_CANDIDATES * n else plan
 
-    def _sparse_round(self, rng: np.random.Generator, work: list[dict]) -> np.ndarray:
-        """One round by thinning: per group of the plan, candidates at the group's top
-        rate q by geometric skips, each kept with probability p_i / q. ``work``: one dict
-        of reusable buffers per group (see :func:`_skips`)."""
+    def _sparse_round(
+        self, rng: np.random.Generator, plan: list[tuple], work: list[dict]
+    ) -> np.ndarray:
+        """One round by thinning: per group of the plan (:meth:`_sparse_plan`), candidates
+        at the group's top rate q by geometric skips, each kept with probability p_i / q.
+        ``work``: one dict of reusable buffers per group (see :func:`_skips`)."""
         found = []
-        for (members, q), buffers in zip(self._plan, work, strict=True):
+        for (members, q), buffers in zip(plan, work, strict=True):
             size = self.n_clients if members is None else members.size
             candidates = _skips(rng, size, q, buffers)  # a view of the buffers
             clients = candidates if members is None else members[candidates]
@@ -569,13 +572,14 @@ class Bernoulli(ParticipationProcess):
             while True:
                 yield rng.random(n) < p
 
-    def _index_stream(self, rng):
+    def _index_stream(self, rng: np.random.Generator) -> Iterator[np.ndarray]:
         if self.draws == "legacy":
             yield from super()._index_stream(rng)
         elif self._plan is not None:
-            work: list[dict] = [{} for _ in self._plan]  # buffers reused round after round
+            plan = self._plan
+            work: list[dict] = [{} for _ in plan]  # buffers reused round after round
             while True:
-                yield self._sparse_round(rng, work)
+                yield self._sparse_round(rng, plan, work)
         elif self._homogeneous and self.p[0] == 1.0:
             while True:
                 yield np.arange(self.n_clients, dtype=np.int64)
@@ -633,7 +637,7 @@ class Regularized(ParticipationProcess):
         for chosen in self._chosen(rng):
             yield _mask_from(chosen, self.n_clients)
 
-    def _index_stream(self, rng):
+    def _index_stream(self, rng: np.random.Generator) -> Iterator[np.ndarray]:
         for chosen in self._chosen(rng):
             yield np.sort(chosen).astype(np.int64, copy=False)
 
@@ -804,7 +808,7 @@ class Periodic(ParticipationProcess):
         for chosen in self._chosen(rng):
             yield _mask_from(chosen, self.n_clients)
 
-    def _index_stream(self, rng):
+    def _index_stream(self, rng: np.random.Generator) -> Iterator[np.ndarray]:
         for chosen in self._chosen(rng):
             yield np.sort(chosen).astype(np.int64, copy=False)
 
@@ -867,7 +871,7 @@ class Markov(ParticipationProcess):
         p_off: FloatLike | Real[np.ndarray, " n"] | Sequence[float],
         n_clients: IntLike | None = None,
     ):
-        rates = {}
+        rates: dict[str, float | np.ndarray] = {}
         for name, values in (("p_on", p_on), ("p_off", p_off)):
             if is_scalar(values):
                 rates[name] = as_float(values, name)
@@ -936,6 +940,7 @@ class Trace(ParticipationProcess):
         masks: Bool[np.ndarray, "rounds n"] | str | os.PathLike,
         repeat: bool = False,
     ):
+        self.source: str | None  # the file the masks were read from
         if isinstance(masks, (str, bytes, os.PathLike)):
             self.source = os.fsdecode(masks)
             masks = _load_trace(self.source)

@@ -2,7 +2,9 @@
 
 Every problem offers ``gradients(clients, points)``, the gradients of a batch of clients each at
 its own point, vectorized over the batch; see :class:`Problem` for the whole interface
-(its client arrays are a :class:`ClientData`, ``problem.data``).
+(its client arrays are a :class:`ClientData`, ``problem.data``; points and gradients may
+be NumPy arrays or Torch tensors, :class:`Array` in annotations such as
+``Float[Array, "m d"]``).
 
 - :class:`Quadratic`: F_i(x) = 1/2 (x - z_i)^T H_i (x - z_i), diagonal or full H_i.
 - :class:`LeastSquares`: F_i(x) = 1/2 ||A_i x - b_i||^2 + reg/2 ||x||^2 (ridge when reg > 0),
@@ -11,6 +13,7 @@ its own point, vectorized over the batch; see :class:`Problem` for the whole int
   seeded stochastic gradients.
 """
 
+from .._arrays import Array
 from ._common import ClientData, client_rows
 from .base import Problem
 from .least_squares import LeastSquares
@@ -18,6 +21,7 @@ from .quadratic import Quadratic
 from .stochastic import Minibatch, Noisy
 
 __all__ = [
+    "Array",
     "ClientData",
     "LeastSquares",
     "Minibatch",

@@ -94,7 +94,7 @@ class ClientData(Mapping):
         TypeError: an array of complex numbers, objects or strings.
     """
 
-    def __init__(self, **arrays):
+    def __init__(self, **arrays) -> None:
         master = {}
         for name, value in arrays.items():
             array = np.asarray(value)

@@ -27,6 +27,11 @@ from ._common import CHUNK_ELEMENTS, DERIVED, NUMPY_NAMESPACE, ClientData, float
 from ._common import fingerprint as fingerprint_of
 from .stochastic import Minibatch, Noisy
 
+__all__ = [
+    "Problem",
+    "SLICE_ELEMENTS",
+]
+
 #: Consecutive clients (a slice, their data read in place) are asked in one call of the
 #: formula up to this many array elements of data (``chunk_cost`` per client), in chunks
 #: of this size beyond: the formula's temporaries are then bounded as well.
@@ -358,7 +363,7 @@ class Problem(abc.ABC):
         x = self._check_point(x)
         everyone = np.arange(self.n_clients, dtype=np.int64)
         points = np.broadcast_to(x, (self.n_clients, self.dim))
-        return self.gradients(everyone, np.ascontiguousarray(points)).mean(axis=0)
+        return np.mean(self.gradients(everyone, np.ascontiguousarray(points)), axis=0)
 
     def minibatch(self, batch_size: int, seed=None):
         """This problem with minibatch gradients of ``batch_size`` samples per client."""

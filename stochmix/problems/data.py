@@ -25,6 +25,15 @@ from jaxtyping import Float, Real
 
 from .._validate import as_float, as_int, choice, make_rng
 
+__all__ = [
+    "DATASETS",
+    "Dataset",
+    "load_dataset",
+    "make_classification_data",
+    "make_regression_data",
+    "train_test_split",
+]
+
 IntLike = int | np.integer
 FloatLike = float | np.floating
 SeedLike = int | np.integer | np.random.SeedSequence | np.random.Generator | None
@@ -281,7 +290,9 @@ def train_test_split(
         labels = dataset.labels
         key = rng.random(n)
         order = np.lexsort((key, labels))  # by class, random within a class
-        counts = np.bincount(labels, minlength=dataset.n_classes)
+        n_classes = dataset.n_classes
+        assert n_classes is not None  # stratify is for class labels (checked above)
+        counts = np.bincount(labels, minlength=n_classes)
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
         rank = np.arange(n) - np.repeat(starts, counts)  # rank within the class
         n_test = np.rint(frac * counts).astype(np.int64)

@@ -23,6 +23,17 @@ import numpy as np
 from .._compiled import njit as _compiled
 from .._compiled import prefetch_read
 
+__all__ = [
+    "fetch_none",
+    "fetch_two",
+    "least_squares_gram",
+    "least_squares_padded",
+    "logistic_binary",
+    "logistic_softmax",
+    "quadratic_diagonal",
+    "quadratic_full",
+]
+
 
 @_compiled
 @no_type_check  # plain Python for Numba: no runtime type checks wrapped around it

@@ -13,6 +13,10 @@ from ._clients import check_counts, random_counts, stack_clients
 from ._common import ClientData, client_rows, float_array
 from .base import Problem
 
+__all__ = [
+    "LeastSquares",
+]
+
 la = lazy_module("scipy.linalg")
 
 _FORMS = ("auto", "padded", "gram")

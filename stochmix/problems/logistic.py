@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from jaxtyping import Float, Int, Real
@@ -34,6 +35,10 @@ from .._validate import as_bool, as_float, as_int, as_labels, check_finite, make
 from ._clients import check_counts, random_counts, stack_clients
 from ._common import ClientData, client_rows, float_array
 from .base import Problem
+
+__all__ = [
+    "Logistic",
+]
 
 la = lazy_module("scipy.linalg")
 spla = lazy_module("scipy.sparse.linalg")
@@ -463,7 +468,7 @@ class Logistic(Problem):
         f, g = self.objective(x), self._full_gradient(x)
         scale = float(np.linalg.norm(g))
         dense = self.dim <= _DENSE_HESSIAN_MAX
-        info = {"method": "newton" if dense else "newton-cg", "iterations": 0}
+        info: dict[str, Any] = {"method": "newton" if dense else "newton-cg", "iterations": 0}
         info["gradient_norm_0"] = scale
         if scale == 0.0:
             self.solver_info = {**info, "relative_gradient_norm": 0.0}

@@ -38,6 +38,18 @@ from .._validate import (
     show,
 )
 
+__all__ = [
+    "MajorityPartition",
+    "client_arrays",
+    "client_majority",
+    "dirichlet_partition",
+    "iid_partition",
+    "label_entropy",
+    "label_swap",
+    "majority_partition",
+    "partition_stats",
+]
+
 csgraph = lazy_module("scipy.sparse.csgraph")
 
 IntLike = int | np.integer

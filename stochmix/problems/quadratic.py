@@ -10,6 +10,10 @@ from .._validate import as_bool, as_float, as_int, check_finite, make_rng
 from ._common import ClientData, client_rows, float_array
 from .base import Problem
 
+__all__ = [
+    "Quadratic",
+]
+
 la = lazy_module("scipy.linalg")
 
 

@@ -17,6 +17,11 @@ from .._validate import as_float, as_int, as_seed, show
 from ..protocols import ProblemLike
 from ._common import DERIVED, fingerprint
 
+__all__ = [
+    "Minibatch",
+    "Noisy",
+]
+
 
 class _Stochastic:
     """Shared parts: delegation to the wrapped problem and seeding.
@@ -62,7 +67,7 @@ class _Stochastic:
 
     def rng_state(self) -> dict:
         """The state of the draws (saved in checkpoints)."""
-        return self._rng.bit_generator.state
+        return dict(self._rng.bit_generator.state)
 
     def set_rng_state(self, state: dict) -> None:
         """Continue the draws from a saved state."""

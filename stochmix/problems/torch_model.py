@@ -19,6 +19,7 @@ is missing.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 from jaxtyping import Float, Int, Real
@@ -31,7 +32,14 @@ from .base import Problem
 
 # The torch module once _need_torch() has imported it. Everything here that uses it runs
 # after that: on a built TorchModel, or in flatten(), which calls _need_torch() itself.
-torch = None
+if TYPE_CHECKING:
+    import torch
+else:
+    torch = None
+
+__all__ = [
+    "TorchModel",
+]
 
 _LOSSES = ("cross_entropy", "mse")
 _EVAL_ROWS = 4096  # samples per forward pass in accuracy / evaluate
@@ -425,7 +433,8 @@ def _client_data(datasets, classes: bool):
         )
     if len(datasets) == 0:
         raise ValueError("client_datasets must hold at least one client, got none")
-    feats, targs = [], []
+    feats: list[np.ndarray] = []
+    targs: list[np.ndarray] = []
     for i, pair in enumerate(datasets):
         if not isinstance(pair, Sequence) or len(pair) != 2:
             raise ValueError(f"client_datasets[{i}] must be a pair (features, targets)")

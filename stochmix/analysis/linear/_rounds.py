@@ -33,7 +33,7 @@ class StepForm:
 
     def __init__(self, mix: sp.csr_array, inject: sp.csr_array | None, phase: Phase):
         self.mix, self.inject, self.phase = mix, inject, phase
-        self._block = None
+        self._block: tuple[np.ndarray, np.ndarray] | None = None
 
     def block(self) -> tuple[np.ndarray, np.ndarray]:
         """:func:`~stochmix.analysis.linear.conserved.phase_block` of the phase."""
@@ -72,7 +72,7 @@ class Step:
 
     def triplets(self) -> tuple:
         """The step's entries in absolute indices, sorted, for comparing two steps."""
-        out = []
+        out: list[tuple | None] = []
         for mat, cols in ((self.form.mix, self.cols), (self.form.inject, self.clients)):
             if mat is None:
                 out.append(None)
@@ -160,6 +160,11 @@ class Rounds:
 
     def __init__(self, method, problem, participation, seed):
         self.args = (method, problem, participation, seed)
+        self._start()
+
+    def _start(self) -> None:
+        """Start from round 0 (again): a fresh context, stream of masks and caches."""
+        method, problem, participation, seed = self.args
         self.method = method
         self.ctx = ctx = run_context(method, problem, participation.probabilities)
         self.masks = participation.masks(seed)
@@ -255,6 +260,6 @@ class Rounds:
                 if entries > budget:
                     kept = None
         if kept is None:
-            self.__init__(*self.args)
+            self._start()
         else:
             self.replay = kept

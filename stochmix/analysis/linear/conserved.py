@@ -12,6 +12,13 @@ from ..._validate import as_int
 from ...engine import Method, Phase
 from .operators import _masks, run_context
 
+__all__ = [
+    "CONSERVED_RTOL",
+    "DENSE_PHASE",
+    "conserved_quantities",
+    "phase_block",
+]
+
 #: Eigenvalues of the conserved-quantity scan's Gram matrix below this (relative) are null.
 CONSERVED_RTOL = 1e-13
 DENSE_PHASE = 1 << 16  # a phase with (rows x columns used) at most this is scanned dense

@@ -11,6 +11,11 @@ import scipy.sparse as sp
 from ..._validate import _show, as_real_array
 from ...problems import LeastSquares, Quadratic
 
+__all__ = [
+    "AffineGradients",
+    "affine_gradients",
+]
+
 
 class AffineGradients:
     """Per-client affine gradients ``grad F_i(x) = H_i x - c_i``.

@@ -21,6 +21,15 @@ from .conserved import _ConservedScan
 from .gradients import affine_gradients
 from .operators import _check_points
 
+__all__ = [
+    "CONSERVED_LIMIT",
+    "FIXED_POINT_RTOL",
+    "KEEP_ENTRIES",
+    "LyapunovRate",
+    "NoCommonFixedPointWarning",
+    "lyapunov_rate",
+]
+
 #: State rows up to which :func:`lyapunov_rate` looks for conserved quantities.
 CONSERVED_LIMIT = 4000
 KEEP_ENTRIES = 4_000_000  # numbers of the scanned rounds' steps kept for the second pass

@@ -16,6 +16,14 @@ from jaxtyping import Float
 from ..._validate import _show, as_bool, as_int, as_real_array, is_scalar
 from ...mixing.checks import check_matrix
 
+__all__ = [
+    "AffineMap",
+    "DENSE_LIMIT",
+    "RANK_RTOL",
+    "SingularMapError",
+    "UNIT_ATOL",
+]
+
 #: Maps of at most this size are analysed with dense linear algebra.
 DENSE_LIMIT = 2000
 #: Singular values of I - T below ``RANK_RTOL`` times the largest count as zero.
@@ -59,7 +67,8 @@ class AffineMap:
                 raise TypeError(f"state_shape must be a pair (m, d), got {_show(state_shape)}")
             if len(state_shape) != 2:
                 raise ValueError(f"state_shape must be a pair (m, d), got {_show(state_shape)}")
-            state_shape = tuple(as_int(v, "state_shape", minimum=0) for v in state_shape)
+            m, d = (as_int(v, "state_shape", minimum=0) for v in state_shape)
+            state_shape = (m, d)
             if state_shape[0] * state_shape[1] != n:
                 raise ValueError(f"state_shape {state_shape} does not hold {n} entries")
         self.state_shape = state_shape
@@ -163,9 +172,11 @@ class AffineMap:
                 all (the map drifts along a fixed direction).
         """
         n, t = self.size, self.offset
-        z0 = None if start is None else as_real_array(start, "start").reshape(-1)
-        if z0 is not None and z0.shape != (n,):
-            raise ValueError(f"start must hold {n} entries, got {np.shape(start)}")
+        z0 = None
+        if start is not None:
+            z0 = as_real_array(start, "start").reshape(-1)
+            if z0.shape != (n,):
+                raise ValueError(f"start must hold {n} entries, got {np.shape(start)}")
         if n <= DENSE_LIMIT:
             a, u, s, vt, rank = self._dense_svd()
             if rank == n:

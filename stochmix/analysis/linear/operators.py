@@ -13,6 +13,13 @@ from ...engine import Layout, Method, NonlinearPhaseError, Phase, RowMap, RunCon
 from .gradients import affine_gradients
 from .maps import AffineMap
 
+__all__ = [
+    "pattern_operator",
+    "phase_operator",
+    "round_operator",
+    "run_context",
+]
+
 
 def _check_points(method: Method) -> None:
     if type(method).points is not Method.points:

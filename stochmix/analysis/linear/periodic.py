@@ -18,6 +18,14 @@ from .gradients import affine_gradients
 from .maps import AffineMap
 from .operators import _check_points, _masks, pattern_operator, phase_operator, run_context
 
+__all__ = [
+    "FixedPoint",
+    "PeriodicRate",
+    "REFINE_STEPS",
+    "fixed_point_under_pattern",
+    "periodic_rate",
+]
+
 REFINE_STEPS = 4  # at most this many corrections of a fixed point by the phase-wise residual
 
 

@@ -6,6 +6,8 @@ Also the settings shared by the spectral tools: ``DENSE_LIMIT``, ``METHODS``, ``
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import numpy as np
 import scipy.sparse as sp
 from jaxtyping import Float, Real
@@ -14,8 +16,8 @@ from ..._validate import choice
 from ..checks import check_matrix
 from ..rowsparse import RowSparse
 
-Matrix = Real[np.ndarray, "m n"] | sp.sparray | sp.spmatrix | RowSparse
-Result = Float[np.ndarray, "n n"] | sp.csr_array
+Matrix: TypeAlias = Real[np.ndarray, "m n"] | sp.sparray | sp.spmatrix | RowSparse
+Result: TypeAlias = Float[np.ndarray, "n n"] | sp.csr_array
 
 #: Largest n handled by LAPACK under ``method="auto"``.
 DENSE_LIMIT = 500

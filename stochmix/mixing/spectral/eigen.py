@@ -11,6 +11,8 @@ one singular-value solve of the spectral tools (``||W - 1 pi^T||_2``, for
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import scipy.sparse as sp
 from jaxtyping import Complex
@@ -20,8 +22,19 @@ from ..._validate import as_float, as_int
 from ..checks import columns_sum_to_one, is_column_stochastic, is_row_stochastic, rows_sum_to_one
 from ._matrices import ATOL, Matrix, _dense, _matrix, _nonnegative, _transpose, _use_sparse
 
+__all__ = [
+    "DENSE_FALLBACK",
+    "eigenvalues",
+    "second_largest_modulus",
+    "spectral_gap",
+    "spectral_radius",
+]
+
 la = lazy_module("scipy.linalg")
-spla = lazy_module("scipy.sparse.linalg")
+if TYPE_CHECKING:  # the module itself for the checker (spla.LinearOperator annotates)
+    import scipy.sparse.linalg as spla
+else:
+    spla = lazy_module("scipy.sparse.linalg")
 csgraph = lazy_module("scipy.sparse.csgraph")
 
 #: Largest n for which a non-converging ARPACK run falls back to LAPACK.

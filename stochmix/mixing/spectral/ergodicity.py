@@ -18,6 +18,13 @@ from ._matrices import ATOL, METHODS, Matrix, Result, _dense, _matrix, _nonnegat
 from .eigen import _consensus_norm
 from .perron import perron_vector
 
+__all__ = [
+    "consensus_contraction",
+    "ergodicity_coefficient",
+    "product",
+    "sequence_product",
+]
+
 _BLOCK = 1 << 22  # entries per block in the ergodicity coefficient
 
 

@@ -25,6 +25,14 @@ from ..._validate import (
 )
 from ._matrices import _dense, _matrix
 
+__all__ = [
+    "expected_assign",
+    "expected_average",
+    "expected_collect",
+    "expected_local_diagonal",
+    "expected_matrix",
+]
+
 
 def _mask_stream(process_or_masks, rounds, seed) -> tuple[Iterable, int]:
     if callable(getattr(process_or_masks, "masks", None)) or callable(
@@ -127,6 +135,9 @@ def expected_matrix(
             total_sq = M * M if total_sq is None else total_sq + M * M
     if sparse:
         flush()
+    if total is None or total_sq is None:
+        raise ValueError(f"process_or_masks gave no masks (expected {count})")
+    if sparse:
         mean = sp.csr_array(total / count)
         if not std_error:
             return mean

@@ -16,6 +16,11 @@ from ..checks import is_row_stochastic
 from ._matrices import ATOL, Matrix, _dense, _matrix, _transpose, _use_sparse
 from .eigen import _fixed_normals
 
+__all__ = [
+    "perron_vector",
+    "stationary_distributions",
+]
+
 la = lazy_module("scipy.linalg")
 spla = lazy_module("scipy.sparse.linalg")
 csgraph = lazy_module("scipy.sparse.csgraph")

@@ -8,13 +8,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..._validate import _show, as_float, choice
 from ..checks import columns_sum_to_one, is_column_stochastic, is_row_stochastic, rows_sum_to_one
 from ._matrices import ATOL, METHODS, Matrix, _matrix, _transpose
 from .eigen import second_largest_modulus, spectral_radius
 from .ergodicity import consensus_contraction, ergodicity_coefficient
+
+__all__ = [
+    "SUMMARY_KEYS",
+    "mixing_summary",
+    "summary_table",
+]
 
 #: The keys of :func:`mixing_summary`'s dict, in the order ``stochmix spectrum`` prints them.
 SUMMARY_KEYS = (
@@ -78,7 +83,7 @@ def mixing_summary(W: Matrix, method: str = "auto", atol: float = ATOL) -> dict:
     slem = second_largest_modulus(A, method=method, atol=atol)
     return {
         "n": n,
-        "nnz": int(A.nnz) if sp.issparse(A) else int(np.count_nonzero(A)),
+        "nnz": int(np.count_nonzero(A)) if isinstance(A, np.ndarray) else int(A.nnz),
         "kind": kind,
         "row_stochastic": row,
         "column_stochastic": column,
