@@ -107,7 +107,7 @@ def write_api_pages(folder: Path) -> None:
                 "",
                 ".. autosummary::",
                 "   :toctree: generated",
-                f"   :template: {wanted}.rst",
+                f"   :template: autosummary/{wanted}.rst",
                 "",
             ]
             lines += [f"   {n}" for n in names] + [""]

@@ -74,7 +74,7 @@ class FedAdaptive(Method):
 
     Args:
         lr: local step size gamma.
-        local_steps: K.
+        local_steps: K, the local steps each participant takes in a round.
         server_lr: eta.
         kind: "adam", "yogi" or "adagrad".
         beta1: in [0, 1).

@@ -31,7 +31,7 @@ class AmplifiedFedAvg(FedAvg):
 
     Args:
         lr: local step size gamma.
-        local_steps: K.
+        local_steps: K, the local steps each participant takes in a round.
         amplification: eta > 0.
         period: P, rounds per interval.
         weights: "uniform", "unbiased" or "fedau" (as in :class:`FedAvg`).

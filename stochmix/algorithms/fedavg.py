@@ -39,7 +39,7 @@ class FedAvg(Method):
 
     Args:
         lr: local step size gamma.
-        local_steps: K.
+        local_steps: K, the local steps each participant takes in a round.
         server_lr: eta.
         weights: aggregation rule.
         probabilities: p_i for ``"unbiased"`` (optional).

@@ -46,7 +46,7 @@ class FedDyn(Method):
 
     Args:
         lr: local step size gamma (stable for gamma < 2 / (L + alpha)).
-        local_steps: K.
+        local_steps: K, the local steps each participant takes in a round.
         alpha: the regularisation weight alpha > 0.
 
     Shapes: ``x`` (N + 1, d), ``g`` (N, d), ``h`` (1, d).

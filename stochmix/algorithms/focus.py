@@ -40,7 +40,7 @@ class FOCUS(Method):
 
     Args:
         lr: step size gamma, used by clients and server alike.
-        local_steps: K.
+        local_steps: K, the local steps each participant takes in a round.
         skip_empty_rounds: whether a round nobody joins leaves the whole state as it was.
 
     References:

@@ -38,7 +38,7 @@ class FedAvgM(FedAvg):
 
     Args:
         lr: local step size gamma.
-        local_steps: K.
+        local_steps: K, the local steps each participant takes in a round.
         beta: server momentum, in [0, 1).
         server_lr: eta.
         weights: "uniform" (``q_i = 1/|S|``, the paper's equal-size clients), "unbiased"

@@ -153,7 +153,7 @@ class Method(ABC):
         "The same up to who participates" means: every index array a phase holds is the
         participants shifted by a constant (``participants + 1`` for client rows), and
         every coefficient is the same number. FOCUS returns ``participants.size > 0``;
-        FedAvg with uniform weights returns ``participants.size`` (its 1/|S| depends on
+        FedAvg with uniform weights returns ``participants.size`` (its ``1/|S|`` depends on
         it). The engine then plans a round once per key and only substitutes the
         participants afterwards (see :mod:`stochmix.engine.template`); it checks the claim
         on the second round of each key and stops templating a key that breaks it.

@@ -44,7 +44,7 @@ class FedAUEstimator:
     the closing one are recorded at once. A round costs ``O(|S|)``.
 
     Args:
-        n_clients: N.
+        n_clients: N, the number of clients.
         cutoff: the longest interval recorded (FedAU's K).
         timing: ``"authors"`` or ``"inclusive"`` (above).
 

@@ -272,7 +272,7 @@ class UniformSample(ParticipationProcess):
     Probabilities are ``size / N``.
 
     Args:
-        n_clients: N.
+        n_clients: N, the number of clients.
         size: clients per round, in ``[1, N]``.
         draws: ``"fast"`` (default) draws a round in O(size) expected and never touches
             all N clients (:meth:`participants` builds no N-long array): a Bernoulli set a

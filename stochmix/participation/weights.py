@@ -40,7 +40,7 @@ def unbiased_weights(
     Args:
         participants: sorted distinct client indices in ``[0, N)``, shape ``(s,)``.
         probabilities: marginals ``p``, shape ``(N,)``, each in (0, 1].
-        n_clients: N.
+        n_clients: N, the number of clients.
     """
     n = as_int(n_clients, "n_clients", minimum=1)
     p = as_probabilities(probabilities, "probabilities", n)

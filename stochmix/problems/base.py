@@ -77,14 +77,14 @@ class Problem(abc.ABC):
             def objective(self, x): ...
 
     Args:
-        n_clients: N.
+        n_clients: N, the number of clients.
         dim: d.
         data: the client arrays :meth:`gradient_formula` reads (see :attr:`data`), or
             None (a problem that writes :meth:`gradients` itself; or one that sets
             :attr:`data` later in its ``__init__``).
 
     Attributes:
-        n_clients: N.
+        n_clients: N, the number of clients.
         dim: d.
         data: the problem's data, a :class:`~stochmix.problems.ClientData`: a read-only
             mapping ``name -> array`` whose every array holds one entry per client along

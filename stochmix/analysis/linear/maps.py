@@ -243,7 +243,7 @@ class AffineMap:
             k = min(n - 2, 2 * k)
 
     def spectral_radius(self, exclude_unit: bool = False) -> float:
-        """max |lambda| over the eigenvalues of T.
+        """max ``|lambda|`` over the eigenvalues of T.
 
         With ``exclude_unit=True`` the fixed directions are left out: as many eigenvalues
         closest to 1 as ``I - T`` has null directions (``unit_multiplicity``). The result is
