@@ -1,7 +1,7 @@
 """The generic iterate engine: stacked state, row-sparse phases, backends, run loop."""
 
 from .backend_names import make_backend
-from .backends import NumpyBackend
+from .backends import NumpyBackend, TorchBackend
 from .equations import Equations, dot, grad, mean, total
 from .explain import Explanation, explain
 from .layout import Block, Layout
@@ -17,6 +17,7 @@ __all__ = [
     "Block",
     "CheckpointWarning",
     "DivergenceError",
+    "DistributedBackend",
     "DivergenceWarning",
     "Equations",
     "Explanation",
@@ -33,6 +34,7 @@ __all__ = [
     "RowMap",
     "RunContext",
     "SlowPathWarning",
+    "TorchBackend",
     "dot",
     "explain",
     "grad",
@@ -42,3 +44,13 @@ __all__ = [
     "run",
     "total",
 ]
+
+
+def __getattr__(name: str):
+    # the distributed backend's module is loaded on first use (it is large, and a run on
+    # one process never needs it): stochmix.engine.DistributedBackend still works
+    if name == "DistributedBackend":
+        from .distributed import DistributedBackend
+
+        return DistributedBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
