@@ -114,9 +114,11 @@ def run(
         mixing: "dense", "sparse" or "auto" (default): how the torch backend applies phases.
         compiled: "auto" (default), True or False: whether the NumPy backend runs
             node-local phases through Numba-compiled loops over one node at a time (needs
-            the ``fast`` extra and a problem with a compiled gradient: Quadratic,
-            LeastSquares, Logistic). "auto" does so when it can and the run is long enough
-            to repay compiling (about rounds x expected participants x dim >= 3e8); True
+            Numba, a core dependency where it supports the Python, and a problem with a
+            compiled gradient: Quadratic, LeastSquares, Logistic). "auto" does so when it
+            can, the run is long enough to repay compiling (about rounds x expected
+            participants x dim >= 3e8) and a round touches at least 8192 node entries
+            (participants x dim); True
             always (an error when it cannot); False never. Results agree with the NumPy
             path to rounding.
         progress: "auto" shows a progress line on a terminal for runs longer than two
