@@ -18,9 +18,15 @@ class Progress:
     """
 
     def __init__(
-        self, total: int, label: str = "", delay: float = 2.0, force: bool = False, stream=None
+        self,
+        total: int,
+        label: str = "",
+        delay: float = 2.0,
+        force: bool = False,
+        stream=None,
+        unit: str = "rounds",
     ):
-        self.total, self.label, self.delay = total, label, delay
+        self.total, self.label, self.delay, self.unit = total, label, delay, unit
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = force or bool(getattr(self.stream, "isatty", lambda: False)())
         self.start = time.perf_counter()
@@ -40,7 +46,7 @@ class Progress:
         rate = done / (now - self.start)
         left = (self.total - done) / rate if rate > 0 else 0.0
         bar = "#" * filled + "-" * (width - filled)
-        self.stream.write(f"\r{self.label} [{bar}] {done}/{self.total} rounds, {left:5.1f}s left ")
+        self.stream.write(f"\r{self.label} [{bar}] {done}/{self.total} {self.unit}, {left:5.1f}s left ")
         self.stream.flush()
         self.shown = True
 

@@ -1,0 +1,234 @@
+"""The cells of a study: one combination of swept values and one seed, each a fully
+resolved configuration that ``stochmix run`` runs alone, and how one cell runs.
+
+A cell's folder holds what a run folder of ``stochmix run`` holds (without the plot):
+``config.resolved.toml``, ``participation.csv``, ``metrics.csv`` and ``timing.csv``, then
+``summary.json`` (the rows it adds to ``study.csv``, and its wall times) and, written last
+and atomically, the marker ``done`` that holds the hash of the cell's resolved
+configuration: a study run again skips the cells whose marker holds their hash.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import re
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import experiments
+from ..config import ConfigError, dumps, parse
+from .keys import check_keys, set_value
+from .spec import Sweep, SweepError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = [
+    "MARKER",
+    "SUMMARY_FIELDS",
+    "Cell",
+    "is_done",
+    "make_cells",
+    "read_summary",
+    "run_cell",
+]
+
+#: The marker file of a finished cell (it holds the hash of the cell's configuration).
+MARKER = "done"
+
+#: The per-run summary of each row of ``study.csv``, after the swept values, the seed and
+#: the method: the step size (the best of a grid), the final errors, the rounds to 1e-8,
+#: the linear rate and the round at which a run diverged (empty where none did).
+SUMMARY_FIELDS = (
+    "lr",
+    "final_relative_error",
+    "final_objective_gap",
+    "final_objective",
+    "rounds_to_1e-8",
+    "rate",
+    "diverged_at",
+)
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell: its position in the study, its swept values and seed, and its resolved
+    configuration as TOML text (``digest`` is that text's SHA-256).
+
+    Attributes:
+        index: the position in the study's order (the first swept key slowest, the seed
+            fastest).
+        values: swept key -> value.
+        seed: the seed of the cell's one run per method.
+        text: the resolved configuration (TOML, with ``seeds = [seed]``).
+        digest: SHA-256 of ``text``: the cell's identity for resuming.
+        name: the cell's folder name under ``cells/``.
+    """
+
+    index: int
+    values: dict[str, Any]
+    seed: int
+    text: str
+    digest: str
+    name: str
+
+    def describe(self) -> str:
+        """The cell as ``key = value, ..., seed = s`` (for messages)."""
+        parts = [f"{key} = {value!r}" for key, value in self.values.items()]
+        return ", ".join([*parts, f"seed = {self.seed}"])
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":")) if isinstance(value, (list, dict)) else str(
+        value
+    )
+
+
+def _folder(values: dict[str, Any], seed: int, digest: str) -> str:
+    """A readable folder name, ``key=value__...__seed=s`` (characters other than letters,
+    digits and ``._=+-`` as ``_``), cut to 120 characters with the hash's start added."""
+    parts = [f"{key}={_shown(value)}" for key, value in values.items()] + [f"seed={seed}"]
+    name = _UNSAFE.sub("_", "__".join(parts)).lstrip(".")
+    if len(name) > 120:
+        name = f"{name[:100]}__{digest[:12]}"
+    return name
+
+
+def make_cells(raw: dict, sweep: Sweep, default_name: str = "study") -> list[Cell]:
+    """Every cell of a study, each configuration validated before any cell runs.
+
+    Args:
+        raw: the configuration dict without its ``[sweep]`` table.
+        sweep: the swept keys and values.
+        default_name: the study's name where ``raw`` has none.
+
+    Returns:
+        The cells, in the study's order.
+
+    Raises:
+        SweepError: an unknown or fixed key, or a cell whose configuration is refused
+            (the message names the cell's swept values and the configuration's error).
+    """
+    try:
+        base = parse(raw, default_name=default_name)
+    except ConfigError as error:
+        raise SweepError(f"the study's configuration: {error}") from None
+    check_keys(sweep.values, base)
+    cells: list[Cell] = []
+    names: set[str] = set()
+    for values in sweep.combinations():
+        config = copy.deepcopy(raw)
+        config.setdefault("name", base.name)
+        for key, value in values.items():
+            set_value(config, key, value)
+        shown = ", ".join(f"{key} = {value!r}" for key, value in values.items())
+        try:
+            exp = parse(config, default_name=base.name)
+        except ConfigError as error:
+            raise SweepError(f"sweep cell {shown}: {error}") from None
+        resolved = exp.resolved()
+        for seed in exp.seeds:
+            resolved["seeds"] = [seed]
+            text = dumps(resolved)
+            digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+            name = _folder(values, seed, digest)
+            if name in names:
+                name = f"{name}__{digest[:12]}"
+            names.add(name)
+            cells.append(Cell(len(cells), dict(values), seed, text, digest, name))
+    return cells
+
+
+def is_done(cell: Cell, folder: Path) -> bool:
+    """Whether ``folder`` holds a finished run of ``cell`` (its marker holds its hash).
+
+    Args:
+        cell: the cell.
+        folder: the cell's folder.
+
+    Returns:
+        True where the cell need not run again.
+    """
+    marker = folder / MARKER
+    try:
+        done = marker.read_text(encoding="utf-8").strip() == cell.digest
+    except OSError:
+        return False
+    return done and (folder / "summary.json").is_file()
+
+
+def _atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file renamed over it."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def _number(value: Any) -> Any:
+    """A summary value as JSON keeps it (an int, a float or None)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return float(value)
+
+
+def _execute(text: str, folder: Path) -> dict:
+    exp = parse(tomllib.loads(text))
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / MARKER).unlink(missing_ok=True)
+    experiments.write_config(exp, folder / "config.resolved.toml")
+    experiments.write_participation(exp.participation, folder / "participation.csv")
+    start = time.perf_counter()
+    outcomes = experiments.run_experiment(exp, progress=False, log=None)
+    seconds = time.perf_counter() - start
+    experiments.write_metrics(outcomes, folder / "metrics.csv")
+    experiments.write_timing(outcomes, folder / "timing.csv")
+    rows, timing = [], []
+    for outcome in outcomes:
+        for res in outcome.best:
+            summary = res.summary()
+            row: dict[str, Any] = {"method": outcome.label, "lr": outcome.best_lr}
+            row.update({key: _number(summary.get(key)) for key in SUMMARY_FIELDS[1:]})
+            rows.append(row)
+            timing.append({"method": outcome.label, "seconds": float(res.wall_time[-1])})
+    return {"rows": rows, "timing": timing, "seconds": seconds}
+
+
+def run_cell(text: str, folder: str, digest: str) -> dict:
+    """Run one cell in ``folder`` (a function of plain values, for other processes).
+
+    Args:
+        text: the cell's resolved configuration (TOML).
+        folder: the cell's folder (created).
+        digest: the cell's hash, written to the marker last.
+
+    Returns:
+        ``{"rows": [...], "timing": [...], "seconds": s}`` (what ``summary.json``
+        holds), or ``{"error": message}`` where the cell failed (its folder keeps what
+        was written, without a marker).
+    """
+    path = Path(folder)
+    try:
+        outcome = _execute(text, path)
+        _atomic(path / "summary.json", json.dumps(outcome, indent=1) + "\n")
+        _atomic(path / MARKER, digest + "\n")
+    except Exception as error:  # noqa: BLE001 - a failed cell is reported, the others go on
+        last = traceback.format_exception_only(type(error), error)[-1].strip()
+        return {"error": last}
+    return outcome
+
+
+def read_summary(folder: Path) -> dict:
+    """The ``summary.json`` of a finished cell."""
+    return json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+

@@ -1,0 +1,144 @@
+"""Where the cells of a study run: in this process, on local processes
+(:class:`concurrent.futures.ProcessPoolExecutor`) or on a Dask ``distributed`` cluster.
+
+Each cell runs :func:`stochmix.studies.cells.run_cell`, a function of plain values that
+writes the cell's folder and returns its rows (or its error), so that every executor gives
+the same files; the study orders the rows itself, whatever order the cells finish in.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+from ..engine.progress import Progress
+from .cells import Cell, run_cell
+from .spec import SweepError
+
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "EXECUTORS",
+    "run_cells",
+]
+
+#: Where cells run: ``"serial"`` (this process), ``"process"`` (local processes, ``jobs``
+#: of them) and ``"dask"`` (a ``distributed`` cluster at ``address``).
+EXECUTORS = ("serial", "process", "dask")
+
+#: Seconds to wait for a Dask scheduler to answer.
+CONNECT_TIMEOUT = 10.0
+
+Outcome = tuple[Cell, dict]
+
+
+def _serial(cells: list[Cell], folders: dict[int, Path]) -> Iterator[Outcome]:
+    for cell in cells:
+        yield cell, run_cell(cell.text, str(folders[cell.index]), cell.digest)
+
+
+def _processes(cells: list[Cell], folders: dict[int, Path], jobs: int) -> Iterator[Outcome]:
+    # spawn: a fresh interpreter per worker, whatever threads this process has started
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(cells)), mp_context=context) as pool:
+        futures = {
+            pool.submit(run_cell, cell.text, str(folders[cell.index]), cell.digest): cell
+            for cell in cells
+        }
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+
+
+def _dask_client(address: str | None, timeout: float):
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ImportError(
+            'executor="dask" needs Dask distributed: pip install "stochmix[cluster]"'
+        ) from None
+    if address is None:
+        raise SweepError('executor="dask" needs address="tcp://host:port" (a scheduler)')
+    try:
+        return Client(address, timeout=timeout, set_as_default=False)
+    except (OSError, TimeoutError) as error:
+        raise SweepError(
+            f"address = {address!r}: no Dask scheduler answered within {timeout:g} s ({error})"
+        ) from None
+
+
+def _dask(
+    cells: list[Cell], folders: dict[int, Path], address: str | None, timeout: float
+) -> Iterator[Outcome]:
+    from distributed import as_completed as dask_completed
+
+    client = _dask_client(address, timeout)
+    try:
+        futures = {
+            client.submit(
+                run_cell, cell.text, str(folders[cell.index]), cell.digest, pure=False
+            ): cell
+            for cell in cells
+        }
+        for future in dask_completed(list(futures)):
+            yield futures[future], future.result()
+    finally:
+        client.close()
+
+
+def run_cells(
+    cells: list[Cell],
+    folders: dict[int, Path],
+    *,
+    executor: str = "serial",
+    jobs: int = 1,
+    address: str | None = None,
+    timeout: float = CONNECT_TIMEOUT,
+    progress: bool | str = "auto",
+    on_done: Callable[[Cell, dict], None] | None = None,
+) -> dict[int, dict]:
+    """Run ``cells``, each in its folder, and gather what each returned.
+
+    Args:
+        cells: the cells to run.
+        folders: cell index -> its folder.
+        executor: one of :data:`EXECUTORS`.
+        jobs: the local processes of ``executor="process"``.
+        address: the Dask scheduler of ``executor="dask"``.
+        timeout: seconds to wait for the Dask scheduler.
+        progress: a progress line over cells on a terminal (``"auto"``), always (True)
+            or never (False).
+        on_done: called with each cell and its outcome as it finishes.
+
+    Returns:
+        cell index -> ``run_cell``'s outcome (rows, or ``{"error": ...}``).
+
+    Raises:
+        SweepError: an unknown executor, ``jobs`` below 1, a Dask scheduler that does not
+            answer within ``timeout`` seconds.
+        ImportError: ``executor="dask"`` without Dask distributed installed.
+    """
+    if executor not in EXECUTORS:
+        raise SweepError(f"executor must be one of {list(EXECUTORS)}, got {executor!r}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise SweepError(f"jobs must be a positive integer, got {jobs!r}")
+    if not cells:
+        return {}
+    if executor == "dask":
+        stream: Iterator[Outcome] = _dask(cells, folders, address, timeout)
+    elif executor == "process" and jobs > 1 and len(cells) > 1:
+        stream = _processes(cells, folders, jobs)
+    else:
+        stream = _serial(cells, folders)
+    bar = Progress(len(cells), "study", force=progress is True, unit="cells")
+    bar.enabled = bar.enabled and progress is not False
+    outcomes: dict[int, dict] = {}
+    for done, (cell, outcome) in enumerate(stream):
+        outcomes[cell.index] = outcome
+        if on_done is not None:
+            on_done(cell, outcome)
+        if "error" in outcome:
+            bar.note(f"cell {cell.name} failed: {outcome['error']}")
+        bar(done)
+    bar.close()
+    return outcomes

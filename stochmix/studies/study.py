@@ -1,0 +1,296 @@
+"""A study: a configuration, a sweep over some of its keys, and the cells it runs.
+
+:class:`Study` reads the configuration (a path, or a dict as read from TOML) with its
+``[sweep]`` table (or ``sweep=`` in Python), checks every cell before any runs, and
+:meth:`Study.run` runs the cells in a study folder::
+
+    <folder>/study.toml         the study: configuration and sweep (ranges as lists)
+    <folder>/study.csv          a row per cell, method and seed (same bytes every time)
+    <folder>/timing.csv         the wall times of the same rows
+    <folder>/failures.csv       cell, error: the cells that failed (only where some did)
+    <folder>/cells/<cell>/...   each cell's run folder (config.resolved.toml, metrics.csv ...)
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+from typing import Any
+
+from .. import experiments
+from ..config import ConfigError, dumps
+from ..config.settings import _slug
+from .cells import Cell, is_done, make_cells, read_summary
+from .execution import CONNECT_TIMEOUT, run_cells
+from .plotting import plot_summary
+from .spec import Sweep, SweepError, parse_sweep
+from .table import STUDY_TIMING_COLUMNS, columns, header, study_rows, timing_rows, write_csv
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = [
+    "Study",
+    "read_config",
+    "sweep",
+]
+
+
+def read_config(path) -> tuple[dict, str]:
+    """Read a TOML configuration file as a dict (its ``[sweep]`` table included).
+
+    Args:
+        path: the file.
+
+    Returns:
+        The dict, and the name the file gives a configuration without ``name``.
+
+    Raises:
+        ConfigError: a missing file or text that is not TOML.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {str(path)!r} does not exist")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    return raw, _slug(path.stem)
+
+
+class Study:
+    """A configuration swept over some of its keys, times its seeds.
+
+    Args:
+        config: a TOML file's path, or a configuration dict (as ``tomllib`` reads it),
+            with or without a ``sweep`` table.
+        sweep: swept key -> list of values or range table, where ``config`` has no
+            ``sweep`` table (see :mod:`stochmix.studies.spec` for the ranges and
+            :mod:`stochmix.studies.keys` for the keys).
+        mode: ``"product"`` (every combination, the default) or ``"zip"``.
+
+    Raises:
+        SweepError: an unknown, fixed or empty swept key, or a cell whose configuration is
+            refused; every cell is checked here, before any runs.
+    """
+
+    def __init__(self, config, sweep: dict | None = None, mode: str | None = None):
+        if isinstance(config, dict):
+            raw, default_name = copy.deepcopy(config), "study"
+        else:
+            raw, default_name = read_config(config)
+        table = raw.pop("sweep", None)
+        if table is not None and sweep is not None:
+            raise SweepError("give the sweep in the configuration or as sweep=..., not both")
+        self.sweep: Sweep = parse_sweep(sweep if table is None else table, mode) if (
+            sweep is not None or table is not None
+        ) else Sweep({}, mode or "product")
+        self.config: dict = raw
+        self.name: str = raw["name"] if isinstance(raw.get("name"), str) else default_name
+        self.cells: list[Cell] = make_cells(raw, self.sweep, default_name)
+        self.folder: Path | None = None
+        self.failures: list[tuple[Cell, str]] = []
+        self.skipped = 0
+        self._rows: list[dict[str, Any]] | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"Study({self.name!r}, {len(self.cells)} cells, sweep {self.sweep.keys}, "
+            f"mode {self.sweep.mode!r})"
+        )
+
+    @property
+    def keys(self) -> list[str]:
+        """The swept keys, in the order of the sweep."""
+        return self.sweep.keys
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns of ``study.csv``."""
+        return header(self.keys)
+
+    def table(self) -> dict:
+        """The study as a configuration dict: the configuration and its ``sweep`` table
+        (ranges written out as lists)."""
+        swept: dict[str, Any] = dict(self.sweep.values)
+        if self.sweep.mode != "product":
+            swept["mode"] = self.sweep.mode
+        return {**self.config, "sweep": swept}
+
+    def run(
+        self,
+        folder=None,
+        *,
+        jobs: int = 1,
+        executor: str | None = None,
+        address: str | None = None,
+        timeout: float = CONNECT_TIMEOUT,
+        progress: bool | str = "auto",
+        root="runs",
+    ) -> Study:
+        """Run the cells not already done in ``folder`` and write the study's tables.
+
+        Args:
+            folder: the study folder (it may exist: finished cells are skipped); default
+                a new ``<root>/<name>-<time>-<n>``.
+            jobs: local processes (``executor="process"``, the default where jobs > 1).
+            executor: ``"serial"``, ``"process"`` or ``"dask"``.
+            address: the Dask scheduler (``executor="dask"``), e.g. ``"tcp://host:8786"``.
+            timeout: seconds to wait for the Dask scheduler to answer.
+            progress: a progress line over cells (``"auto"``: on a terminal).
+            root: where the default folder goes.
+
+        Returns:
+            The study itself; :attr:`failures` lists the cells that failed (the others'
+            rows are in ``study.csv``), :attr:`folder` is the study folder.
+
+        Raises:
+            SweepError: a bad executor or jobs, a Dask address that does not answer.
+        """
+        if executor is None:
+            executor = "process" if isinstance(jobs, int) and jobs > 1 else "serial"
+        out = experiments.output_dir(self.name, folder, root=root)
+        out.mkdir(parents=True, exist_ok=True)
+        cells_dir = out / "cells"
+        cells_dir.mkdir(exist_ok=True)
+        experiments._write(
+            out / "study.toml", dumps(self.table(), comment="a study: `stochmix run` of it")
+        )
+        folders = {cell.index: cells_dir / cell.name for cell in self.cells}
+        outcomes = {
+            cell.index: read_summary(folders[cell.index])
+            for cell in self.cells
+            if is_done(cell, folders[cell.index])
+        }
+        todo = [cell for cell in self.cells if cell.index not in outcomes]
+        self.skipped = len(self.cells) - len(todo)
+        outcomes.update(
+            run_cells(
+                todo,
+                folders,
+                executor=executor,
+                jobs=jobs,
+                address=address,
+                timeout=timeout,
+                progress=progress,
+            )
+        )
+        self.failures = [
+            (cell, outcomes[cell.index]["error"])
+            for cell in self.cells
+            if "error" in outcomes.get(cell.index, {})
+        ]
+        self._rows = study_rows(self.cells, outcomes)
+        write_csv(self._rows, self.columns, out / "study.csv")
+        write_csv(timing_rows(self.cells, outcomes), STUDY_TIMING_COLUMNS, out / "timing.csv")
+        failed = out / "failures.csv"
+        if self.failures:
+            rows = [{"cell": cell.name, "error": error} for cell, error in self.failures]
+            write_csv(rows, ["cell", "error"], failed)
+        elif failed.is_file():
+            failed.unlink()
+        self.folder = out
+        return self
+
+    @property
+    def csv(self) -> Path:
+        """The study's ``study.csv`` (after :meth:`run`)."""
+        return self._folder() / "study.csv"
+
+    def _folder(self) -> Path:
+        if self.folder is None:
+            raise RuntimeError("the study has not run yet: call study.run() first")
+        return self.folder
+
+    def results(self, frame: bool | None = None):
+        """The rows of ``study.csv``, with their values' types.
+
+        Args:
+            frame: True: a pandas DataFrame; False: a dict of columns; None (default): a
+                DataFrame where pandas is installed, else a dict of columns.
+
+        Returns:
+            The table: a column per name of :attr:`columns`.
+
+        Raises:
+            RuntimeError: the study has not run.
+            ImportError: ``frame=True`` without pandas.
+        """
+        self._folder()
+        table = columns(self._rows or [], self.columns)
+        if frame is False:
+            return table
+        try:
+            import pandas as pd
+        except ImportError:
+            if frame:
+                raise ImportError("Study.results(frame=True) needs pandas") from None
+            return table
+        return pd.DataFrame(table, columns=self.columns)
+
+    def plot(
+        self,
+        y: str = "rate",
+        x: str | None = None,
+        *,
+        ax=None,
+        logx: bool | None = None,
+        logy: bool | None = None,
+    ):
+        """A summary column against a swept value: the median over seeds and the min-max
+        band, a line per method (and per value of the other swept keys).
+
+        Args:
+            y: a summary column of ``study.csv`` (``rate``, ``final_relative_error``,
+                ``rounds_to_1e-8`` ...).
+            x: a swept key (default: the first).
+            ax: a matplotlib Axes to draw on (default: a new figure's).
+            logx: a log x axis (default: where the values are positive and span a
+                factor of 20 or more).
+            logy: a log y axis (default: for the final errors).
+
+        Returns:
+            The matplotlib Axes.
+
+        Raises:
+            ValueError: ``x`` is not swept or ``y`` is not a summary column.
+            RuntimeError: the study has not run.
+        """
+        self._folder()
+        return plot_summary(self._rows or [], self.keys, y=y, x=x, ax=ax, logx=logx, logy=logy)
+
+
+def sweep(
+    config,
+    values: dict | None = None,
+    *,
+    mode: str | None = None,
+    folder=None,
+    jobs: int = 1,
+    executor: str | None = None,
+    address: str | None = None,
+    progress: bool | str = "auto",
+) -> Study:
+    """Build a :class:`Study` and run it: ``sweep(config, {"participation.low": [...]})``.
+
+    Args:
+        config: a TOML file's path or a configuration dict.
+        values: the sweep (where ``config`` has no ``sweep`` table).
+        mode: ``"product"`` or ``"zip"``.
+        folder: the study folder (see :meth:`Study.run`).
+        jobs: local processes.
+        executor: ``"serial"``, ``"process"`` or ``"dask"``.
+        address: the Dask scheduler.
+        progress: a progress line over cells.
+
+    Returns:
+        The study, run.
+
+    Raises:
+        SweepError: as :class:`Study` and :meth:`Study.run`.
+    """
+    study = Study(config, values, mode)
+    return study.run(folder, jobs=jobs, executor=executor, address=address, progress=progress)
