@@ -11,7 +11,7 @@ column-stochastic mixing matrices from time-varying graphs, and run by one engin
     result.summary()
 """
 
-from . import algorithms, engine, mixing, participation, problems, protocols
+from . import algorithms, engine, mixing, participation, problems, protocols, studies
 from ._version import __version__
 from .engine import (
     Block,
@@ -27,6 +27,7 @@ from .engine import (
 )
 from .protocols import BackendLike, ParticipationLike, ProblemLike
 from .reporting import compare
+from .studies import Study, sweep
 
 __all__ = [
     "BackendLike",
@@ -40,6 +41,7 @@ __all__ = [
     "Result",
     "RunContext",
     "SlowPathWarning",
+    "Study",
     "__version__",
     "compare",
     "explain",
@@ -50,4 +52,6 @@ __all__ = [
     "problems",
     "protocols",
     "run",
+    "studies",
+    "sweep",
 ]

@@ -79,6 +79,13 @@ def command_run(args: argparse.Namespace) -> int:
     torchrun's gloo group and runs on ``backend="distributed"`` (client rows sharded over
     the R ranks, the same numbers for any R); rank 0 alone prints and writes the folder.
     """
+    if args.config and _is_study(args.config):
+        return _run_study(args)
+    if args.jobs is not None or args.address is not None:
+        option = "--jobs" if args.jobs is not None else "--address"
+        raise configs.ConfigError(
+            f"{option} applies to a study (a configuration with a [sweep] table)"
+        )
     exp = configs.load(args.config) if args.config else configs.default()
     if args.rounds is not None:
         if args.rounds < 0:
@@ -100,6 +107,84 @@ def command_run(args: argparse.Namespace) -> int:
             import torch.distributed as dist
 
             dist.destroy_process_group()
+
+
+def _is_study(path) -> bool:
+    """Whether the configuration file at ``path`` has a ``[sweep]`` table (a file that
+    cannot be read is left to :func:`stochmix.config.load` to report)."""
+    from .studies import read_config
+
+    try:
+        raw, _ = read_config(path)
+    except configs.ConfigError:
+        return False
+    return "sweep" in raw
+
+
+def _run_study(args: argparse.Namespace) -> int:
+    """``stochmix run study.toml``: every cell of the study (:mod:`stochmix.studies`) in
+    ``<study folder>/cells/``, then ``study.csv``; exit status 1 where a cell failed."""
+    from .studies import Study, read_config
+
+    raw, name = read_config(args.config)
+    raw.setdefault("name", name)
+    if args.rounds is not None:
+        if args.rounds < 0:
+            raise configs.ConfigError(f"--rounds must be >= 0, got {args.rounds}")
+        raw["rounds"] = args.rounds
+    if args.seed is not None:
+        if args.seed < 0:
+            raise configs.ConfigError(f"--seed must be >= 0, got {args.seed}")
+        raw.pop("seed", None)
+        raw["seeds"] = [args.seed]
+    jobs = 1 if args.jobs is None else args.jobs
+    if jobs < 1:
+        raise configs.ConfigError(f"--jobs must be a positive integer, got {jobs}")
+    study = Study(raw)
+    where = f"on the Dask cluster at {args.address}" if args.address else f"{jobs} job(s)"
+    print(f"{study.name}: {len(study.cells)} cells (sweep {study.keys}, {study.sweep.mode}), {where}")
+    try:
+        study.run(
+            args.out,
+            jobs=jobs,
+            executor="dask" if args.address else None,
+            address=args.address,
+            progress=False if args.quiet else "auto",
+        )
+    except ImportError as error:
+        raise ValueError(str(error)) from None
+    if study.skipped:
+        print(f"{study.skipped} cell(s) already done in {study.folder} were skipped")
+    status = 0
+    for cell, error in study.failures:
+        print(f"stochmix: error: cell {cell.describe()} failed: {error}", file=sys.stderr)
+    if study.failures:
+        print(
+            f"stochmix: error: {len(study.failures)} of {len(study.cells)} cells failed "
+            f"(listed in {study.folder / 'failures.csv'}); run the study again with --out "
+            f"{study.folder} to retry them",
+            file=sys.stderr,
+        )
+        status = 1
+    if not args.no_plot and study.keys:
+        status |= _attempt("plot", lambda: _study_plot(study), study.folder)
+    print(f"study table: {study.csv}")
+    return status
+
+
+def _study_plot(study) -> None:
+    """``rate.png``: the linear rate against the first swept key."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ax = study.plot(y="rate")
+    ax.figure.tight_layout()
+    path = study.folder / "rate.png"
+    ax.figure.savefig(path, dpi=120)
+    plt.close(ax.figure)
+    print(f"plot: {path}")
 
 
 def _run_and_write(exp, args: argparse.Namespace, lead: bool, distributed: bool) -> int:
@@ -368,7 +453,9 @@ def build_parser() -> argparse.ArgumentParser:
         description=_wrapped(
             "Run a configuration (default: the embedded FedAvg-against-FOCUS experiment) and"
             " write config.resolved.toml, participation.csv, metrics.csv, timing.csv and"
-            " error.png into a new run folder."
+            " error.png into a new run folder. A configuration with a [sweep] table is a"
+            " study: each cell gets such a folder under cells/, and study.csv a row per"
+            " cell, method and seed (see stochmix.studies)."
         ),
         epilog=kinds_help(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -379,6 +466,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_run.add_argument("--rounds", type=int, help="override the number of rounds (>= 0)")
     p_run.add_argument("--seed", type=int, help="run this one seed")
+    p_run.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="a study (a config with a [sweep] table): run its cells on N local processes"
+        " (default 1)",
+    )
+    p_run.add_argument(
+        "--address",
+        metavar="ADDR",
+        help='a study: run its cells on the Dask cluster whose scheduler is at ADDR, e.g.'
+        ' tcp://host:8786 (pip install "stochmix[cluster]")',
+    )
     p_run.add_argument("--no-plot", action="store_true", help="skip the PNG")
     p_run.add_argument("--quiet", action="store_true", help="no progress line")
     p_run.set_defaults(func=command_run)

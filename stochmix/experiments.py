@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
+from ._version import __version__
 from .config import Experiment, dumps
 from .engine import Result, run
 from .engine.checkpoint import check_folder_writable
