@@ -142,37 +142,39 @@ def _run_study(args: argparse.Namespace) -> int:
         raise configs.ConfigError(f"--jobs must be a positive integer, got {jobs}")
     study = Study(raw)
     where = f"on the Dask cluster at {args.address}" if args.address else f"{jobs} job(s)"
-    print(f"{study.name}: {len(study.cells)} cells (sweep {study.keys}, {study.sweep.mode}), {where}")
+    print(
+        f"{study.name}: {len(study.cells)} cells (sweep {study.keys}, {study.sweep.mode}), {where}"
+    )
     try:
-        study.run(
+        folder = study.run(
             args.out,
             jobs=jobs,
             executor="dask" if args.address else None,
             address=args.address,
             progress=False if args.quiet else "auto",
-        )
+        ).csv.parent
     except ImportError as error:
         raise ValueError(str(error)) from None
     if study.skipped:
-        print(f"{study.skipped} cell(s) already done in {study.folder} were skipped")
+        print(f"{study.skipped} cell(s) already done in {folder} were skipped")
     status = 0
-    for cell, error in study.failures:
-        print(f"stochmix: error: cell {cell.describe()} failed: {error}", file=sys.stderr)
+    for cell, message in study.failures:
+        print(f"stochmix: error: cell {cell.describe()} failed: {message}", file=sys.stderr)
     if study.failures:
         print(
             f"stochmix: error: {len(study.failures)} of {len(study.cells)} cells failed "
-            f"(listed in {study.folder / 'failures.csv'}); run the study again with --out "
-            f"{study.folder} to retry them",
+            f"(listed in {folder / 'failures.csv'}); run the study again with --out "
+            f"{folder} to retry them",
             file=sys.stderr,
         )
         status = 1
     if not args.no_plot and study.keys:
-        status |= _attempt("plot", lambda: _study_plot(study), study.folder)
+        status |= _attempt("plot", lambda: _study_plot(study, folder), folder)
     print(f"study table: {study.csv}")
     return status
 
 
-def _study_plot(study) -> None:
+def _study_plot(study, folder) -> None:
     """``rate.png``: the linear rate against the first swept key."""
     import matplotlib
 
@@ -181,7 +183,7 @@ def _study_plot(study) -> None:
 
     ax = study.plot(y="rate")
     ax.figure.tight_layout()
-    path = study.folder / "rate.png"
+    path = folder / "rate.png"
     ax.figure.savefig(path, dpi=120)
     plt.close(ax.figure)
     print(f"plot: {path}")
@@ -476,7 +478,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument(
         "--address",
         metavar="ADDR",
-        help='a study: run its cells on the Dask cluster whose scheduler is at ADDR, e.g.'
+        help="a study: run its cells on the Dask cluster whose scheduler is at ADDR, e.g."
         ' tcp://host:8786 (pip install "stochmix[cluster]")',
     )
     p_run.add_argument("--no-plot", action="store_true", help="skip the PNG")

@@ -3,7 +3,6 @@ runs, the same study.csv bytes serially, on local processes, on a Dask cluster a
 a resume, failed cells reported without losing the others, the command and the plot."""
 
 import csv
-import shutil
 import sys
 
 import pytest
@@ -252,6 +251,7 @@ def test_a_dask_address_that_does_not_answer_is_one_clear_error(tmp_path):
     study = Study(base(), sweep={"problem.dim": [3]})
     with pytest.raises(SweepError, match="tcp://127.0.0.1:9.*no Dask scheduler answered"):
         study.run(tmp_path / "s", executor="dask", address="tcp://127.0.0.1:9", timeout=2)
+    assert not (tmp_path / "s").exists()  # before any cell ran
 
 
 def test_studies_are_in_the_package():

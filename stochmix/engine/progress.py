@@ -46,7 +46,9 @@ class Progress:
         rate = done / (now - self.start)
         left = (self.total - done) / rate if rate > 0 else 0.0
         bar = "#" * filled + "-" * (width - filled)
-        self.stream.write(f"\r{self.label} [{bar}] {done}/{self.total} {self.unit}, {left:5.1f}s left ")
+        self.stream.write(
+            f"\r{self.label} [{bar}] {done}/{self.total} {self.unit}, {left:5.1f}s left "
+        )
         self.stream.flush()
         self.shown = True
 

@@ -90,8 +90,8 @@ class Cell:
 
 
 def _shown(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":")) if isinstance(value, (list, dict)) else str(
-        value
+    return (
+        json.dumps(value, separators=(",", ":")) if isinstance(value, (list, dict)) else str(value)
     )
 
 
@@ -231,4 +231,3 @@ def run_cell(text: str, folder: str, digest: str) -> dict:
 def read_summary(folder: Path) -> dict:
     """The ``summary.json`` of a finished cell."""
     return json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-

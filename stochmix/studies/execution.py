@@ -20,6 +20,7 @@ from .spec import SweepError
 __all__ = [
     "CONNECT_TIMEOUT",
     "EXECUTORS",
+    "connect",
     "run_cells",
 ]
 
@@ -50,7 +51,20 @@ def _processes(cells: list[Cell], folders: dict[int, Path], jobs: int) -> Iterat
             yield futures[future], future.result()
 
 
-def _dask_client(address: str | None, timeout: float):
+def connect(address: str | None, timeout: float = CONNECT_TIMEOUT):
+    """A Dask ``distributed`` client of the scheduler at ``address``.
+
+    Args:
+        address: the scheduler, e.g. ``"tcp://host:8786"``.
+        timeout: seconds to wait for it to answer.
+
+    Returns:
+        The ``distributed.Client`` (not made the default client).
+
+    Raises:
+        ImportError: Dask distributed is not installed.
+        SweepError: no address, or no scheduler answered within ``timeout`` seconds.
+    """
     try:
         from distributed import Client
     except ImportError:
@@ -61,19 +75,18 @@ def _dask_client(address: str | None, timeout: float):
         raise SweepError('executor="dask" needs address="tcp://host:port" (a scheduler)')
     try:
         return Client(address, timeout=timeout, set_as_default=False)
-    except (OSError, TimeoutError) as error:
+    except Exception as error:  # noqa: BLE001 - refused, timed out, or not a Dask scheduler
+        why = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise SweepError(
-            f"address = {address!r}: no Dask scheduler answered within {timeout:g} s ({error})"
+            f"address = {address!r}: no Dask scheduler answered within {timeout:g} s "
+            f"({type(error).__name__}: {why})"
         ) from None
 
 
-def _dask(
-    cells: list[Cell], folders: dict[int, Path], address: str | None, timeout: float
-) -> Iterator[Outcome]:
+def _dask(cells: list[Cell], folders: dict[int, Path], client) -> Iterator[Outcome]:
     from distributed import as_completed as dask_completed
 
-    client = _dask_client(address, timeout)
-    try:
+    with client.as_current():
         futures = {
             client.submit(
                 run_cell, cell.text, str(folders[cell.index]), cell.digest, pure=False
@@ -82,8 +95,6 @@ def _dask(
         }
         for future in dask_completed(list(futures)):
             yield futures[future], future.result()
-    finally:
-        client.close()
 
 
 def run_cells(
@@ -96,6 +107,7 @@ def run_cells(
     timeout: float = CONNECT_TIMEOUT,
     progress: bool | str = "auto",
     on_done: Callable[[Cell, dict], None] | None = None,
+    client=None,
 ) -> dict[int, dict]:
     """Run ``cells``, each in its folder, and gather what each returned.
 
@@ -109,6 +121,8 @@ def run_cells(
         progress: a progress line over cells on a terminal (``"auto"``), always (True)
             or never (False).
         on_done: called with each cell and its outcome as it finishes.
+        client: a Dask client (:func:`connect`) for ``executor="dask"``; default one
+            made here from ``address`` and closed at the end.
 
     Returns:
         cell index -> ``run_cell``'s outcome (rows, or ``{"error": ...}``).
@@ -124,8 +138,11 @@ def run_cells(
         raise SweepError(f"jobs must be a positive integer, got {jobs!r}")
     if not cells:
         return {}
+    own = None
     if executor == "dask":
-        stream: Iterator[Outcome] = _dask(cells, folders, address, timeout)
+        if client is None:
+            client = own = connect(address, timeout)
+        stream: Iterator[Outcome] = _dask(cells, folders, client)
     elif executor == "process" and jobs > 1 and len(cells) > 1:
         stream = _processes(cells, folders, jobs)
     else:
@@ -133,12 +150,16 @@ def run_cells(
     bar = Progress(len(cells), "study", force=progress is True, unit="cells")
     bar.enabled = bar.enabled and progress is not False
     outcomes: dict[int, dict] = {}
-    for done, (cell, outcome) in enumerate(stream):
-        outcomes[cell.index] = outcome
-        if on_done is not None:
-            on_done(cell, outcome)
-        if "error" in outcome:
-            bar.note(f"cell {cell.name} failed: {outcome['error']}")
-        bar(done)
-    bar.close()
+    try:
+        for done, (cell, outcome) in enumerate(stream):
+            outcomes[cell.index] = outcome
+            if on_done is not None:
+                on_done(cell, outcome)
+            if "error" in outcome:
+                bar.note(f"cell {cell.name} failed: {outcome['error']}")
+            bar(done)
+    finally:
+        bar.close()
+        if own is not None:
+            own.close()
     return outcomes

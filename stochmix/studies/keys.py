@@ -47,7 +47,11 @@ FIXED = {
     "seeds": "the seeds multiply every cell; set seeds in the configuration",
 }
 
-_FACTORIES = {"problem": PROBLEMS, "participation": PROCESSES, "graphs": GRAPHS}
+_FACTORIES: dict[str, dict[str, Any]] = {
+    "problem": PROBLEMS,
+    "participation": PROCESSES,
+    "graphs": GRAPHS,
+}
 _SUPPLIED = {"problem": (), "participation": ("n_clients",), "graphs": ("nodes",)}
 _GRAPH_EXTRA = ("nodes", "rule", "channel_noise", *DROP_KEYS)
 
@@ -74,8 +78,9 @@ def known_keys(exp: Experiment) -> list[str]:
     for table in ("problem", "participation", "graphs"):
         if table not in resolved:
             continue
-        names = set(resolved[table])
-        kind = resolved[table].get("kind")
+        section: dict = resolved[table]
+        names = set(section)
+        kind = section.get("kind")
         if kind in _FACTORIES[table]:
             params = _parameters(_FACTORIES[table][kind])
             names.update(p for p in params if p not in _SUPPLIED[table])
@@ -139,10 +144,11 @@ def check_keys(values: dict[str, list], exp: Experiment) -> None:
         if key not in known:
             close = difflib.get_close_matches(key, known, n=5, cutoff=0.6)
             hint = f"; close keys: {close}" if close else ""
-            methods = f" (methods are named by label: {labels})" if key.startswith("methods") else ""
+            methods = (
+                f" (methods are named by label: {labels})" if key.startswith("methods") else ""
+            )
             raise SweepError(
-                f"sweep: no key {key!r} in the configuration{methods}, got {key} = {vals!r}"
-                f"{hint}"
+                f"sweep: no key {key!r} in the configuration{methods}, got {key} = {vals!r}{hint}"
             )
 
 

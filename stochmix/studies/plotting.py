@@ -78,7 +78,9 @@ def plot_summary(
         median = [float(np.median(v)) if v.size else np.nan for v in finite]
         low = [float(v.min()) if v.size else np.nan for v in finite]
         high = [float(v.max()) if v.size else np.nan for v in finite]
-        label = ", ".join([group[0], *(f"{k} = {v}" for k, v in zip(others, group[1:]))])
+        label = ", ".join(
+            [group[0], *(f"{k} = {v}" for k, v in zip(others, group[1:], strict=True))]
+        )
         (line,) = ax.plot(pos, median, marker="o", label=label)
         if any(len(v) > 1 for v in values):
             ax.fill_between(pos, low, high, color=line.get_color(), alpha=0.2)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +67,7 @@ class Sweep:
             nothing is swept).
         """
         keys = self.keys
+        rows: Iterable[tuple]
         if self.mode == "zip":
             rows = zip(*(self.values[k] for k in keys), strict=True)
         else:
@@ -160,7 +162,5 @@ def parse_sweep(table: dict, mode: str | None = None) -> Sweep:
     if chosen == "zip":
         lengths = {key: len(v) for key, v in values.items()}
         if len(set(lengths.values())) > 1:
-            raise SweepError(
-                f"sweep.mode = 'zip' needs lists of one length, got lengths {lengths}"
-            )
+            raise SweepError(f"sweep.mode = 'zip' needs lists of one length, got lengths {lengths}")
     return Sweep(values, chosen)

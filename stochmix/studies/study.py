@@ -22,7 +22,7 @@ from .. import experiments
 from ..config import ConfigError, dumps
 from ..config.settings import _slug
 from .cells import Cell, is_done, make_cells, read_summary
-from .execution import CONNECT_TIMEOUT, run_cells
+from .execution import CONNECT_TIMEOUT, connect, run_cells
 from .plotting import plot_summary
 from .spec import Sweep, SweepError, parse_sweep
 from .table import STUDY_TIMING_COLUMNS, columns, header, study_rows, timing_rows, write_csv
@@ -85,9 +85,10 @@ class Study:
         table = raw.pop("sweep", None)
         if table is not None and sweep is not None:
             raise SweepError("give the sweep in the configuration or as sweep=..., not both")
-        self.sweep: Sweep = parse_sweep(sweep if table is None else table, mode) if (
-            sweep is not None or table is not None
-        ) else Sweep({}, mode or "product")
+        given = sweep if table is None else table
+        self.sweep: Sweep = (
+            Sweep({}, mode or "product") if given is None else parse_sweep(given, mode)
+        )
         self.config: dict = raw
         self.name: str = raw["name"] if isinstance(raw.get("name"), str) else default_name
         self.cells: list[Cell] = make_cells(raw, self.sweep, default_name)
@@ -152,6 +153,15 @@ class Study:
         """
         if executor is None:
             executor = "process" if isinstance(jobs, int) and jobs > 1 else "serial"
+        run_cells([], {}, executor=executor, jobs=jobs)  # checks both, runs nothing
+        client = connect(address, timeout) if executor == "dask" else None
+        try:
+            return self._run(folder, root, jobs, executor, client, progress)
+        finally:
+            if client is not None:
+                client.close()
+
+    def _run(self, folder, root, jobs: int, executor: str, client, progress) -> Study:
         out = experiments.output_dir(self.name, folder, root=root)
         out.mkdir(parents=True, exist_ok=True)
         cells_dir = out / "cells"
@@ -173,9 +183,8 @@ class Study:
                 folders,
                 executor=executor,
                 jobs=jobs,
-                address=address,
-                timeout=timeout,
                 progress=progress,
+                client=client,
             )
         )
         self.failures = [

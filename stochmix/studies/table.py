@@ -54,9 +54,7 @@ def study_rows(cells: list[Cell], outcomes: dict[int, dict]) -> list[dict[str, A
     rows = []
     for cell in sorted(cells, key=lambda c: c.index):
         for run in outcomes.get(cell.index, {}).get("rows", []):
-            rows.append(
-                {"cell": cell.name, **cell.values, "seed": cell.seed, **run}
-            )
+            rows.append({"cell": cell.name, **cell.values, "seed": cell.seed, **run})
     return rows
 
 
