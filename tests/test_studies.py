@@ -256,3 +256,20 @@ def test_a_dask_address_that_does_not_answer_is_one_clear_error(tmp_path):
 
 def test_studies_are_in_the_package():
     assert sm.studies.Study is Study and sm.sweep is sweep
+
+
+def test_the_guide_study_runs_as_written(tmp_path, capsys):
+    import re
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "guide" / "studies.md"
+    block = re.search(r"```toml\n(.*?)```", page.read_text(), re.S).group(1)
+    config = tmp_path / "pmin.toml"
+    config.write_text(block)
+    out = tmp_path / "out"
+    args = ["run", str(config), "--out", str(out), "--rounds", "20", "--quiet", "--no-plot"]
+    assert main(args) == 0
+    rows = list(csv.DictReader(open(out / "study.csv")))
+    assert len(rows) == 4 * 3 * 2  # p_min values x seeds x methods
+    assert {row["participation.low"] for row in rows} == {"0.02", "0.1", "0.3", "0.5"}
+    capsys.readouterr()

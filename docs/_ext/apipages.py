@@ -30,6 +30,7 @@ PACKAGES = (
     ("stochmix.analysis.linear", "Exact linear operators"),
     ("stochmix.engine", "The engine"),
     ("stochmix.config", "Configurations"),
+    ("stochmix.studies", "Studies: sweeps over a configuration"),
     ("stochmix.protocols", "Protocols: the contracts of your own parts"),
 )
 
