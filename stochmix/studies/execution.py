@@ -42,13 +42,25 @@ def _serial(cells: list[Cell], folders: dict[int, Path]) -> Iterator[Outcome]:
 def _processes(cells: list[Cell], folders: dict[int, Path], jobs: int) -> Iterator[Outcome]:
     # spawn: a fresh interpreter per worker, whatever threads this process has started
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(cells)), mp_context=context) as pool:
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(cells)), mp_context=context)
+    try:
         futures = {
             pool.submit(run_cell, cell.text, str(folders[cell.index]), cell.digest): cell
             for cell in cells
         }
         for future in as_completed(futures):
-            yield futures[future], future.result()
+            yield futures[future], _result(future)
+    finally:  # an interrupted study stops here: the cells not started are dropped
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _result(future) -> dict:
+    """A finished future's outcome; a worker that died (or a cell that could not be sent)
+    is the cell's error."""
+    try:
+        return future.result()
+    except Exception as error:  # noqa: BLE001 - reported as the cell's failure
+        return {"error": f"{type(error).__name__}: {error}"}
 
 
 def connect(address: str | None, timeout: float = CONNECT_TIMEOUT):
@@ -94,7 +106,7 @@ def _dask(cells: list[Cell], folders: dict[int, Path], client) -> Iterator[Outco
             for cell in cells
         }
         for future in dask_completed(list(futures)):
-            yield futures[future], future.result()
+            yield futures[future], _result(future)
 
 
 def run_cells(
