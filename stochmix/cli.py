@@ -175,7 +175,8 @@ def _run_study(args: argparse.Namespace) -> int:
 
 
 def _study_plot(study, folder) -> None:
-    """``rate.png``: the linear rate against the first swept key."""
+    """``rate.png``: the linear rate against the first swept key; ``curves.png``: the
+    per-round curves, a panel per value of the first swept key."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -186,6 +187,12 @@ def _study_plot(study, folder) -> None:
     path = folder / "rate.png"
     ax.figure.savefig(path, dpi=120)
     plt.close(ax.figure)
+    print(f"plot: {path}")
+    figure = study.plot_curves()[0].figure
+    figure.tight_layout()
+    path = folder / "curves.png"
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
     print(f"plot: {path}")
 
 

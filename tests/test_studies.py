@@ -190,7 +190,7 @@ def test_the_command_runs_a_study_and_a_cell_runs_alone(tmp_path, capsys):
     assert main(["run", str(config), "--jobs", "2", "--out", str(out), "--quiet"]) == 0
     printed = capsys.readouterr().out
     assert f"study table: {out / 'study.csv'}" in printed
-    assert (out / "rate.png").is_file()
+    assert (out / "rate.png").is_file() and (out / "curves.png").is_file()
     rows = list(csv.DictReader(open(out / "study.csv")))
     assert len(rows) == 2 * 2 * 2
     # every cell's resolved configuration repeats that cell alone
@@ -229,6 +229,15 @@ def test_results_and_plot(tmp_path):
     assert len(ax.get_lines()) == 2 and ax.get_xlabel() == "participation.low"
     with pytest.raises(ValueError, match="x must be a swept key"):
         study.plot(x="problem.dim")
+    panels = study.plot_curves(by="participation.low")
+    assert [ax.get_title() for ax in panels] == [
+        "participation.low = 0.05",
+        "participation.low = 0.2",
+        "participation.low = 0.5",
+    ]
+    assert all(len(ax.get_lines()) == 2 for ax in panels)
+    assert panels[0].get_ylabel() == "relative error"
+    assert len(panels[0].get_lines()[0].get_xdata()) == 31  # rounds 0..30
 
 
 def test_dask_cluster_gives_the_same_bytes(tmp_path):

@@ -23,7 +23,7 @@ from ..config import ConfigError, dumps
 from ..config.settings import _slug
 from .cells import Cell, is_done, make_cells, read_summary
 from .execution import CONNECT_TIMEOUT, connect, run_cells
-from .plotting import plot_summary
+from .plotting import plot_curves, plot_summary
 from .spec import Sweep, SweepError, parse_sweep
 from .table import STUDY_TIMING_COLUMNS, columns, header, study_rows, timing_rows, write_csv
 
@@ -270,6 +270,27 @@ class Study:
         """
         self._folder()
         return plot_summary(self._rows or [], self.keys, y=y, x=x, ax=ax, logx=logx, logy=logy)
+
+    def plot_curves(self, by: str | None = None, metric: str | None = None, *, axes=None):
+        """The per-round curves of every cell, a panel per value of the swept key ``by``:
+        a line per method at each cell's best step size, the geometric mean over seeds
+        and the min-max band (read from the cells' ``metrics.csv``).
+
+        Args:
+            by: the swept key of the panels (default: the first).
+            metric: ``relative_error``, ``objective_gap`` or ``objective`` (default: the
+                first a run recorded).
+            axes: one matplotlib Axes per value of ``by`` (default: a new figure's).
+
+        Returns:
+            The Axes, one per value of ``by``.
+
+        Raises:
+            ValueError: ``by`` is not swept or ``metric`` is not a curve.
+            RuntimeError: the study has not run.
+        """
+        folder = self._folder()
+        return plot_curves(folder, self._rows or [], self.keys, by=by, metric=metric, axes=axes)
 
 
 def sweep(
