@@ -11,6 +11,7 @@ from __future__ import annotations
 import multiprocessing
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from ..engine.progress import Progress
@@ -59,6 +60,11 @@ def _result(future) -> dict:
     is the cell's error."""
     try:
         return future.result()
+    except BrokenProcessPool as error:
+        return {
+            "error": f"BrokenProcessPool: {error} (each worker process imports the script "
+            'that started the study: start it under `if __name__ == "__main__":`)'
+        }
     except Exception as error:  # noqa: BLE001 - reported as the cell's failure
         return {"error": f"{type(error).__name__}: {error}"}
 
