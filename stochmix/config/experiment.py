@@ -60,6 +60,11 @@ class Experiment:
     backend: str = "numpy"
     settings: dict = field(default_factory=dict)
     tables: dict = field(default_factory=dict)
+    #: How a step-size grid picks its best step: ``best_lr_by`` and ``tolerance``
+    #: (:data:`~stochmix.config.settings.BEST_LR_BY`).
+    lr_choice: dict = field(
+        default_factory=lambda: {"best_lr_by": "rounds_to_tolerance", "tolerance": 1e-8}
+    )
 
     @property
     def run_options(self) -> dict:
@@ -83,6 +88,7 @@ class Experiment:
         return {
             **top,
             **self.settings,
+            **self.lr_choice,
             **self.tables,
             "methods": [m.table() for m in self.methods],
         }

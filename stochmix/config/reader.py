@@ -12,7 +12,7 @@ from .experiment import Experiment
 from .parsing import DEFAULT_SEED, ConfigError
 from .registry import DECENTRALIZED, EVERY_CLIENT
 from .sections import _graphs, _method, _method_tables, _participation, _problem
-from .settings import TOP_LEVEL, _run_shape, _settings, _slug
+from .settings import TOP_LEVEL, _lr_choice, _run_shape, _settings, _slug
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -42,6 +42,7 @@ def parse(raw: dict, default_name: str = "experiment") -> Experiment:
         )
     name, rounds, seeds, backend = _run_shape({"name": default_name, **raw})
     settings = _settings(raw, backend)
+    lr_choice = _lr_choice(raw)
     problem, problem_table = _problem(raw)
     methods_raw = _method_tables(raw)
     kinds = [t.get("kind") for t in methods_raw if isinstance(t, dict)]
@@ -61,7 +62,9 @@ def parse(raw: dict, default_name: str = "experiment") -> Experiment:
     tables = {"problem": problem_table, "participation": participation_table}
     if graphs is not None:
         tables["graphs"] = graphs_table
-    return Experiment(name, problem, process, methods, rounds, seeds, backend, settings, tables)
+    return Experiment(
+        name, problem, process, methods, rounds, seeds, backend, settings, tables, lr_choice
+    )
 
 
 def load(path) -> Experiment:
