@@ -135,3 +135,19 @@ def test_every_public_name_has_an_api_page():
         module = importlib.import_module(package)
         names = [n for n in module.__all__ if not isinstance(getattr(module, n), types.ModuleType)]
         assert sorted(names) == sorted([n for n, _ in own] + [n for n, _ in again]), package
+
+
+def test_docstrings_use_one_style():
+    """Google-style sections ("Args:", "Returns:", "References:"), read by napoleon: no
+    NumPy-style section (a title underlined with dashes) anywhere in the package."""
+    numpy_style = re.compile(
+        r"^\s*(Parameters|Returns|Yields|Raises|Notes|Examples|Attributes|References|See Also)"
+        r"\n\s*-{3,}\s*$",
+        re.M,
+    )
+    found = [
+        f"{path.relative_to(ROOT)}: {m.group(1)}"
+        for path in sorted((ROOT / "stochmix").rglob("*.py"))
+        for m in numpy_style.finditer(path.read_text())
+    ]
+    assert not found, found
