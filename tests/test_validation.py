@@ -370,7 +370,7 @@ BAD_INPUTS = [
     ),
     (
         "spectrum --graph over more nodes than it can handle",
-        lambda: _spectrum("--graph", "one-peer-exponential", "--nodes", "100000"),
+        lambda: _spectrum("--graph", "one_peer_exponential", "--nodes", "100000"),
         ValueError,
         SPECTRUM_NODES,
     ),
@@ -1003,9 +1003,9 @@ SPECS = [
         },
     ),
     (
-        "MessageDrops (gilbert-elliott)",
+        "MessageDrops (gilbert_elliott)",
         mixing.MessageDrops,
-        dict(graphs=SEQ, model="gilbert-elliott", p_good_to_bad=0.1, p_bad_to_good=0.5, seed=0),
+        dict(graphs=SEQ, model="gilbert_elliott", p_good_to_bad=0.1, p_bad_to_good=0.5, seed=0),
         {
             "p_good_to_bad": FLOAT(bad=(-0.5, 1.5)),
             "p_bad_to_good": FLOAT(bad=(0.0, 1.5)),
