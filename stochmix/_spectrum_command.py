@@ -17,6 +17,7 @@ __all__ = [
     "GRAPH_NODES_LIMIT",
     "command_spectrum",
     "graph_kind",
+    "methods_rules",
     "spectrum_sequence",
 ]
 
@@ -113,6 +114,24 @@ def _config_table(path: str) -> tuple[dict, int]:
     return graphs, nodes
 
 
+def methods_rules(path: str) -> list[str]:
+    """The weight rules the decentralized methods of the configuration at ``path`` mix
+    with, as ``stochmix run`` resolves them (every rule argument of each method, in order,
+    without repeats).
+
+    Raises:
+        ConfigError: a configuration that ``stochmix run`` refuses.
+    """
+    from .config import parse, plugins
+    from .config.reader import read
+
+    rules: list[str] = []
+    for spec in parse(read(Path(path))).methods:
+        if plugins.decentralized(spec.kind):
+            rules += [spec.options[name] for name in plugins.method_needs(spec.kind)]
+    return list(dict.fromkeys(rules))
+
+
 def spectrum_sequence(args: argparse.Namespace) -> tuple:
     """The graph sequence ``stochmix spectrum`` summarizes, its resolved ``[graphs]`` table
     and the rule the table sets (None if none), from a configuration or from the flags.
@@ -148,6 +167,8 @@ def _check_graph_options(args: argparse.Namespace, sequence, rule) -> None:
     """Validate the options that apply to a graph sequence; fill in the rules."""
     from .mixing import RULES
 
+    if not args.rules and args.config:
+        args.rules = methods_rules(args.config)
     args.rules = list(dict.fromkeys(args.rules or ([rule] if rule else ["row", "column"])))
     for name in args.rules:
         if name not in RULES:

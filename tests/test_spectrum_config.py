@@ -85,6 +85,22 @@ def test_spectrum_config_prints_the_drops_and_the_run_s_figures(tmp_path, capsys
     assert f"{slem:.6g}" in row.split()
 
 
+@pytest.mark.parametrize(
+    ("kind", "rules"),
+    [("cycle", ["metropolis"]), ("random_directed", ["column"]), ("complete", ["metropolis"]),
+     ("one_peer_exponential", ["column"])],
+)  # fmt: skip
+def test_spectrum_of_a_config_takes_the_rules_its_methods_mix_with(tmp_path, capsys, kind, rules):
+    from stochmix._spectrum_command import methods_rules
+
+    path = _write(tmp_path, kind)
+    assert methods_rules(path) == rules
+    assert main(["spectrum", path, "--steps", "4"] if kind != "cycle" and kind != "complete"
+                else ["spectrum", path]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert f"({rules[0]})" in out and "(row)" not in out
+
+
 def test_cycle_is_undirected_so_metropolis_applies(capsys):
     assert main(["spectrum", "--graph", "cycle", "--nodes", "8", "--rules", "metropolis"]) == 0
     captured = capsys.readouterr()
