@@ -14,6 +14,7 @@ import warnings
 __all__ = [
     "DROP_MODEL_ALIASES",
     "GRAPH_ALIASES",
+    "RenamedWarning",
     "renamed",
 ]
 
@@ -30,8 +31,13 @@ GRAPH_ALIASES = {
 DROP_MODEL_ALIASES = {"gilbert-elliott": "gilbert_elliott"}
 
 
+class RenamedWarning(DeprecationWarning):
+    """An old spelling of a name was given (the command shows it as one line)."""
+
+
 def renamed(value, name: str, aliases: dict[str, str], stacklevel: int = 3):
-    """``value``, or the name an old spelling stands for, with a DeprecationWarning.
+    """``value``, or the name an old spelling stands for, with a :class:`RenamedWarning`
+    (a DeprecationWarning).
 
     Args:
         value: what the caller gave (anything; only a string in ``aliases`` is mapped).
@@ -47,7 +53,7 @@ def renamed(value, name: str, aliases: dict[str, str], stacklevel: int = 3):
         warnings.warn(
             f"{name} {value!r} is deprecated and will be refused in the next release;"
             f" write {new!r}",
-            DeprecationWarning,
+            RenamedWarning,
             stacklevel=stacklevel,
         )
         return new

@@ -20,6 +20,7 @@ import warnings
 
 from . import config as configs
 from . import experiments
+from ._names import RenamedWarning
 from ._spectrum_command import GRAPH_NODES_LIMIT, add_spectrum_parser
 from .reporting import format_table
 
@@ -223,8 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     with warnings.catch_warnings():
-        # an old spelling's DeprecationWarning is one line on stderr, shown every time
-        warnings.simplefilter("always", DeprecationWarning)
+        # an old spelling's warning is one line on stderr, once per place it is given
+        warnings.simplefilter("default", RenamedWarning)
         shown = warnings.showwarning
         warnings.showwarning = functools.partial(_warning_line, shown)
         args = parser.parse_args(argv)
@@ -237,9 +238,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _warning_line(shown, message, category, filename, lineno, file=None, line=None) -> None:
-    """Show a DeprecationWarning as one line ``stochmix: warning: ...`` on stderr, any
-    other warning as ``shown`` (the usual way) does."""
-    if issubclass(category, DeprecationWarning):
+    """Show an old spelling's warning as one line ``stochmix: warning: ...`` on stderr,
+    any other warning as ``shown`` (the usual way) does."""
+    if issubclass(category, RenamedWarning):
         print(f"stochmix: warning: {message}", file=sys.stderr)
     else:
         shown(message, category, filename, lineno, file, line)

@@ -199,3 +199,21 @@ def test_config_without_graphs_and_too_many_nodes_are_refused(tmp_path, capsys):
     )
     assert main(["spectrum", str(big)]) == 2
     assert re.search(r"problem\.n_clients must be <= 1000.*got 1200", capsys.readouterr().err)
+
+
+def test_an_old_spelling_in_a_configuration_is_one_warning_line(tmp_path, capsys):
+    path = tmp_path / "ge.toml"
+    text = CONFIG.format(
+        kind="cycle",
+        method="push_sum",
+        extra='drop_model = "gilbert-elliott"\ndrop_p_good_to_bad = 0.1\ndrop_p_bad_to_good = 0.5',
+    )
+    path.write_text(text, encoding="utf-8")
+    assert main(["spectrum", str(path), "--steps", "3"]) == 0
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert line == (
+        "stochmix: warning: graphs.drop_model 'gilbert-elliott' is deprecated and will be "
+        "refused in the next release; write 'gilbert_elliott'"
+    )
+    assert "gilbert_elliott drops" in captured.out
