@@ -8,6 +8,7 @@ Each test "installs" a small package the way an installer leaves it: its module 
 """
 
 import csv
+import subprocess
 import sys
 import textwrap
 
@@ -238,3 +239,51 @@ def test_a_built_problem_or_process_of_the_wrong_type_is_refused(tmp_path, monke
     with pytest.raises(ConfigError, match="participation.kind = 'wrong' built a Quadratic, not"
                        " a stochmix ParticipationProcess"):  # fmt: skip
         parse(table)
+
+
+PYPROJECT = """
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "myplug"
+version = "0.1"
+
+[project.entry-points."stochmix.methods"]
+fedavg_momentum = "myplug:FedAvgMomentum"
+
+[project.entry-points."stochmix.problems"]
+small = "myplug:small_problem"
+
+[project.entry-points."stochmix.participation"]
+every_other = "myplug:every_other"
+"""
+
+
+def test_a_package_built_by_pip_from_its_pyproject_extends_the_command(
+    tmp_path, monkeypatch, capsys
+):
+    """The declaration the guide shows, built and installed by pip (into a folder put on
+    sys.path: the test leaves the environment as it found it; offline, no build isolation)."""
+    pytest.importorskip("setuptools")
+    source = tmp_path / "myplug"
+    (source / "src" / "myplug").mkdir(parents=True)
+    (source / "src" / "myplug" / "__init__.py").write_text(MODULE, encoding="utf-8")
+    (source / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
+    site = tmp_path / "site"
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
+               "--no-build-isolation", "--target", str(site), str(source)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    if done.returncode != 0 and "No module named pip" in done.stderr:
+        pytest.skip("pip is not installed")
+    assert done.returncode == 0, done.stderr
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    plugins.refresh()
+    assert "fedavg_momentum" in plugins.installed("methods")
+    path = tmp_path / "own.toml"
+    path.write_text(CONFIG, encoding="utf-8")
+    out = tmp_path / "run"
+    assert main(["run", str(path), "--out", str(out), "--no-plot", "--quiet"]) == 0
+    assert "fedavg_momentum" in (out / "metrics.csv").read_text()
