@@ -25,6 +25,7 @@ PACKAGES = (
     ("stochmix.analysis.linear", "Exact linear operators"),
     ("stochmix.engine", "The engine"),
     ("stochmix.config", "Configurations"),
+    ("stochmix.config.plugins", "Your own kinds in configurations: entry points"),
     ("stochmix.protocols", "Protocols: the contracts of your own parts"),
 )
 

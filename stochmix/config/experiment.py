@@ -9,7 +9,7 @@ import numpy as np
 from .. import algorithms
 from ..participation import ParticipationProcess
 from ..problems import Problem
-from .registry import DECENTRALIZED, METHODS
+from . import plugins
 
 __all__ = [
     "Experiment",
@@ -31,8 +31,8 @@ class MethodSpec:
 
     def build(self, lr: float):
         """The method at step size ``lr``."""
-        factory, fixed = METHODS[self.kind]
-        extra = {"graphs": self.graphs} if self.kind in DECENTRALIZED else {}
+        factory, fixed = plugins.method(self.kind)
+        extra = {"graphs": self.graphs} if plugins.decentralized(self.kind) else {}
         method = factory(lr=lr, **fixed, **extra, **self.options)
         # (every kind of DECENTRALIZED makes a DecentralizedMethod)
         if self.channel_noise and isinstance(method, algorithms.DecentralizedMethod):
