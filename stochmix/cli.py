@@ -5,18 +5,23 @@ heterogeneous Bernoulli participation, FedAvg against FOCUS); ``stochmix run FIL
 runs a configuration (see :mod:`stochmix.config`). Both print a summary table and fill a
 new run folder ``./runs/<name>-<time>-<n>/`` (or ``--out DIR``; see
 :mod:`stochmix.experiments` for its files). ``stochmix spectrum`` prints the spectral
-summary of mixing matrices.
+summary of mixing matrices: of a configuration's graphs (``stochmix spectrum FILE.toml``), of
+a graph named by flags, or of the expected federated matrices.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import textwrap
+import warnings
 
 from . import config as configs
 from . import experiments
+from ._names import RenamedWarning
+from ._spectrum_command import GRAPH_NODES_LIMIT, add_spectrum_parser
 from .reporting import format_table
 
 __all__ = [
@@ -233,184 +238,6 @@ def _silent(*args, **kwargs) -> None:
     """print() for ranks other than 0."""
 
 
-_GRAPHS = ("one-peer-exponential", "ring", "erdos-renyi", "random-directed")
-#: Largest ``--nodes`` of ``stochmix spectrum --graph``. The product of a period or of a
-#: window of steps of a connected sequence is a dense n x n matrix (80 GB at n = 10^5), and
-#: its summary costs O(n^3) (Dobrushin's coefficient compares every pair of rows; the
-#: eigen-solves of rings, whose eigenvalues cluster near 1, fall back to dense LAPACK, and
-#: above n = 4000 ARPACK alone does not converge).
-GRAPH_NODES_LIMIT = 1000
-_RANDOM_GRAPHS = ("erdos-renyi", "random-directed")
-_GRAPH_ONLY = ("rules", "steps", "window")
-_FEDERATED_ONLY = ("low", "high", "samples")
-
-
-def _given(args: argparse.Namespace, names: tuple[str, ...]) -> list[str]:
-    """The options among ``names`` that were given on the command line (not defaulted)."""
-    return [name for name in names if getattr(args, name) is not None]
-
-
-def _show_option(args: argparse.Namespace, name: str) -> str:
-    """``--name value`` as the user typed it, for an error message."""
-    value = getattr(args, name)
-    shown = " ".join(map(str, value)) if isinstance(value, list) else value
-    return f"--{name} {shown}"
-
-
-def _refuse_given(args: argparse.Namespace, names: tuple[str, ...], why: str) -> None:
-    """Refuse the first option among ``names`` given on the command line, saying ``why``."""
-    given = _given(args, names)
-    if given:
-        raise ValueError(f"--{given[0]} {why}, got {_show_option(args, given[0])}")
-
-
-def _positive(value: int, option: str) -> None:
-    """Refuse an option value below 1, naming the option."""
-    if value < 1:
-        raise ValueError(f"{option} must be a positive integer, got {value}")
-
-
-def _check_spectrum_graph_options(args: argparse.Namespace) -> None:
-    """Validate the options of ``stochmix spectrum --graph ...``; fill in defaults."""
-    from .mixing import RULES
-
-    if args.nodes > GRAPH_NODES_LIMIT:
-        dense = 8 * args.nodes**2 / 1e9
-        raise ValueError(
-            f"--nodes must be <= {GRAPH_NODES_LIMIT} with --graph, got {args.nodes}: a product"
-            f" of steps is a dense n x n matrix ({dense:.3g} GB here) whose summary costs O(n^3)"
-        )
-    _refuse_given(
-        args,
-        _FEDERATED_ONLY,
-        f"applies without --graph (federated participation) and is not used with --graph "
-        f"{args.graph}",
-    )
-    args.rules = list(dict.fromkeys(args.rules or ["row", "column"]))
-    for rule in args.rules:
-        if rule not in RULES:
-            raise ValueError(f"--rules: unknown rule {rule!r}; choose from {', '.join(RULES)}")
-    if args.steps is not None:
-        if args.graph not in _RANDOM_GRAPHS:
-            raise ValueError(
-                f"--steps applies to random graphs ({', '.join(_RANDOM_GRAPHS)}); --graph"
-                f" {args.graph} is periodic and every step of its period is shown, got"
-                f" --steps {args.steps}"
-            )
-        _positive(args.steps, "--steps")
-    if args.window is not None:
-        _positive(args.window, "--window")
-        if args.graph in _RANDOM_GRAPHS:
-            from .mixing.spectral_sequences import STEPS
-
-            steps = STEPS if args.steps is None else args.steps
-            if args.window > steps:
-                raise ValueError(f"--window must be <= --steps ({steps}), got {args.window}")
-
-
-def _check_spectrum_federated_options(args: argparse.Namespace) -> None:
-    """Validate the options of ``stochmix spectrum`` without ``--graph``; fill in defaults."""
-    _refuse_given(
-        args,
-        _GRAPH_ONLY,
-        "applies with --graph only (without it the federated expected matrices are shown)",
-    )
-    args.low = 0.1 if args.low is None else args.low
-    args.high = 0.9 if args.high is None else args.high
-    args.samples = 2000 if args.samples is None else args.samples
-    for option, value in (("--low", args.low), ("--high", args.high)):
-        if not 0 < value <= 1:
-            raise ValueError(f"{option} must lie in (0, 1], got {value}")
-    if args.high < args.low:
-        raise ValueError(f"--high must be >= --low ({args.low}), got {args.high}")
-    _positive(args.samples, "--samples")
-
-
-def _graph_sequence(graph: str, nodes: int, seed: int):
-    """The graph sequence that ``--graph`` names, over ``nodes`` nodes."""
-    from . import mixing
-
-    if graph == "one-peer-exponential":
-        return mixing.OnePeerExponential(nodes)
-    if graph == "ring":
-        return mixing.DirectedRingSequence(nodes)
-    kind = "erdos_renyi" if graph == "erdos-renyi" else "directed_ring_with_random_edges"
-    return mixing.RandomSequence(nodes, kind, seed=seed)
-
-
-def _spectrum_of_graph(args: argparse.Namespace) -> None:
-    """Print every step of a period (or min / median / max over sampled steps) and the
-    products, for each rule; refuse a rule whose matrices break its promise."""
-    from .mixing.spectral_sequences import describe, sequence_spectrum, sequence_table
-
-    sequence = _graph_sequence(args.graph, args.nodes, args.seed)
-    spectra = []
-    for rule in args.rules:
-        try:
-            spectrum = sequence_spectrum(sequence, rule, steps=args.steps, window=args.window)
-        except ValueError as error:
-            raise ValueError(f"--graph {args.graph} --rules {rule}: {error}") from None
-        spectra.append(spectrum)
-    heading = f"{args.graph}, {args.nodes} nodes"
-    if sequence.period is None:
-        heading += f", seed {args.seed}"
-    note = ""
-    if sequence.period is None and args.window is None:
-        note = " (--window; default min(ceil(log2 nodes), steps))"
-    print(f"{heading}, {describe(spectra[0])}{note}")
-    print(sequence_table(spectra))
-
-
-def _spectrum_of_federated(args: argparse.Namespace) -> None:
-    """Print the expected federated matrices under heterogeneous Bernoulli participation."""
-    import numpy as np
-
-    from . import mixing
-    from .mixing.spectral import summary_table
-    from .participation import Bernoulli
-
-    process = Bernoulli.heterogeneous(args.nodes, args.low, args.high, seed=args.seed)
-    p = process.probabilities
-    matrices = {
-        "E[A_S] (assign)": mixing.expected_assign(p),
-        "E[C_S] (collect)": mixing.expected_collect(p),
-    }
-
-    def all_pull_round(mask):
-        # the server averages the participants (weights 1/|S|), then every client pulls
-        q = np.full(mask.size, 1.0 / max(int(mask.sum()), 1))
-        return mixing.assign(np.ones(mask.size, dtype=bool)) @ mixing.average(mask, q)
-
-    avg = mixing.expected_matrix(all_pull_round, process, rounds=args.samples, seed=args.seed)
-    matrices["E[A_all average(S)]"] = avg
-    pi = mixing.perron_vector(avg, side="left")
-    print("expected aggregation weights E[q_i] (left Perron vector, clients):")
-    print("  " + " ".join(f"{v:.3f}" for v in pi[1:]))
-    print("  p_i / sum p: " + " ".join(f"{v:.3f}" for v in p / p.sum()))
-    print(summary_table(matrices))
-
-
-def command_spectrum(args: argparse.Namespace) -> int:
-    """``stochmix spectrum``: validate every option first, then print the summaries.
-
-    With ``--graph``: every step of a periodic sequence and its period product, or min /
-    median / max over ``--steps`` sampled steps of a random one and over its window
-    products (:func:`stochmix.mixing.spectral_sequences.sequence_spectrum`). Without:
-    the expected federated matrices. Any mistake raises ``ValueError`` naming the option.
-    """
-    if args.nodes < 1:
-        raise ValueError(f"--nodes must be a positive integer, got {args.nodes}")
-    if args.seed < 0:
-        raise ValueError(f"--seed must be >= 0, got {args.seed}")
-    if args.graph:
-        _check_spectrum_graph_options(args)
-        _spectrum_of_graph(args)
-    else:
-        _check_spectrum_federated_options(args)
-        _spectrum_of_federated(args)
-    return 0
-
-
 #: Width of the help texts the command wraps itself (those with lists of kinds).
 _HELP_WIDTH = 79
 
@@ -444,6 +271,13 @@ def kinds_help() -> str:
     )
     lines = ["configuration kinds (the kind = ... of each table; see stochmix.config):"]
     lines += [_wrapped(f"{what}: {', '.join(kinds)}", "  ") for what, kinds in lists]
+    lines.append(
+        _wrapped(
+            "and the methods, problems and processes that installed packages declare under the"
+            " entry points stochmix.methods, stochmix.problems and stochmix.participation",
+            "  ",
+        )
+    )
     return "\n".join(lines)
 
 
@@ -492,57 +326,33 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.add_argument("--quiet", action="store_true", help="no progress line")
     p_run.set_defaults(func=command_run)
 
-    p_spec = sub.add_parser(
-        "spectrum",
-        help="spectral summary of mixing matrices",
-        description=(
-            "With --graph: figures for every step of a periodic sequence and its period"
-            " product, or min / median / max over sampled steps of a random sequence and"
-            " over products of windows of steps. Without: the expected federated matrices"
-            " under heterogeneous Bernoulli participation."
-        ),
-    )
-    p_spec.add_argument(
-        "--graph",
-        choices=list(_GRAPHS),
-        help="a graph sequence (default: federated expected matrices)",
-    )
-    p_spec.add_argument(
-        "--nodes",
-        type=int,
-        default=16,
-        help=f"nodes or clients (default 16; at most {GRAPH_NODES_LIMIT} with --graph)",
-    )
-    p_spec.add_argument(
-        "--rules",
-        nargs="+",
-        help="with --graph, weight rules: natural, metropolis, row, column (default: row column)",
-    )
-    p_spec.add_argument(
-        "--steps", type=int, help="with a random --graph, sampled steps (default 100)"
-    )
-    p_spec.add_argument(
-        "--window",
-        type=int,
-        help="with --graph, steps per product (default: the period; ceil(log2 nodes) if random)",
-    )
-    p_spec.add_argument("--low", type=float, help="lowest participation p_i (default 0.1)")
-    p_spec.add_argument("--high", type=float, help="highest participation p_i (default 0.9)")
-    p_spec.add_argument("--samples", type=int, help="Monte Carlo rounds (default 2000)")
-    p_spec.add_argument("--seed", type=int, default=0, help="seed of p_i, masks or graphs")
-    p_spec.set_defaults(func=command_spectrum)
+    add_spectrum_parser(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except (ValueError, TypeError, OSError) as error:
-        message = str(error).splitlines()[0] if str(error) else type(error).__name__
-        print(f"stochmix: error: {message}", file=sys.stderr)
-        return 2
+    with warnings.catch_warnings():
+        # an old spelling's warning is one line on stderr, once per place it is given
+        warnings.simplefilter("default", RenamedWarning)
+        shown = warnings.showwarning
+        warnings.showwarning = functools.partial(_warning_line, shown)
+        args = parser.parse_args(argv)
+        try:
+            return args.func(args)
+        except (ValueError, TypeError, OSError) as error:
+            message = str(error).splitlines()[0] if str(error) else type(error).__name__
+            print(f"stochmix: error: {message}", file=sys.stderr)
+            return 2
+
+
+def _warning_line(shown, message, category, filename, lineno, file=None, line=None) -> None:
+    """Show an old spelling's warning as one line ``stochmix: warning: ...`` on stderr,
+    any other warning as ``shown`` (the usual way) does."""
+    if issubclass(category, RenamedWarning):
+        print(f"stochmix: warning: {message}", file=sys.stderr)
+    else:
+        shown(message, category, filename, lineno, file, line)
 
 
 if __name__ == "__main__":

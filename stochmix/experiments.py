@@ -37,6 +37,7 @@ __all__ = [
     "ERROR_METRICS",
     "MethodOutcome",
     "TIMING_COLUMNS",
+    "choose_lr",
     "output_dir",
     "plot",
     "run_experiment",
@@ -58,11 +59,13 @@ ERROR_METRICS = ("relative_error", "objective_gap", "objective", "gradient_norm"
 
 @dataclass
 class MethodOutcome:
-    """All runs of one method: results by lr (each a list over seeds), and the best lr."""
+    """All runs of one method: results by lr (each a list over seeds), the best lr, and
+    why it won (empty where the grid has one step)."""
 
     label: str
     runs: dict
     best_lr: float
+    why: str = ""
 
     @property
     def best(self) -> list[Result]:
@@ -93,6 +96,50 @@ def _score(results: list[Result]) -> float:
     return float(np.mean(values))
 
 
+def _rounds_to(results: list[Result], tolerance: float) -> float:
+    """The median over seeds of the rounds each run takes to ``tolerance`` (on its error
+    metric); infinity when a seed never gets there or diverges."""
+    rounds = []
+    for res in results:
+        metric = error_metric(res)
+        hit = None if res.diverged or metric is None else res.rounds_to(tolerance, metric)
+        if hit is None:
+            return float("inf")
+        rounds.append(hit)
+    return float(np.median(rounds))
+
+
+def choose_lr(runs: dict, best_lr_by: str, tolerance: float) -> tuple[float, str]:
+    """The best step of a grid and why: ``runs`` maps each lr to its runs over seeds.
+
+    ``best_lr_by="rounds_to_tolerance"`` ranks the steps by the median rounds to
+    ``tolerance`` (steps that some seed never brings there last), then by final error, then
+    by the smaller step; ``"final_error"`` by final error, then the smaller step. A final
+    error compares round-off once a method converges exactly, hence the default.
+    """
+    finals = {lr: _score(results) for lr, results in runs.items()}
+
+    def final(lr):
+        return np.nan_to_num(finals[lr], nan=np.inf)
+
+    if best_lr_by == "final_error":
+        best = min(runs, key=lambda lr: (final(lr), lr))
+        grid = ", ".join(f"{lr:.3g}: {finals[lr]:.2e}" for lr in runs)
+        return best, f"smallest final error ({grid})"
+    reach = {lr: _rounds_to(results, tolerance) for lr, results in runs.items()}
+    best = min(runs, key=lambda lr: (reach[lr], final(lr), lr))
+
+    def shown(lr):
+        return f"{lr:.3g}: " + ("never" if reach[lr] == np.inf else f"{reach[lr]:g} rounds")
+
+    grid = ", ".join(shown(lr) for lr in runs)
+    if reach[best] == np.inf:
+        return best, (
+            f"no step reaches {tolerance:g} ({grid}); smallest final error, {finals[best]:.2e}"
+        )
+    return best, f"fewest rounds to {tolerance:g} ({grid})"
+
+
 def run_experiment(exp: Experiment, progress="auto", log=print) -> list[MethodOutcome]:
     """Every method at every lr of its grid and every seed; ``log`` gets one line per grid."""
     outcomes = []
@@ -117,12 +164,13 @@ def run_experiment(exp: Experiment, progress="auto", log=print) -> list[MethodOu
                 )
                 res.config.setdefault("lr", lr)  # run() records the method's lr
                 runs[lr].append(res)
-        scores = {lr: _score(results) for lr, results in runs.items()}
-        best = min(scores, key=lambda lr: (np.nan_to_num(scores[lr], nan=np.inf), lr))
-        if len(spec.lrs) > 1 and log is not None:
-            grid = ", ".join(f"{lr:.3g}: {scores[lr]:.2e}" for lr in spec.lrs)
-            log(f"{spec.label} lr grid (final error): {grid} -> best {best:.3g}")
-        outcomes.append(MethodOutcome(spec.label, runs, best))
+        choice = exp.lr_choice
+        best, why = choose_lr(runs, choice["best_lr_by"], choice["tolerance"])
+        if len(spec.lrs) == 1:
+            why = ""
+        elif log is not None:
+            log(f"{spec.label}: best lr {best:.3g}, by {why}")
+        outcomes.append(MethodOutcome(spec.label, runs, best, why))
     return outcomes
 
 

@@ -111,7 +111,7 @@ def test_spectrum_command(capsys):
     out = capsys.readouterr().out
     assert "SLEM" in out and "E[q_i]" in out and "E[A_S] (assign)" in out
     assert (
-        main(["spectrum", "--graph", "one-peer-exponential", "--nodes", "8", "--rules", "natural"])
+        main(["spectrum", "--graph", "one_peer_exponential", "--nodes", "8", "--rules", "natural"])
         == 0
     )
     out = capsys.readouterr().out

@@ -51,7 +51,7 @@ class Counting(NumpyBackend):
 def sequences(seed, n):
     return {
         "undirected": RandomSequence(n, "erdos_renyi", seed=seed),
-        "directed": RandomSequence(n, "directed_ring_with_random_edges", seed=seed + 1),
+        "directed": RandomSequence(n, "random_directed", seed=seed + 1),
     }
 
 
@@ -234,7 +234,7 @@ class NaNAfter(Quadratic):
 NAN_CASES = [
     (lambda n: GradientTracking(0.05, OnePeerExponential(n), rule="natural"), 5, 3),
     (lambda n: DGD(0.05, OnePeerExponential(n), rule="natural"), 3, 2),
-    (lambda n: PushSum(0.05, RandomSequence(n, "directed_ring_with_random_edges", seed=1)), 3, 3),
+    (lambda n: PushSum(0.05, RandomSequence(n, "random_directed", seed=1)), 3, 3),
 ]
 
 

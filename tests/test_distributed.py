@@ -62,7 +62,7 @@ def _decentralized(name: str, lr: float | None = None):
     import networkx as nx
 
     algorithms, mixing = sm.algorithms, sm.mixing
-    directed = {"kind": "directed_ring_with_random_edges"}
+    directed = {"kind": "random_directed"}
     build = {
         "GT-ring": lambda lr: algorithms.GradientTracking(
             lr or 0.01, mixing.StaticSequence(nx.cycle_graph(N))

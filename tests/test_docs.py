@@ -109,3 +109,45 @@ def test_the_command_line_page_names_every_method_kind():
     text = (GUIDE / "cli.md").read_text()
     named = set(re.findall(r"\w+", text))  # in the configuration's comments or the text
     assert set(config.METHODS) <= named, sorted(set(config.METHODS) - named)
+
+
+def test_every_public_name_has_an_api_page():
+    """The API reference is written from every public package's ``__all__``
+    (docs/_ext/apipages.py): no public subpackage is left out, and each of its names is
+    documented there or linked to the page of the same object under another package."""
+    import importlib
+    import pkgutil
+    import sys
+    import types
+
+    import stochmix
+
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    try:
+        import apipages
+    finally:
+        sys.path.pop(0)
+    listed = {package for package, _ in apipages.PACKAGES}
+    for info in pkgutil.walk_packages(stochmix.__path__, "stochmix."):
+        if info.ispkg and not any(part.startswith("_") for part in info.name.split(".")):
+            assert info.name in listed, f"{info.name} has no section in the API reference"
+    for package, _, own, again in apipages.plan():
+        module = importlib.import_module(package)
+        names = [n for n in module.__all__ if not isinstance(getattr(module, n), types.ModuleType)]
+        assert sorted(names) == sorted([n for n, _ in own] + [n for n, _ in again]), package
+
+
+def test_docstrings_use_one_style():
+    """Google-style sections ("Args:", "Returns:", "References:"), read by napoleon: no
+    NumPy-style section (a title underlined with dashes) anywhere in the package."""
+    numpy_style = re.compile(
+        r"^\s*(Parameters|Returns|Yields|Raises|Notes|Examples|Attributes|References|See Also)"
+        r"\n\s*-{3,}\s*$",
+        re.M,
+    )
+    found = [
+        f"{path.relative_to(ROOT)}: {m.group(1)}"
+        for path in sorted((ROOT / "stochmix").rglob("*.py"))
+        for m in numpy_style.finditer(path.read_text())
+    ]
+    assert not found, found

@@ -344,7 +344,7 @@ def test_explain_gradient_tracking(problem):
 def test_builtin_methods_take_no_slow_path(problem):
     lr = 0.05 / problem.smoothness
     ring = sm.mixing.StaticSequence(nx.cycle_graph(N))
-    graphs = sm.mixing.sequences.RandomSequence(N, "directed_ring_with_random_edges", seed=1)
+    graphs = sm.mixing.sequences.RandomSequence(N, "random_directed", seed=1)
     a = sm.algorithms
     p = np.linspace(0.1, 0.9, N)
     federated = [

@@ -38,7 +38,7 @@ COMPLETE = StaticSequence(nx.complete_graph(10))
 
 
 def _ge(graphs, **options):
-    base = dict(model="gilbert-elliott", p_good_to_bad=0.05, p_bad_to_good=0.25, seed=3)
+    base = dict(model="gilbert_elliott", p_good_to_bad=0.05, p_bad_to_good=0.25, seed=3)
     return MessageDrops(graphs, **{**base, **options})
 
 
@@ -84,7 +84,7 @@ def test_same_seed_same_matrices_and_steps_differ(make):
 
 
 @pytest.mark.parametrize("symmetric", [False, True])
-@pytest.mark.parametrize("model", ["independent", "gilbert-elliott"])
+@pytest.mark.parametrize("model", ["independent", "gilbert_elliott"])
 def test_steps_asked_out_of_order_give_the_same_matrices(model, symmetric, monkeypatch):
     """The chain is a function of (seed, k): going back restarts from a checkpoint (one
     every 1024 steps, a bounded number kept) or from step 0, and gives the same drops."""
@@ -106,7 +106,7 @@ def test_steps_asked_out_of_order_give_the_same_matrices(model, symmetric, monke
     shuffled = make()
     for k in steps:
         assert _same(shuffled.matrix(k, "column"), expected[k]), k
-    if model == "gilbert-elliott":
+    if model == "gilbert_elliott":
         assert len(shuffled._checkpoints) <= 3  # step 0 and the 2 latest
 
 
@@ -171,7 +171,7 @@ def test_gilbert_elliott_on_a_non_periodic_sequence_and_its_size_limit():
     assert seq.period is None and seq._links is None  # one chain per node pair
     for k in range(5):
         assert is_row_stochastic(seq.matrix(k, "row"))
-    with pytest.raises(ValueError, match="gilbert-elliott.*non-periodic.*independent"):
+    with pytest.raises(ValueError, match="gilbert_elliott.*non-periodic.*independent"):
         _ge(RandomSequence(3000, seed=0))
 
 
@@ -183,9 +183,9 @@ def _nonregular():
 
 
 @pytest.mark.parametrize("symmetric", [False, True])
-@pytest.mark.parametrize("model", ["independent", "gilbert-elliott"])
+@pytest.mark.parametrize("model", ["independent", "gilbert_elliott"])
 def test_row_and_column_rules_keep_their_sums_under_any_drops(model, symmetric):
-    for inner in (_nonregular(), RandomSequence(10, "directed_ring_with_random_edges", seed=1)):
+    for inner in (_nonregular(), RandomSequence(10, "random_directed", seed=1)):
         if model == "independent":
             seq = MessageDrops(inner, 0.4, symmetric=symmetric, seed=0)
         else:
@@ -374,27 +374,27 @@ def test_gradient_tracking_converges_linearly_under_symmetric_drops(unchecked):
         (dict(probability=0.1, lost_weight="both"), ValueError, r"lost_weight.*'both'"),
         (dict(probability=0.1, seed=-1), ValueError, r"seed must be >= 0"),
         (
-            dict(model="gilbert-elliott", probability=0.1, p_good_to_bad=0.1, p_bad_to_good=0.5),
+            dict(model="gilbert_elliott", probability=0.1, p_good_to_bad=0.1, p_bad_to_good=0.5),
             ValueError,
             r"probability is the parameter of model='independent'",
         ),
         (
-            dict(model="gilbert-elliott", p_good_to_bad=0.1, p_bad_to_good=0.0),
+            dict(model="gilbert_elliott", p_good_to_bad=0.1, p_bad_to_good=0.0),
             ValueError,
             r"p_bad_to_good must be > 0",
         ),
         (
-            dict(model="gilbert-elliott", p_good_to_bad=1.2, p_bad_to_good=0.5),
+            dict(model="gilbert_elliott", p_good_to_bad=1.2, p_bad_to_good=0.5),
             ValueError,
             r"p_good_to_bad must be <= 1.0, got 1.2",
         ),
         (
-            dict(model="gilbert-elliott", p_bad_to_good=0.5),
+            dict(model="gilbert_elliott", p_bad_to_good=0.5),
             TypeError,
             r"p_good_to_bad must be a real number, got None",
         ),
         (
-            dict(model="gilbert-elliott", p_good_to_bad=0.1, p_bad_to_good=0.5, drop_in_bad=2.0),
+            dict(model="gilbert_elliott", p_good_to_bad=0.1, p_bad_to_good=0.5, drop_in_bad=2.0),
             ValueError,
             r"drop_in_bad must be <= 1.0",
         ),
@@ -433,7 +433,7 @@ def test_config_drop_keys_build_message_drops_and_resolve():
     assert back.methods[0].graphs.fingerprint() == graphs.fingerprint()
     bursty = parse(
         _config(
-            drop_model="gilbert-elliott",
+            drop_model="gilbert_elliott",
             drop_p_good_to_bad=0.1,
             drop_p_bad_to_good=0.5,
             drop_symmetric=True,
@@ -457,7 +457,7 @@ def test_config_drop_keys_build_message_drops_and_resolve():
         (dict(drops=1.5), r"graphs\.drops must be <= 1\.0, got 1\.5"),
         (dict(drops="a lot"), r"graphs\.drops must be a real number"),
         (dict(drops=0.1, drop_model="bursty"), r"graphs\.drop_model .*'bursty'"),
-        (dict(drop_model="gilbert-elliott", drop_p_bad_to_good=0.5), r"graphs\.drop_p_good_to_bad"),
+        (dict(drop_model="gilbert_elliott", drop_p_bad_to_good=0.5), r"graphs\.drop_p_good_to_bad"),
         (dict(drops=0.1, drop_p_bad_to_good=0.5), r"graphs\.drop_p_bad_to_good is a parameter"),
         (dict(drops=0.1, drop_symmetric="yes"), r"graphs\.drop_symmetric must be True or False"),
         (dict(drops=0.1, drop_seed=-2), r"graphs\.drop_seed must be >= 0"),

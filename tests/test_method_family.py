@@ -135,7 +135,7 @@ def undirected_sequence(rng, n):
 
 
 def directed_sequence(rng, n):
-    return RandomSequence(n, "directed_ring_with_random_edges", seed=int(rng.integers(2**31)))
+    return RandomSequence(n, "random_directed", seed=int(rng.integers(2**31)))
 
 
 @settings(max_examples=20, deadline=None)

@@ -480,8 +480,8 @@ def test_random_erdos_renyi():
     assert abs(np.mean(counts) - pairs * p) < 5 * np.sqrt(pairs * p * (1 - p) / steps)
 
 
-def test_random_directed_ring_with_random_edges():
-    seq = RandomSequence(30, kind="directed_ring_with_random_edges", p=0.05, seed=5)
+def test_random_random_directed():
+    seq = RandomSequence(30, kind="random_directed", p=0.05, seed=5)
     for k in range(5):
         graph = seq.graph(k)
         assert all((i, (i + 1) % 30) in graph.edges for i in range(30))

@@ -26,21 +26,17 @@ def _run(method, problem, rounds=30):
 
 BROKEN = {
     "tracking with row weights on a directed graph": (
-        lambda: GradientTracking(
-            0.05, RandomSequence(N, "directed_ring_with_random_edges", seed=0), rule="row"
-        ),
+        lambda: GradientTracking(0.05, RandomSequence(N, "random_directed", seed=0), rule="row"),
         r"GradientTracking: W_0 under rule='row' is not doubly stochastic \(column",
     ),
     "push-sum with row weights": (
-        lambda: PushSum(
-            0.05, RandomSequence(N, "directed_ring_with_random_edges", seed=0), rule="row"
-        ),
+        lambda: PushSum(0.05, RandomSequence(N, "random_directed", seed=0), rule="row"),
         r"PushSum: W_0 under rule='row' is not column-stochastic",
     ),
     "push-pull with its rules swapped": (
         lambda: PushPull(
             0.05,
-            RandomSequence(N, "directed_ring_with_random_edges", seed=0),
+            RandomSequence(N, "random_directed", seed=0),
             row_rule="column",
             column_rule="row",
         ),
@@ -70,7 +66,7 @@ def test_mixing_a_method_cannot_converge_with_is_refused(problem, make, message)
 
 
 def test_check_mixing_false_runs_broken_mixing_for_research(problem):
-    seq = RandomSequence(N, "directed_ring_with_random_edges", seed=0)
+    seq = RandomSequence(N, "random_directed", seed=0)
     method = GradientTracking(0.05, seq, rule="row", check_mixing=False)
     res = _run(method, problem)
     assert res.rounds == 30
@@ -97,7 +93,7 @@ def test_random_sequences_are_checked_at_every_step(problem):
 def test_a_finite_but_huge_model_is_treated_as_diverged(problem):
     method = PushPull(
         0.5,
-        RandomSequence(N, "directed_ring_with_random_edges", seed=0),
+        RandomSequence(N, "random_directed", seed=0),
         row_rule="column",
         column_rule="row",
         check_mixing=False,

@@ -99,7 +99,7 @@ def test_tracking_methods_are_exact_and_dgd_is_not(unchecked):
     n = 10
     problem = LeastSquares.random(n, 5, rows_per_client=8, reg=0.05, heterogeneity=2.0, seed=3)
     undirected = RandomSequence(n, "erdos_renyi", p=0.3, seed=1)
-    directed = RandomSequence(n, "directed_ring_with_random_edges", p=0.2, seed=2)
+    directed = RandomSequence(n, "random_directed", p=0.2, seed=2)
     assert is_strongly_connected_union(undirected, 0, 1)
     assert is_strongly_connected_union(directed, 0, 1)
     lr = 0.3 / problem.smoothness

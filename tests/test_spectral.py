@@ -307,7 +307,7 @@ def test_sparse_branch_nonsymmetric_circulant_known_spectrum():
 def test_sparse_branch_equals_dense_branch_directed():
     # nonsymmetric, sparse branch forced at n = 200 (a dense nonsymmetric eigen-solve at
     # n = 1000 is too slow for the suite; the circulant above covers n = 1000)
-    W = RandomSequence(200, kind="directed_ring_with_random_edges", seed=5).matrix(0, "row")
+    W = RandomSequence(200, kind="random_directed", seed=5).matrix(0, "row")
     np.testing.assert_allclose(
         np.abs(eigenvalues(W, 4, method="sparse")),
         np.abs(eigenvalues(W, 4, method="dense")),
@@ -324,7 +324,7 @@ def test_sparse_branch_equals_dense_branch_directed():
         consensus_contraction(W, method="dense"), abs=1e-10
     )
     # the column-stochastic twin: the bordered sparse LU for the left vector (= 1/n)
-    C = RandomSequence(200, kind="directed_ring_with_random_edges", seed=5).matrix(0, "column")
+    C = RandomSequence(200, kind="random_directed", seed=5).matrix(0, "column")
     np.testing.assert_allclose(perron_vector(C, method="sparse"), np.full(200, 1 / 200), atol=1e-13)
     v = perron_vector(C, side="right", method="sparse")
     assert np.abs(C @ v - v).max() < 1e-12

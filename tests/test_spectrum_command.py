@@ -61,7 +61,7 @@ def one_peer_matrix(n: int, m: int) -> np.ndarray:
 
 
 def test_one_peer_exponential_shows_every_step_of_the_period(capsys):
-    code, out, err = run(capsys, "--graph", "one-peer-exponential", "--nodes", "16")
+    code, out, err = run(capsys, "--graph", "one_peer_exponential", "--nodes", "16")
     assert code == 0 and err == ""
     assert "period 4" in out.splitlines()[0]
     rows = table(out)
@@ -86,7 +86,7 @@ def test_one_peer_exponential_shows_every_step_of_the_period(capsys):
 
 
 def test_natural_weights_of_a_01_adjacency_are_refused(capsys):
-    code, out, err = run(capsys, "--graph", "erdos-renyi", "--rules", "row", "natural")
+    code, out, err = run(capsys, "--graph", "erdos_renyi", "--rules", "row", "natural")
     assert code != 0
     assert out == ""  # nothing half-printed: the row rule's table is not shown either
     lines = err.strip().splitlines()
@@ -98,14 +98,14 @@ def test_natural_weights_of_a_01_adjacency_are_refused(capsys):
 
 
 def test_metropolis_on_a_directed_graph_is_refused(capsys):
-    code, out, err = run(capsys, "--graph", "random-directed", "--rules", "metropolis")
+    code, out, err = run(capsys, "--graph", "random_directed", "--rules", "metropolis")
     assert code != 0 and out == ""
     assert len(err.strip().splitlines()) == 1
     assert "metropolis" in err and "step 0" in err and "undirected" in err
 
 
 def test_unknown_rule_exits_non_zero(capsys):
-    code, out, err = run(capsys, "--graph", "ring", "--rules", "row", "sideways")
+    code, out, err = run(capsys, "--graph", "directed_ring", "--rules", "row", "sideways")
     assert code != 0 and out == ""
     assert err.strip().splitlines() == [
         "stochmix: error: --rules: unknown rule 'sideways'; choose from natural,"
@@ -113,7 +113,7 @@ def test_unknown_rule_exits_non_zero(capsys):
     ]
 
 
-@pytest.mark.parametrize("graph", [[], ["--graph", "ring"]])
+@pytest.mark.parametrize("graph", [[], ["--graph", "directed_ring"]])
 @pytest.mark.parametrize("nodes", ["0", "-4"])
 def test_bad_nodes_names_the_option(capsys, graph, nodes):
     code, out, err = run(capsys, *graph, "--nodes", nodes)
@@ -133,15 +133,15 @@ def test_bad_nodes_names_the_option(capsys, graph, nodes):
         (["--seed", "-1"], "--seed", "-1"),
         (["--rules", "row"], "--rules", "row"),
         (["--steps", "10"], "--steps", "10"),
-        (["--graph", "ring", "--samples", "50"], "--samples", "50"),
-        (["--graph", "ring", "--low", "0.3"], "--low", "0.3"),
-        (["--graph", "one-peer-exponential", "--steps", "5"], "--steps", "5"),
-        (["--graph", "erdos-renyi", "--steps", "0"], "--steps", "0"),
-        (["--graph", "erdos-renyi", "--window", "0"], "--window", "0"),
-        (["--graph", "erdos-renyi", "--steps", "3", "--window", "5"], "--window", "5"),
-        (["--graph", "ring", "--window", "-2"], "--window", "-2"),
-        (["--graph", "one-peer-exponential", "--nodes", "100000"], "--nodes", "100000"),
-        (["--graph", "erdos-renyi", "--nodes", "1001"], "--nodes", "1001"),
+        (["--graph", "directed_ring", "--samples", "50"], "--samples", "50"),
+        (["--graph", "directed_ring", "--low", "0.3"], "--low", "0.3"),
+        (["--graph", "one_peer_exponential", "--steps", "5"], "--steps", "5"),
+        (["--graph", "erdos_renyi", "--steps", "0"], "--steps", "0"),
+        (["--graph", "erdos_renyi", "--window", "0"], "--window", "0"),
+        (["--graph", "erdos_renyi", "--steps", "3", "--window", "5"], "--window", "5"),
+        (["--graph", "directed_ring", "--window", "-2"], "--window", "-2"),
+        (["--graph", "one_peer_exponential", "--nodes", "100000"], "--nodes", "100000"),
+        (["--graph", "erdos_renyi", "--nodes", "1001"], "--nodes", "1001"),
     ],
 )
 def test_every_bad_option_is_one_line_and_a_non_zero_exit(capsys, argv, option, value):
@@ -153,14 +153,14 @@ def test_every_bad_option_is_one_line_and_a_non_zero_exit(capsys, argv, option, 
 
 
 def test_random_sequence_shows_min_median_max_and_the_sample_count(capsys):
-    argv = ["--graph", "random-directed", "--nodes", "12", "--steps", "20", "--seed", "3"]
+    argv = ["--graph", "random_directed", "--nodes", "12", "--steps", "20", "--seed", "3"]
     code, out, err = run(capsys, *argv, "--rules", "row", "column")
     assert code == 0 and err == ""
     heading = out.splitlines()[0]
     assert "20 sampled steps" in heading
     assert "5 disjoint windows of 4 steps" in heading  # ceil(log2 12) = 4, 20 // 4 = 5
     rows = table(out)
-    sequence = RandomSequence(12, "directed_ring_with_random_edges", seed=3)
+    sequence = RandomSequence(12, "random_directed", seed=3)
     for rule in ("row", "column"):
         slems = [slem_by_eigvals(sequence.matrix(k, rule).toarray()) for k in range(20)]
         printed = [number(rows[f"step {s} ({rule})"]["SLEM"]) for s in ("min", "median", "max")]
@@ -202,7 +202,7 @@ def test_one_peer_steps_and_period_product_match_numpy_eigvals():
 
 
 def test_random_sequence_steps_windows_and_statistics_match_numpy():
-    sequence = RandomSequence(10, "directed_ring_with_random_edges", p=0.2, seed=5)
+    sequence = RandomSequence(10, "random_directed", p=0.2, seed=5)
     spectrum = sequence_spectrum(sequence, "column", steps=7, window=3)
     assert spectrum.sampled and spectrum.period is None
     assert [s["step"] for s in spectrum.steps] == list(range(7))

@@ -42,7 +42,7 @@ def federated_methods(lr):
 
 
 def decentralized_methods(lr):
-    directed = RandomSequence(N, "directed_ring_with_random_edges", seed=3)
+    directed = RandomSequence(N, "random_directed", seed=3)
     return [
         DGD(lr, RandomSequence(N, "erdos_renyi", seed=2)),
         GradientTracking(lr, OnePeerExponential(N), rule="natural"),

@@ -139,7 +139,7 @@ def test_decentralized_methods_match_numpy(problem, device, mixing):
     for method in (
         DGD(lr, RandomSequence(N, "erdos_renyi", seed=2)),
         GradientTracking(lr, OnePeerExponential(N), rule="natural"),
-        PushPull(lr, RandomSequence(N, "directed_ring_with_random_edges", seed=3)),
+        PushPull(lr, RandomSequence(N, "random_directed", seed=3)),
     ):
         a = run(method, problem, Full(N), 20)
         b = run(method, problem, Full(N), 20, backend=TorchBackend(device=device, mixing=mixing))

@@ -43,6 +43,21 @@ def _small_result():
     return sm.run(alg.FedAvg(0.1), Q, FULL, 3, progress=False)
 
 
+SPECTRUM_CONFIG = b"""
+[problem]
+kind = "quadratic"
+n_clients = 6
+dim = 2
+
+[graphs]
+kind = "cycle"
+
+[[methods]]
+kind = "dgd"
+lr = 0.1
+"""
+
+
 def _spectrum(*argv):
     """``stochmix spectrum argv`` as the command runs it, raising its error (``main``
     prints it as one line and exits 2)."""
@@ -370,10 +385,59 @@ BAD_INPUTS = [
     ),
     (
         "spectrum --graph over more nodes than it can handle",
-        lambda: _spectrum("--graph", "one-peer-exponential", "--nodes", "100000"),
+        lambda: _spectrum("--graph", "one_peer_exponential", "--nodes", "100000"),
         ValueError,
         SPECTRUM_NODES,
     ),
+    (
+        "spectrum --p on a graph without an edge probability",
+        lambda: _spectrum("--graph", "cycle", "--p", "0.3"),
+        ValueError,
+        re.escape(
+            "--p applies to random graphs (erdos_renyi, random_directed), not --graph cycle"
+            ", got --p 0.3"
+        ),
+    ),  # fmt: skip
+    (
+        "spectrum --p out of [0, 1]",
+        lambda: _spectrum("--graph", "erdos_renyi", "--p", "1.5"),
+        ValueError,
+        re.escape("--p must be") + r".*1\.5",
+    ),
+    (
+        "spectrum --drops out of [0, 1]",
+        lambda: _spectrum("--graph", "cycle", "--drops", "-0.1"),
+        ValueError,
+        re.escape("--drops") + r".*-0\.1",
+    ),
+    (
+        "spectrum of a configuration with --nodes",
+        lambda: _spectrum(str(_file("graphs.toml", SPECTRUM_CONFIG)), "--nodes", "8"),
+        ValueError,
+        re.escape("--nodes is set by the configuration") + r".*graphs\.toml, got --nodes 8",
+    ),
+    (
+        "spectrum of a configuration with a bad graphs.kind",
+        lambda: _spectrum(str(_file("ring.toml", SPECTRUM_CONFIG.replace(b"cycle", b"ring")))),
+        ValueError,
+        re.escape(
+            "graphs.kind must be one of ['complete', 'cycle', 'directed_ring', "
+            "'erdos_renyi', 'one_peer_exponential', 'random_directed'], got 'ring'"
+        ),
+    ),  # fmt: skip
+    (
+        "a configuration naming a method kind nobody declares",
+        lambda: parse(
+            {
+                "problem": {"kind": "quadratic", "n_clients": 2, "dim": 1},
+                "methods": [{"kind": "my.module:Method", "lr": 0.1}],
+            }
+        ),
+        ConfigError,
+        re.escape("methods[0].kind must be one of ['amplified_fedavg', ")
+        + r".*"
+        + re.escape("got 'my.module:Method'"),
+    ),  # fmt: skip
     (
         "rounds_to a string",
         lambda: _small_result().rounds_to("x"),
@@ -1003,9 +1067,9 @@ SPECS = [
         },
     ),
     (
-        "MessageDrops (gilbert-elliott)",
+        "MessageDrops (gilbert_elliott)",
         mixing.MessageDrops,
-        dict(graphs=SEQ, model="gilbert-elliott", p_good_to_bad=0.1, p_bad_to_good=0.5, seed=0),
+        dict(graphs=SEQ, model="gilbert_elliott", p_good_to_bad=0.1, p_bad_to_good=0.5, seed=0),
         {
             "p_good_to_bad": FLOAT(bad=(-0.5, 1.5)),
             "p_bad_to_good": FLOAT(bad=(0.0, 1.5)),

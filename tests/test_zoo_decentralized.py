@@ -38,7 +38,7 @@ from tests.test_method_family import KINDS, assert_close, make_problem
 
 def sequences(rng, n):
     undirected = RandomSequence(n, "erdos_renyi", seed=int(rng.integers(2**31)))
-    directed = RandomSequence(n, "directed_ring_with_random_edges", seed=int(rng.integers(2**31)))
+    directed = RandomSequence(n, "random_directed", seed=int(rng.integers(2**31)))
     return undirected, directed
 
 
@@ -146,7 +146,7 @@ def test_forms_are_checked():
 
 def test_new_methods_refuse_mixing_they_cannot_use():
     problem = Quadratic.random(6, 2, seed=1)
-    directed = RandomSequence(6, "directed_ring_with_random_edges", seed=1)
+    directed = RandomSequence(6, "random_directed", seed=1)
     for method in (EXTRA(0.1, directed, rule="row"), D2(0.1, directed, rule="row")):
         with pytest.raises(ValueError, match="doubly stochastic"):
             run(method, problem, Full(6), 2)
@@ -212,7 +212,7 @@ def network():
     n = 10
     problem = LeastSquares.random(n, 5, rows_per_client=8, reg=0.05, heterogeneity=2.0, seed=3)
     undirected = RandomSequence(n, "erdos_renyi", p=0.3, seed=1)
-    directed = RandomSequence(n, "directed_ring_with_random_edges", p=0.2, seed=2)
+    directed = RandomSequence(n, "random_directed", p=0.2, seed=2)
     assert is_strongly_connected_union(undirected, 0, 1)
     assert is_strongly_connected_union(directed, 0, 1)
     return n, problem, undirected, directed

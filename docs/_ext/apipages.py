@@ -13,11 +13,6 @@ import pkgutil
 import types
 from pathlib import Path
 
-from sphinx.pycode import ModuleAnalyzer
-from sphinx.util import logging
-
-LOGGER = logging.getLogger(__name__)
-
 #: The public packages and modules, in the order the reference shows them.
 PACKAGES = (
     ("stochmix", "Running, comparing and writing methods"),
@@ -30,6 +25,7 @@ PACKAGES = (
     ("stochmix.analysis.linear", "Exact linear operators"),
     ("stochmix.engine", "The engine"),
     ("stochmix.config", "Configurations"),
+    ("stochmix.config.plugins", "Your own kinds in configurations: entry points"),
     ("stochmix.studies", "Studies: sweeps over a configuration"),
     ("stochmix.protocols", "Protocols: the contracts of your own parts"),
 )
@@ -135,6 +131,9 @@ def write_api_pages(folder: Path) -> None:
 def data_comment(package: str, name: str, value) -> str:
     """The ``#:`` comment that documents ``package.name``, read from the module of the
     package that assigns it (a constant has no ``__doc__`` of its own)."""
+    from sphinx.pycode import ModuleAnalyzer
+    from sphinx.util import logging
+
     module = importlib.import_module(package)
     candidates = [package]
     if hasattr(module, "__path__"):
@@ -150,7 +149,9 @@ def data_comment(package: str, name: str, value) -> str:
         found = docs.get(("", name))
         if found:
             return "\n".join(found).strip()
-    LOGGER.warning("%s.%s is public but has no '#:' comment to document it", package, name)
+    logging.getLogger(__name__).warning(
+        "%s.%s is public but has no '#:' comment to document it", package, name
+    )
     return ""
 
 

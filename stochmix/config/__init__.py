@@ -54,7 +54,7 @@ participation is ``full`` (the default; another kind is refused)::
     seed = 0                     #   the graphs' seed, static = true (one graph throughout)
     drops = 0.1                  # optional: message drops (stochmix.mixing.MessageDrops),
     drop_symmetric = true        #   a link's two directions together; drop_model =
-    drop_seed = 0                #   "gilbert-elliott" takes drop_p_good_to_bad,
+    drop_seed = 0                #   "gilbert_elliott" takes drop_p_good_to_bad,
                                  #   drop_p_bad_to_good, drop_in_good, drop_in_bad instead
                                  #   of drops; drop_lost_weight = "receiver" | "sender"
     channel_noise = 0.01         # optional: N(0, 0.01^2) added to every message a
@@ -65,6 +65,10 @@ By default dgd, gradient_tracking, extra, nids, exact_diffusion, d2, choco and k
 take the graph's doubly stochastic weights
 (:data:`DOUBLY_STOCHASTIC_RULE`), the others their own default rules; a rule whose matrices
 are not what the method needs (:data:`RULE_NEEDS`) is refused.
+
+Installed packages add methods, problems and participation processes under their own
+kinds, through entry points (:mod:`stochmix.config.plugins`); a configuration names a kind,
+never an import path.
 
 **Every random choice has a seed, 0 by default** (:data:`DEFAULT_SEED`): the problem's
 generator (``problem.seed``), heterogeneous Bernoulli probabilities

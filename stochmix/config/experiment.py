@@ -9,7 +9,7 @@ import numpy as np
 from .. import algorithms
 from ..participation import ParticipationProcess
 from ..problems import Problem
-from .registry import DECENTRALIZED, METHODS
+from . import plugins
 
 __all__ = [
     "Experiment",
@@ -31,8 +31,8 @@ class MethodSpec:
 
     def build(self, lr: float):
         """The method at step size ``lr``."""
-        factory, fixed = METHODS[self.kind]
-        extra = {"graphs": self.graphs} if self.kind in DECENTRALIZED else {}
+        factory, fixed = plugins.method(self.kind)
+        extra = {"graphs": self.graphs} if plugins.decentralized(self.kind) else {}
         method = factory(lr=lr, **fixed, **extra, **self.options)
         # (every kind of DECENTRALIZED makes a DecentralizedMethod)
         if self.channel_noise and isinstance(method, algorithms.DecentralizedMethod):
@@ -60,6 +60,11 @@ class Experiment:
     backend: str = "numpy"
     settings: dict = field(default_factory=dict)
     tables: dict = field(default_factory=dict)
+    #: How a step-size grid picks its best step: ``best_lr_by`` and ``tolerance``
+    #: (:data:`~stochmix.config.settings.BEST_LR_BY`).
+    lr_choice: dict = field(
+        default_factory=lambda: {"best_lr_by": "rounds_to_tolerance", "tolerance": 1e-8}
+    )
 
     @property
     def run_options(self) -> dict:
@@ -83,6 +88,7 @@ class Experiment:
         return {
             **top,
             **self.settings,
+            **self.lr_choice,
             **self.tables,
             "methods": [m.table() for m in self.methods],
         }

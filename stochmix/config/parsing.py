@@ -32,10 +32,15 @@ def _section(raw: dict, key: str, default: dict | None = None) -> dict:
     return dict(value)
 
 
-def _kind(table: dict, where: str, allowed) -> str:
+def _kind(table: dict, where: str, allowed, installed=None) -> str:
+    """The table's ``kind`` (taken out of it): one of ``allowed`` or, where ``installed``
+    is given, of the kinds it returns (called only for a kind not in ``allowed``)."""
     kind = table.pop("kind", None)
-    if not isinstance(kind, str) or kind not in allowed:
-        raise ConfigError(f"{where}.kind must be one of {sorted(allowed)}, got {kind!r}")
+    if isinstance(kind, str) and kind in allowed:
+        return kind
+    more = installed() if installed is not None else []
+    if not isinstance(kind, str) or kind not in more:
+        raise ConfigError(f"{where}.kind must be one of {sorted([*allowed, *more])}, got {kind!r}")
     return kind
 
 

@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from ..problems import LeastSquares
+from . import plugins
 from .experiment import Experiment
 from .parsing import DEFAULT_SEED, ConfigError
-from .registry import DECENTRALIZED, EVERY_CLIENT
+from .registry import EVERY_CLIENT
 from .sections import _graphs, _method, _method_tables, _participation, _problem
-from .settings import TOP_LEVEL, _run_shape, _settings, _slug
+from .settings import TOP_LEVEL, _lr_choice, _run_shape, _settings, _slug
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -24,6 +25,7 @@ __all__ = [
     "default_table",
     "load",
     "parse",
+    "read",
 ]
 
 
@@ -42,11 +44,14 @@ def parse(raw: dict, default_name: str = "experiment") -> Experiment:
         )
     name, rounds, seeds, backend = _run_shape({"name": default_name, **raw})
     settings = _settings(raw, backend)
+    lr_choice = _lr_choice(raw)
     problem, problem_table = _problem(raw)
     methods_raw = _method_tables(raw)
     kinds = [t.get("kind") for t in methods_raw if isinstance(t, dict)]
-    decentralized = [k for k in kinds if isinstance(k, str) and k in DECENTRALIZED]
-    everyone = [k for k in kinds if isinstance(k, str) and k in (*DECENTRALIZED, *EVERY_CLIENT)]
+    decentralized = [k for k in kinds if isinstance(k, str) and plugins.decentralized(k)]
+    everyone = [
+        k for k in kinds if isinstance(k, str) and (k in decentralized or k in EVERY_CLIENT)
+    ]
     process, participation_table = _participation(raw, problem.n_clients, everyone)
     graphs, graphs_table, graph_rule = _graphs(raw, problem.n_clients, decentralized)
     graph_kind = graphs_table.get("kind")
@@ -61,12 +66,24 @@ def parse(raw: dict, default_name: str = "experiment") -> Experiment:
     tables = {"problem": problem_table, "participation": participation_table}
     if graphs is not None:
         tables["graphs"] = graphs_table
-    return Experiment(name, problem, process, methods, rounds, seeds, backend, settings, tables)
+    return Experiment(
+        name, problem, process, methods, rounds, seeds, backend, settings, tables, lr_choice
+    )
 
 
 def load(path) -> Experiment:
     """Read and parse a TOML configuration file (named after the file unless it says
     ``name = ...``)."""
+    path = Path(path)
+    return parse(read(path), default_name=_slug(path.stem))
+
+
+def read(path) -> dict:
+    """A TOML configuration file as a dict, not yet parsed (see :func:`load`).
+
+    Raises:
+        ConfigError: the file is missing, unreadable, not UTF-8 or not TOML.
+    """
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
@@ -80,7 +97,7 @@ def load(path) -> Experiment:
         ) from None
     except OSError as error:
         raise ConfigError(f"{path}: cannot be read ({error.strerror or error})") from None
-    return parse(raw, default_name=_slug(path.stem))
+    return raw
 
 
 def default_table() -> dict:

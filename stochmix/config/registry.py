@@ -121,7 +121,7 @@ def _weighted(n_clients, weights, size):
 
 
 #: Participation processes: kind -> the factory that builds one from the table's keys.
-PROCESSES = {
+PROCESSES: dict[str, Callable[..., Any]] = {
     "full": participation.Full,
     "uniform": participation.UniformSample,
     "weighted": _weighted,
@@ -155,7 +155,7 @@ def _erdos_renyi(nodes, p=None, seed=DEFAULT_SEED, connected=True, static=False)
 
 def _random_directed(nodes, p=None, seed=DEFAULT_SEED, static=False):
     """A directed ring plus random directed edges, fresh every step (or ``static``)."""
-    return _random_graphs(nodes, "directed_ring_with_random_edges", p, seed, True, static)
+    return _random_graphs(nodes, "random_directed", p, seed, True, static)
 
 
 def _cycle(nodes):

@@ -7,8 +7,11 @@ import math
 from typing import Any
 
 from .. import mixing
+from .._names import DROP_MODEL_ALIASES, renamed
+from ..engine import Method
 from ..participation import ParticipationProcess
 from ..problems import Problem
+from . import plugins
 from .experiment import MethodSpec
 from .parsing import (
     DEFAULT_SEED,
@@ -31,22 +34,34 @@ from .registry import (
     METHODS,
     PROBLEMS,
     PROCESSES,
-    RULE_NEEDS,
 )
 
-__all__: list[str] = []
+__all__ = [
+    "graph_sequence",
+]
 
 
 def _problem(raw: dict) -> tuple[Problem, dict]:
     """The problem and its resolved table."""
     table = _section(raw, "problem")
-    kind = _kind(table, "problem", PROBLEMS)
+    kind = _kind(table, "problem", PROBLEMS, lambda: plugins.installed("problems"))
     table.setdefault("seed", DEFAULT_SEED)
     given = dict(table)
     if isinstance(given.get("rows_per_client"), list):  # a TOML pair (low, high)
         given["rows_per_client"] = tuple(given["rows_per_client"])
-    problem = _call(PROBLEMS[kind], "problem", given)
-    return problem, _with_defaults(kind, PROBLEMS[kind], table)
+    factory = plugins.problem(kind)
+    problem = _call(factory, "problem", given)
+    _built(problem, Problem, "problem", kind)
+    return problem, _with_defaults(kind, factory, table)
+
+
+def _built(value, expected: type, where: str, kind: str) -> None:
+    """Refuse what an installed kind's factory built when it is not an ``expected``."""
+    if not isinstance(value, expected):
+        raise ConfigError(
+            f"{where}.kind = {kind!r} built a {type(value).__name__}, not a "
+            f"stochmix {expected.__name__}"
+        )
 
 
 def _participation(
@@ -55,19 +70,20 @@ def _participation(
     """The participation process and its resolved table (full participation by default;
     the only kind that decentralized methods and :data:`EVERY_CLIENT` accept)."""
     table = _section(raw, "participation", default={"kind": "full"})
-    kind = _kind(table, "participation", PROCESSES)
+    kind = _kind(table, "participation", PROCESSES, lambda: plugins.installed("participation"))
     if everyone and kind != "full":
         what = (
             "decentralized methods run every node in every iteration"
-            if everyone[0] in DECENTRALIZED
+            if plugins.decentralized(everyone[0])
             else f"{everyone[0]} runs every client in every round, as in its paper"
         )
         raise ConfigError(
             f"participation.kind = {kind!r} cannot drive {everyone[0]}: {what}; "
             'use kind = "full" or leave [participation] out'
         )
-    factory = PROCESSES[kind]
+    factory = plugins.process(kind)
     process = _call(factory, "participation", table, {"n_clients": n_clients})
+    _built(process, ParticipationProcess, "participation", kind)
     resolved = _with_defaults(kind, factory, table, skip=("n_clients",))
     if kind == "bernoulli" and "p" in table:
         resolved.pop("seed", None)  # the seed draws p_i between low and high only
@@ -88,7 +104,22 @@ def _graphs(raw: dict, n_clients: int, decentralized: list[str]) -> tuple:
             "graphs: no method uses a graph; [graphs] is for the decentralized methods "
             f"{sorted(DECENTRALIZED)}"
         )
-    table = _section(raw, "graphs")
+    return graph_sequence(_section(raw, "graphs"), n_clients)
+
+
+def graph_sequence(table: dict, n_clients: int) -> tuple:
+    """The graph sequence of a ``[graphs]`` table (message drops included), its resolved
+    table and its rule (None when the table sets none): what ``stochmix run`` mixes over
+    and ``stochmix spectrum`` summarizes.
+
+    Args:
+        table: the ``[graphs]`` table (not changed).
+        n_clients: the problem's number of clients, which ``nodes`` must equal.
+
+    Raises:
+        ConfigError: one line naming the key and the bad value.
+    """
+    table = dict(table)
     kind = _kind(table, "graphs", GRAPHS)
     nodes = table.pop("nodes", n_clients)
     if nodes != n_clients or not _integer(nodes):
@@ -98,8 +129,7 @@ def _graphs(raw: dict, n_clients: int, decentralized: list[str]) -> tuple:
         raise ConfigError(f"graphs.rule must be one of {list(mixing.RULES)}, got {rule!r}")
     factory = GRAPHS[kind]
     if "p" in _parameters(factory) and table.get("p") is None:  # write the default p out
-        internal = "erdos_renyi" if kind == "erdos_renyi" else "directed_ring_with_random_edges"
-        table["p"] = mixing.RandomSequence(nodes, internal, seed=0).p
+        table["p"] = mixing.RandomSequence(nodes, kind, seed=0).p
     drop_table = {key: table.pop(key) for key in list(table) if key in DROP_KEYS}
     noise = table.pop("channel_noise", 0.0)
     if isinstance(noise, bool) or not isinstance(noise, (int, float)) or not noise >= 0:
@@ -124,6 +154,8 @@ def _message_drops(table: dict, sequence) -> tuple:
     if not given:
         return sequence, {}
     given.setdefault("drop_seed", DEFAULT_SEED)
+    if "drop_model" in given:
+        given["drop_model"] = renamed(given["drop_model"], "graphs.drop_model", DROP_MODEL_ALIASES)
     try:
         drops = mixing.MessageDrops(sequence, **{DROP_KEYS[k]: v for k, v in given.items()})
     except (TypeError, ValueError) as error:
@@ -196,8 +228,8 @@ def _check_rule(source: str, rule, need: str, kind: str, graphs, graph_kind: str
 def _check_rules(where: str, kind: str, table: dict, graphs, graph_kind: str, graph_rule):
     """Fill in and check the weight rules of a decentralized method (not checked where
     the table says ``check_mixing = false``)."""
-    params = _parameters(METHODS[kind][0])
-    for name, need in RULE_NEEDS[kind].items():
+    params = _parameters(plugins.method(kind)[0])
+    for name, need in plugins.method_needs(kind).items():
         source, rule = _rule_source(where, table, name, graph_rule)
         if rule is None:
             rule = _default_rule(where, kind, name, graph_kind) or params[name].default
@@ -212,7 +244,7 @@ def _method(index: int, raw_table, graphs, graph_kind, graph_rule) -> MethodSpec
     if not isinstance(raw_table, dict):
         raise ConfigError(f"{where} must be a table")
     table = dict(raw_table)
-    kind = _kind(table, where, METHODS)
+    kind = _kind(table, where, METHODS, lambda: plugins.installed("methods"))
     label = table.pop("label", kind)
     if not isinstance(label, str) or not label:
         raise ConfigError(f"{where}.label must be a non-empty string, got {label!r}")
@@ -228,12 +260,13 @@ def _method(index: int, raw_table, graphs, graph_kind, graph_rule) -> MethodSpec
     lrs = [float(v) for v in lrs]
     if len(set(lrs)) != len(lrs):
         raise ConfigError(f"{where}.lr lists a step size twice: {lrs!r}")
-    factory, fixed = METHODS[kind]
+    factory, fixed = plugins.method(kind)
     supplied = {"lr": lrs[0], **fixed}
-    if kind in DECENTRALIZED:
+    if plugins.decentralized(kind):
         _check_rules(where, kind, table, graphs, graph_kind, graph_rule)
         supplied["graphs"] = graphs
-    _call(factory, where, table, supplied, ("kind", "label", "lr"))  # fail now, not mid-run
+    built = _call(factory, where, table, supplied, ("kind", "label", "lr"))  # fail now
+    _built(built, Method, where, kind)
     options = _with_defaults(kind, factory, table, skip=supplied)
     del options["kind"]
     return MethodSpec(kind, options, lrs, label, supplied.get("graphs"))

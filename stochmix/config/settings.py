@@ -10,8 +10,20 @@ from ..engine.result import METRICS
 from .parsing import DEFAULT_SEED, ConfigError, _integer
 
 __all__ = [
+    "BEST_LR_BY",
+    "DEFAULT_TOLERANCE",
     "TOP_LEVEL",
 ]
+
+#: How a step-size grid picks its best step: ``"rounds_to_tolerance"`` (the default: fewest
+#: rounds to ``tolerance``, the median over seeds; a step that some seed never brings there
+#: ranks after every step that all do; ties, and steps that never reach it, by final error)
+#: or ``"final_error"`` (the smallest final error, the mean over seeds).
+BEST_LR_BY = ("rounds_to_tolerance", "final_error")
+
+#: The default ``tolerance`` of ``best_lr_by = "rounds_to_tolerance"``: the tolerance of the
+#: summary's "rounds to 1e-8" column.
+DEFAULT_TOLERANCE = 1e-8
 
 #: The top-level keys of a configuration (outside its tables) and what each one holds.
 TOP_LEVEL = {
@@ -26,6 +38,8 @@ TOP_LEVEL = {
     "metrics",
     "evaluate_every",
     "storage",
+    "best_lr_by",
+    "tolerance",
     "problem",
     "participation",
     "graphs",
@@ -65,6 +79,19 @@ def _settings(raw: dict, backend: str) -> dict:
         raise ConfigError(f'storage must be "auto", "full" or "compact", got {storage!r}')
     settings["storage"] = storage
     return settings
+
+
+def _lr_choice(raw: dict) -> dict:
+    """``best_lr_by`` and ``tolerance``, checked, with their defaults."""
+    by = raw.get("best_lr_by", BEST_LR_BY[0])
+    if by not in BEST_LR_BY:
+        raise ConfigError(f"best_lr_by must be one of {list(BEST_LR_BY)}, got {by!r}")
+    tolerance = raw.get("tolerance", DEFAULT_TOLERANCE)
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)):
+        raise ConfigError(f"tolerance must be a positive number, got {tolerance!r}")
+    if not 0 < tolerance < float("inf"):
+        raise ConfigError(f"tolerance must be a positive number, got {tolerance!r}")
+    return {"best_lr_by": by, "tolerance": float(tolerance)}
 
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")

@@ -70,10 +70,10 @@ __all__ = [
 WORKERS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 PROGRAMS = 64  # compiled programs kept (one per distinct structure of a run of phases)
 # compiled="auto" takes the row-wise path for runs of phases of at least
-# ROWWISE_MIN_ENTRIES entries whose program is compiled already (in this process or in the
-# disk cache), and compiles new ones in runs expected to touch at least ROWWISE_MIN_WORK
-# node entries in all (rounds x expected participants x d: compiling a structure costs
-# 0.3-1 s once per machine, and the row-wise path saves about 3 ns an entry).
+# ROWWISE_MIN_ENTRIES node entries in runs expected to touch at least ROWWISE_MIN_WORK node
+# entries in all (rounds x expected participants x d: compiling a structure costs 0.3-1 s
+# once per machine, and the row-wise path saves about 3 ns an entry). The decision reads the
+# run's arguments alone, never what the program cache holds.
 ROWWISE_MIN_WORK = 3e8
 ROWWISE_MIN_ENTRIES = 1 << 13
 

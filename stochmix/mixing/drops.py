@@ -38,7 +38,7 @@ anyway: gradient tracking only needs the graphs to be connected jointly over win
     ``np.random.default_rng([seed, k, TAG])`` alone (``TAG`` keeps the drop stream apart from
     a :class:`~stochmix.mixing.RandomSequence` with the same seed), so any step can be asked
     for in any order.
-``model="gilbert-elliott"``: each link carries a two-state Markov chain (good/bad) that
+``model="gilbert_elliott"``: each link carries a two-state Markov chain (good/bad) that
     moves good -> bad with probability ``p_good_to_bad`` and bad -> good with probability
     ``p_bad_to_good`` at every step, starting from its stationary law; a link in state s is
     dropped with probability ``drop_in_good`` / ``drop_in_bad``. The stationary bad
@@ -79,6 +79,7 @@ import numpy as np
 import scipy.sparse as sp
 from jaxtyping import Int
 
+from .._names import DROP_MODEL_ALIASES, renamed
 from .._validate import _show, as_bool, as_float, as_int, choice
 from .graphs import matrix_to_graph
 from .sequences import GraphSequence, _pattern
@@ -87,7 +88,7 @@ from .sequences import GraphSequence, _pattern
 #: draw from different streams (the bytes of "drop").
 TAG = 0x64726F70
 
-MODELS = ("independent", "gilbert-elliott")
+MODELS = ("independent", "gilbert_elliott")
 LOST_WEIGHT = ("receiver", "sender")
 
 _CHAIN, _DRAW = 0, 1
@@ -104,7 +105,7 @@ class MessageDrops(GraphSequence):
     Args:
         graphs: the wrapped :class:`GraphSequence`.
         probability: the drop probability p in [0, 1] of ``model="independent"``.
-        model: ``"independent"`` or ``"gilbert-elliott"``.
+        model: ``"independent"`` or ``"gilbert_elliott"``.
         p_good_to_bad: Gilbert–Elliott: probability in [0, 1] that a good link turns bad.
         p_bad_to_good: Gilbert–Elliott: probability in (0, 1] that a bad link recovers;
             bad periods last ``1 / p_bad_to_good`` steps on average.
@@ -119,7 +120,7 @@ class MessageDrops(GraphSequence):
 
         lossy = MessageDrops(StaticSequence(nx.cycle_graph(8)), probability=0.1,
                              symmetric=True, seed=0)
-        bursty = MessageDrops(OnePeerExponential(8), model="gilbert-elliott",
+        bursty = MessageDrops(OnePeerExponential(8), model="gilbert_elliott",
                               p_good_to_bad=0.05, p_bad_to_good=0.5, seed=0)
     """
 
@@ -151,8 +152,9 @@ class MessageDrops(GraphSequence):
             graphs (GraphSequence): the wrapped sequence over n nodes.
             probability (float | None): ``model="independent"``: the probability in
                 [0, 1] that a link is dropped at a step (required there); None with
-                ``"gilbert-elliott"``.
-            model (str): ``"independent"`` (default) or ``"gilbert-elliott"``.
+                ``"gilbert_elliott"``.
+            model (str): ``"independent"`` (default) or ``"gilbert_elliott"`` (the old
+                ``"gilbert_elliott"`` is accepted with a DeprecationWarning for one release).
             p_good_to_bad (float | None): Gilbert–Elliott: the probability in [0, 1] that
                 a good link turns bad at a step (required there); None with
                 ``"independent"``.
@@ -186,7 +188,7 @@ class MessageDrops(GraphSequence):
                 f"graphs must be a GraphSequence, got {type(graphs).__name__}: {_show(graphs)}"
             )
         self.graphs = graphs
-        self.model = choice(model, "model", MODELS)
+        self.model = choice(renamed(model, "model", DROP_MODEL_ALIASES), "model", MODELS)
         drop_in_good = as_float(drop_in_good, "drop_in_good", nonnegative=True, maximum=1.0)
         drop_in_bad = as_float(drop_in_bad, "drop_in_bad", nonnegative=True, maximum=1.0)
         # the parameters of the model not chosen are None
@@ -197,7 +199,7 @@ class MessageDrops(GraphSequence):
             for name, value in (("p_good_to_bad", p_good_to_bad), ("p_bad_to_good", p_bad_to_good)):
                 if value is not None:
                     raise ValueError(
-                        f"{name} is a parameter of model='gilbert-elliott', got {_show(value)} "
+                        f"{name} is a parameter of model='gilbert_elliott', got {_show(value)} "
                         "with model='independent' (which takes probability)"
                     )
             for name, value, default in (
@@ -206,7 +208,7 @@ class MessageDrops(GraphSequence):
             ):
                 if value != default:
                     raise ValueError(
-                        f"{name} is a parameter of model='gilbert-elliott', got {value} with "
+                        f"{name} is a parameter of model='gilbert_elliott', got {value} with "
                         "model='independent' (which takes probability)"
                     )
             self.probability = as_float(probability, "probability", nonnegative=True, maximum=1.0)
@@ -215,7 +217,7 @@ class MessageDrops(GraphSequence):
             if probability is not None:
                 raise ValueError(
                     f"probability is the parameter of model='independent', got "
-                    f"{_show(probability)} with model='gilbert-elliott' (which takes "
+                    f"{_show(probability)} with model='gilbert_elliott' (which takes "
                     "p_good_to_bad, p_bad_to_good, drop_in_good and drop_in_bad)"
                 )
             self.probability = None
@@ -237,7 +239,7 @@ class MessageDrops(GraphSequence):
         self._chain: tuple[int, np.ndarray] | None = None
         self._checkpoints: dict[int, np.ndarray] = {}
         self._links: np.ndarray | None = None  # sorted link keys; None: every node pair
-        if self.model == "gilbert-elliott" and not self._certain():
+        if self.model == "gilbert_elliott" and not self._certain():
             self._links = self._link_set()
 
     # ------------------------------------------------------------------------- the model
@@ -249,7 +251,7 @@ class MessageDrops(GraphSequence):
     def _rates(self) -> tuple[float, float]:
         """``(p_good_to_bad, p_bad_to_good)`` of the Gilbert–Elliott model."""
         p_gb, p_bg = self.p_good_to_bad, self.p_bad_to_good
-        assert p_gb is not None and p_bg is not None, "model='gilbert-elliott' sets them"
+        assert p_gb is not None and p_bg is not None, "model='gilbert_elliott' sets them"
         return p_gb, p_bg
 
     def _certain(self) -> bool:
@@ -330,7 +332,7 @@ class MessageDrops(GraphSequence):
             n = self.n_nodes
             if n * n > _MAX_PAIRS:
                 raise ValueError(
-                    f"model='gilbert-elliott' keeps one chain per node pair of a non-periodic "
+                    f"model='gilbert_elliott' keeps one chain per node pair of a non-periodic "
                     f"sequence: n = {n} gives {n * n} pairs, more than {_MAX_PAIRS}; wrap a "
                     "periodic (or static) sequence or use model='independent'"
                 )

@@ -35,6 +35,7 @@ import scipy.sparse as sp
 from jaxtyping import Int
 
 from .._lazy import lazy_module
+from .._names import GRAPH_ALIASES, renamed
 from .._validate import _show, as_bool, as_float, as_int, choice, is_scalar
 from .graphs import _check_nodes, graph_to_matrix
 from .weights import _adjacency, metropolis_hastings, uniform_in_neighbors, uniform_out_neighbors
@@ -229,7 +230,7 @@ class DirectedRingSequence(GraphSequence):
     0 mod n gives the identity (weight-1 self-loops). With ``shifts=(1,)`` this is the static
     directed ring, strongly connected but not symmetric (no "metropolis"); irregular
     directed graphs, where "row" and "column" differ, come from
-    ``RandomSequence(kind="directed_ring_with_random_edges")``.
+    ``RandomSequence(kind="random_directed")``.
 
     Args:
         n_nodes: n >= 1.
@@ -313,7 +314,7 @@ class OnePeerExponential(DirectedRingSequence):
         super().__init__(n, shifts=[-(2**m) for m in range(self.tau)])
 
 
-_KINDS = ("erdos_renyi", "directed_ring_with_random_edges")
+_KINDS = ("erdos_renyi", "random_directed")
 
 
 class RandomSequence(GraphSequence):
@@ -329,14 +330,16 @@ class RandomSequence(GraphSequence):
             disconnected draw is patched by chaining its components: one random member of
             each, in random order, linked by an edge (a tree over the components, the
             fewest edges that connect it).
-        ``"directed_ring_with_random_edges"``: the directed ring ``i -> i+1 mod n`` plus each
+        ``"random_directed"``: the directed ring ``i -> i+1 mod n`` plus each
             other ordered pair ``j -> i`` independently with probability p. The ring makes
             every graph strongly connected (``connected`` has nothing to add), and in- and
             out-degrees differ, so "row" and "column" rules give different matrices.
 
     Args:
         n_nodes: n >= 1.
-        kind: one of the kinds above.
+        kind: one of the kinds above (the same names as ``[graphs]`` kinds and
+            ``stochmix spectrum --graph``; the old ``"random_directed"`` is
+            accepted with a DeprecationWarning for one release).
         p: edge probability in [0, 1]; default ``min(1, 2 ln(n) / n)`` (about twice the
             connectivity threshold of G(n, p)).
         seed: nonnegative int; ``None`` draws fresh entropy once (kept in ``self.seed``).
@@ -354,7 +357,7 @@ class RandomSequence(GraphSequence):
         connected: bool = True,
     ):
         self._n = as_int(n_nodes, "n_nodes", minimum=1)
-        self.kind = choice(kind, "kind", _KINDS)
+        self.kind = choice(renamed(kind, "kind", GRAPH_ALIASES), "kind", _KINDS)
         if p is None:
             p = min(1.0, 2.0 * math.log(self._n) / self._n) if self._n > 1 else 0.0
         self.p = as_float(p, "p", nonnegative=True, maximum=1.0)

@@ -36,7 +36,7 @@ def undirected():
 
 
 def directed():
-    return RandomSequence(N, "directed_ring_with_random_edges", seed=6)
+    return RandomSequence(N, "random_directed", seed=6)
 
 
 def _federated(name, make, process=None):
