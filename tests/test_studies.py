@@ -125,7 +125,7 @@ def test_serial_and_two_processes_give_the_same_bytes(tmp_path):
         "method",
         "lr",
     ]
-    assert {"rate", "rounds_to_1e-8", "final_relative_error"} <= set(rows[0])
+    assert {"rate", "rounds_to_1e-8", "rounds_to_tolerance", "final_relative_error"} <= set(rows[0])
     for cell in serial.cells:  # per-round curves stay in each cell's folder, same bytes
         one = tmp_path / "serial" / "cells" / cell.name / "metrics.csv"
         two = tmp_path / "jobs" / "cells" / cell.name / "metrics.csv"
@@ -282,3 +282,12 @@ def test_the_guide_study_runs_as_written(tmp_path, capsys):
     assert len(rows) == 4 * 3 * 2  # p_min values x seeds x methods
     assert {row["participation.low"] for row in rows} == {"0.02", "0.1", "0.3", "0.5"}
     capsys.readouterr()
+
+
+def test_rounds_to_the_swept_tolerance(tmp_path):
+    study = Study({**base(rounds=60), "seeds": [0]}, sweep={"tolerance": [0.5, 0.05]})
+    table = study.run(tmp_path / "s", progress=False).results(frame=False)
+    focus = [i for i, method in enumerate(table["method"]) if method == "FOCUS"]
+    loose, tight = (table["rounds_to_tolerance"][i] for i in focus)
+    assert table["tolerance"][focus[0]] == 0.5
+    assert loose is not None and (tight is None or loose <= tight)

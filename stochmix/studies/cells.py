@@ -46,14 +46,17 @@ __all__ = [
 MARKER = "done"
 
 #: The per-run summary of each row of ``study.csv``, after the swept values, the seed and
-#: the method: the step size (the best of a grid), the final errors, the rounds to 1e-8,
-#: the linear rate and the round at which a run diverged (empty where none did).
+#: the method: the step size (the best of a grid), the final errors, the rounds to 1e-8
+#: (on the relative error) and to the configuration's ``tolerance`` (on the run's error
+#: metric, as the step-size choice counts them), the linear rate and the round at which a
+#: run diverged (empty where none did).
 SUMMARY_FIELDS = (
     "lr",
     "final_relative_error",
     "final_objective_gap",
     "final_objective",
     "rounds_to_1e-8",
+    "rounds_to_tolerance",
     "rate",
     "diverged_at",
 )
@@ -193,10 +196,14 @@ def _execute(text: str, folder: Path) -> dict:
     seconds = time.perf_counter() - start
     experiments.write_metrics(outcomes, folder / "metrics.csv")
     experiments.write_timing(outcomes, folder / "timing.csv")
+    tolerance = float(getattr(exp, "lr_choice", {}).get("tolerance", 1e-8))
     rows, timing = [], []
     for outcome in outcomes:
         for res in outcome.best:
             summary = res.summary()
+            metric = experiments.error_metric(res)
+            if metric is not None and not res.diverged:
+                summary["rounds_to_tolerance"] = res.rounds_to(tolerance, metric)
             row: dict[str, Any] = {"method": outcome.label, "lr": outcome.best_lr}
             row.update({key: _number(summary.get(key)) for key in SUMMARY_FIELDS[1:]})
             rows.append(row)
