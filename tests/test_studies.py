@@ -291,3 +291,21 @@ def test_rounds_to_the_swept_tolerance(tmp_path):
     loose, tight = (table["rounds_to_tolerance"][i] for i in focus)
     assert table["tolerance"][focus[0]] == 0.5
     assert loose is not None and (tight is None or loose <= tight)
+
+
+def test_the_guide_sweep_table_reads_as_it_says():
+    import re
+    from pathlib import Path
+
+    from stochmix.studies.spec import parse_sweep
+
+    page = Path(__file__).resolve().parents[1] / "docs" / "guide" / "studies.md"
+    block = re.findall(r"```toml\n(.*?)```", page.read_text(), re.S)[1]
+    swept = parse_sweep(tomllib.loads(block)["sweep"])
+    assert swept.mode == "zip"
+    assert swept.values == {
+        "problem.dim": [5, 10, 20],
+        "participation.low": [0.1, 0.3, 0.5],
+        "methods.FOCUS.lr": [0.0001, 0.001, 0.01],
+    }
+    assert len(Study(base(), sweep=swept.values, mode="zip").cells) == 3 * 2
