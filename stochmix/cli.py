@@ -305,7 +305,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p_run.add_argument("config", nargs="?", help="experiment.toml (default: embedded)")
     p_run.add_argument(
-        "--out", metavar="DIR", help="output folder (default ./runs/<name>-<time>-<n>)"
+        "--out",
+        metavar="DIR",
+        help="output folder (default ./runs/<name>-<time>-<n>); a study run again into its"
+        " folder skips the cells already done",
     )
     p_run.add_argument("--rounds", type=int, help="override the number of rounds (>= 0)")
     p_run.add_argument("--seed", type=int, help="run this one seed")
