@@ -59,7 +59,7 @@ def test_toml_config_end_to_end(tmp_path, capsys):
     path.write_text(CONFIG)
     assert main(["run", str(path), "--out", str(tmp_path / "out"), "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "fedavg lr grid" in out and "FOCUS" in out
+    assert "fedavg: best lr" in out and "FOCUS" in out  # which step won, and why
     with open(tmp_path / "out" / "metrics.csv") as handle:
         table = list(csv.DictReader(handle))
     assert list(table[0]) == list(COLUMNS)
