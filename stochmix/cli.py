@@ -142,10 +142,10 @@ def _run_study(args: argparse.Namespace) -> int:
             raise configs.ConfigError(f"--seed must be >= 0, got {args.seed}")
         raw.pop("seed", None)
         raw["seeds"] = [args.seed]
-    jobs = 1 if args.jobs is None else args.jobs
-    if jobs < 1:
-        raise configs.ConfigError(f"--jobs must be a positive integer, got {jobs}")
+    if args.jobs is not None and args.jobs < 1:
+        raise configs.ConfigError(f"--jobs must be a positive integer, got {args.jobs}")
     study = Study(raw)
+    jobs = study.default_jobs() if args.jobs is None else args.jobs
     where = f"on the Dask cluster at {args.address}" if args.address else f"{jobs} job(s)"
     print(
         f"{study.name}: {len(study.cells)} cells (sweep {study.keys}, {study.sweep.mode}), {where}"
@@ -317,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         metavar="N",
         help="a study (a config with a [sweep] table): run its cells on N local processes"
-        " (default 1)",
+        " (default: every core for studies of 2e6 node-rounds or more, else 1)",
     )
     p_run.add_argument(
         "--address",

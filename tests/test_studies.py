@@ -309,3 +309,24 @@ def test_the_guide_sweep_table_reads_as_it_says():
         "methods.FOCUS.lr": [0.0001, 0.001, 0.01],
     }
     assert len(Study(base(), sweep=swept.values, mode="zip").cells) == 3 * 2
+
+
+def test_the_command_uses_every_core_only_where_it_pays(monkeypatch):
+    import os
+
+    import stochmix as sm
+    from stochmix.studies.study import PARALLEL_WORK
+
+    small = {
+        "rounds": 20,
+        "problem": {"kind": "least_squares", "n_clients": 10, "dim": 3},
+        "methods": [{"kind": "fedavg", "lr": 0.01}],
+        "sweep": {"problem.dim": [2, 3]},
+    }
+    study = sm.Study(small)
+    assert study.work() == 2 * 20 * 10 and study.default_jobs() == 1
+    big = {**small, "rounds": PARALLEL_WORK}  # cells x rounds x clients >= PARALLEL_WORK
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    assert sm.Study(big).default_jobs() == 2  # every core, but no more than the cells
+    one_cell = {**big, "sweep": {"problem.dim": [3]}}
+    assert sm.Study(one_cell).default_jobs() == 1

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,10 +34,16 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 __all__ = [
+    "PARALLEL_WORK",
     "Study",
     "read_config",
     "sweep",
 ]
+
+#: Node-rounds (rounds x clients x runs, over the cells) from which the command runs a
+#: study on every core by default: about ten seconds of work, against about a second to
+#: start a worker process.
+PARALLEL_WORK = 2_000_000
 
 
 def read_config(path) -> tuple[dict, str]:
@@ -120,6 +127,27 @@ class Study:
         if self.sweep.mode != "product":
             swept["mode"] = self.sweep.mode
         return {**self.config, "sweep": swept}
+
+    def work(self) -> int:
+        """The study's size in node-rounds: over its cells, rounds x clients x the lrs of
+        every method (what :meth:`default_jobs` weighs against starting processes)."""
+        total = 0
+        for cell in self.cells:
+            table = tomllib.loads(cell.text)
+            methods = table.get("methods", [])
+            runs = sum(len(m["lr"]) if isinstance(m.get("lr"), list) else 1 for m in methods)
+            total += table["rounds"] * table["problem"].get("n_clients", 1) * max(runs, 1)
+        return total
+
+    def default_jobs(self) -> int:
+        """How many local processes the command uses when ``--jobs`` is not given: every
+        core for a study of at least :data:`PARALLEL_WORK` node-rounds and two cells or more
+        (starting a worker costs about a second: smaller studies run faster serially), else
+        one. The results are the same bytes either way."""
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        if len(self.cells) < 2 or self.work() < PARALLEL_WORK:
+            return 1
+        return max(1, min(cores or 1, len(self.cells)))
 
     def run(
         self,
