@@ -221,6 +221,12 @@ def test_results_and_plot(tmp_path):
     assert table["participation.low"] == [0.05] * 4 + [0.2] * 4 + [0.5] * 4
     assert table["method"][:2] == ["FedAvg", "FOCUS"]
     assert all(isinstance(r, float) for r in table["rate"])
+    # the per-round table: every cell's metrics.csv with its swept value as a column
+    per_round = study.rounds(frame=False)
+    assert list(per_round)[:2] == ["cell", "participation.low"]
+    assert len(per_round["round"]) == 12 * 31  # 3 values x 2 seeds x 2 methods x 31 rounds
+    assert per_round["participation.low"][0] == 0.05 and per_round["round"][:2] == [0, 1]
+    assert set(per_round["method"]) == {"FedAvg", "FOCUS"}
     pd = pytest.importorskip("pandas")
     frame = study.results()
     assert isinstance(frame, pd.DataFrame) and list(frame.columns) == study.columns

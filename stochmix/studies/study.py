@@ -46,6 +46,18 @@ __all__ = [
 PARALLEL_WORK = 2_000_000
 
 
+def _cell_value(text: str):
+    """A value of a ``metrics.csv`` cell: an int, a float (NaN where empty) or the text."""
+    if text == "":
+        return float("nan")
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 def read_config(path) -> tuple[dict, str]:
     """Read a TOML configuration file as a dict (its ``[sweep]`` table included).
 
@@ -267,6 +279,47 @@ class Study:
                 raise ImportError("Study.results(frame=True) needs pandas") from None
             return table
         return pd.DataFrame(table, columns=self.columns)
+
+    def rounds(self, frame: bool | None = None):
+        """The per-round table of the whole study: every row of every cell's
+        ``metrics.csv`` (every method, step size and round), with the cell's name and its
+        swept values as columns before them, in the study's order.
+
+        Args:
+            frame: as in :meth:`results`.
+
+        Returns:
+            The table: ``cell``, a column per swept key, then the columns of
+            ``metrics.csv`` (``method``, ``lr``, ``seed``, ``round``, the metrics ...).
+
+        Raises:
+            RuntimeError: the study has not run.
+            ImportError: ``frame=True`` without pandas.
+        """
+        import csv
+
+        folder = self._folder()
+        names: list[str] = ["cell", *self.keys]
+        rows: list[dict[str, Any]] = []
+        for cell in self.cells:
+            path = folder / "cells" / cell.name / "metrics.csv"
+            if not path.exists():  # a failed cell
+                continue
+            with open(path, newline="") as handle:
+                for row in csv.DictReader(handle):
+                    names += [name for name in row if name not in names]
+                    parsed = {k: _cell_value(v) for k, v in row.items()}
+                    rows.append({"cell": cell.name, **cell.values, **parsed})
+        table = {name: [row.get(name) for row in rows] for name in names}
+        if frame is False:
+            return table
+        try:
+            import pandas as pd
+        except ImportError:
+            if frame:
+                raise ImportError("Study.rounds(frame=True) needs pandas") from None
+            return table
+        return pd.DataFrame(table, columns=names)
 
     def plot(
         self,
