@@ -14,6 +14,7 @@ import warnings
 __all__ = [
     "DROP_MODEL_ALIASES",
     "GRAPH_ALIASES",
+    "PROCESS_ALIASES",
     "RenamedWarning",
     "renamed",
 ]
@@ -26,6 +27,10 @@ GRAPH_ALIASES = {
     "random-directed": "random_directed",
     "directed_ring_with_random_edges": "random_directed",
 }
+
+#: Old spellings of participation kinds (configurations) -> the one name, that of the
+#: Python class in snake_case (``UniformSample``, ``WeightedSample``).
+PROCESS_ALIASES = {"uniform": "uniform_sample", "weighted": "weighted_sample"}
 
 #: Old spellings of message-drop models -> the one name.
 DROP_MODEL_ALIASES = {"gilbert-elliott": "gilbert_elliott"}

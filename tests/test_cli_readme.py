@@ -38,7 +38,7 @@ dim = 3
 seed = 1
 
 [participation]
-kind = "uniform"
+kind = "uniform_sample"
 size = 3
 
 [[methods]]
@@ -72,7 +72,7 @@ def test_toml_config_end_to_end(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("change", "key"),
     [
-        (('kind = "uniform"', 'kind = "sometimes"'), "participation.kind"),
+        (('kind = "uniform_sample"', 'kind = "sometimes"'), "participation.kind"),
         (("size = 3", "size = 30"), "participation"),
         (("local_steps = 2\n\n[[methods]]", "local_step = 2\n\n[[methods]]"), "local_step"),
         (("lr = 0.02", "lr = -1"), "methods[1].lr"),

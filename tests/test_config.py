@@ -206,11 +206,11 @@ BAD = [
     (_with(FEDERATED, evaluate_every=0), "evaluate_every must be"),
     (_with(FEDERATED, participation={"p": 0.5}), "participation.p: give p, or low and high"),
     (
-        _with(FEDERATED, participation={"kind": "weighted", "weights": [1.0, 2.0], "size": 1}),
+        _with(FEDERATED, participation={"kind": "weighted_sample", "weights": [1.0, 2.0], "size": 1}),
         "participation.weights must be a list of n_clients = 6 numbers, got 2",
     ),
     (
-        _with(FEDERATED, participation={"kind": "uniform", "size": 9, "low": None}),
+        _with(FEDERATED, participation={"kind": "uniform_sample", "size": 9, "low": None}),
         "participation: unknown key 'low'",
     ),
     (_with(FEDERATED, methods=[{"kind": "fedavg", "lr": [0.1, 0.1]}]), "methods[0].lr lists"),
@@ -244,3 +244,21 @@ def test_config_errors_are_one_line_naming_the_key(raw, needle):
         parse(raw)
     message = str(caught.value)
     assert needle in message and "\n" not in message
+
+
+def test_old_participation_kinds_warn_and_resolve_to_the_class_names():
+    from stochmix._names import RenamedWarning
+
+    for old, new in (("uniform", "uniform_sample"), ("weighted", "weighted_sample")):
+        table = {"kind": old, "size": 2}
+        if old == "weighted":
+            table["weights"] = [1.0] * 10
+        raw = {
+            "rounds": 2,
+            "problem": {"kind": "quadratic", "n_clients": 10, "dim": 3},
+            "participation": table,
+            "methods": [{"kind": "fedavg", "lr": 0.01}],
+        }
+        with pytest.warns(RenamedWarning, match=f"write '{new}'"):
+            exp = config.parse(raw)
+        assert exp.resolved()["participation"]["kind"] == new

@@ -367,7 +367,7 @@ dim = 3
 seed = 1
 
 [participation]
-kind = "uniform"
+kind = "uniform_sample"
 size = 3
 
 [[methods]]

@@ -387,7 +387,7 @@ def test_bad_draws_named(make, bad, error):
 @pytest.mark.parametrize(
     "table",
     [
-        {"kind": "uniform", "size": 3},
+        {"kind": "uniform_sample", "size": 3},
         {"kind": "bernoulli", "p": 0.3},
         {"kind": "bernoulli", "low": 0.1, "high": 0.4},
     ],

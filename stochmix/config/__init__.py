@@ -20,7 +20,7 @@ A configuration::
     seed = 0                     # other keys go to the problem's random(...) generator
 
     [participation]              # optional: full participation by default
-    kind = "bernoulli"           # full | uniform | weighted | bernoulli | regularized |
+    kind = "bernoulli"           # full | uniform_sample | weighted_sample | bernoulli | regularized |
     low = 0.1                    #   periodic | markov
     high = 0.9
     seed = 0                     # draws the p_i between low and high

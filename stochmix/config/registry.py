@@ -123,8 +123,8 @@ def _weighted(n_clients, weights, size):
 #: Participation processes: kind -> the factory that builds one from the table's keys.
 PROCESSES: dict[str, Callable[..., Any]] = {
     "full": participation.Full,
-    "uniform": participation.UniformSample,
-    "weighted": _weighted,
+    "uniform_sample": participation.UniformSample,
+    "weighted_sample": _weighted,
     "bernoulli": _bernoulli,
     "regularized": participation.Regularized,
     "periodic": participation.Periodic,

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from .. import mixing
-from .._names import DROP_MODEL_ALIASES, renamed
+from .._names import DROP_MODEL_ALIASES, PROCESS_ALIASES, renamed
 from ..engine import Method
 from ..participation import ParticipationProcess
 from ..problems import Problem
@@ -70,6 +70,8 @@ def _participation(
     """The participation process and its resolved table (full participation by default;
     the only kind that decentralized methods and :data:`EVERY_CLIENT` accept)."""
     table = _section(raw, "participation", default={"kind": "full"})
+    if "kind" in table:
+        table = {**table, "kind": renamed(table["kind"], "participation.kind", PROCESS_ALIASES)}
     kind = _kind(table, "participation", PROCESSES, lambda: plugins.installed("participation"))
     if everyone and kind != "full":
         what = (
