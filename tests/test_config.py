@@ -206,7 +206,9 @@ BAD = [
     (_with(FEDERATED, evaluate_every=0), "evaluate_every must be"),
     (_with(FEDERATED, participation={"p": 0.5}), "participation.p: give p, or low and high"),
     (
-        _with(FEDERATED, participation={"kind": "weighted_sample", "weights": [1.0, 2.0], "size": 1}),
+        _with(
+            FEDERATED, participation={"kind": "weighted_sample", "weights": [1.0, 2.0], "size": 1}
+        ),
         "participation.weights must be a list of n_clients = 6 numbers, got 2",
     ),
     (

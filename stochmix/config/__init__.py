@@ -20,8 +20,8 @@ A configuration::
     seed = 0                     # other keys go to the problem's random(...) generator
 
     [participation]              # optional: full participation by default
-    kind = "bernoulli"           # full | uniform_sample | weighted_sample | bernoulli | regularized |
-    low = 0.1                    #   periodic | markov
+    kind = "bernoulli"           # full | uniform_sample | weighted_sample | bernoulli |
+    low = 0.1                    #   regularized | periodic | markov
     high = 0.9
     seed = 0                     # draws the p_i between low and high
     draws = "fast"               # uniform, bernoulli: or "legacy" (stochmix 0.1.0 streams)
