@@ -96,7 +96,6 @@ sphinx_gallery_conf = {
 # -------------------------------------------------------------------------- output
 html_theme = "pydata_sphinx_theme"
 html_title = f"stochmix {release}"
-html_static_path = ["_static"]
 html_theme_options = {
     "navbar_align": "left",
     "show_toc_level": 2,
