@@ -3,10 +3,10 @@ embedded experiment of ``stochmix run`` (:func:`default`)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
+from .._toml import tomllib
 from ..problems import LeastSquares
 from . import plugins
 from .experiment import Experiment
@@ -14,11 +14,6 @@ from .parsing import DEFAULT_SEED, ConfigError
 from .registry import EVERY_CLIENT
 from .sections import _graphs, _method, _method_tables, _participation, _problem
 from .settings import TOP_LEVEL, _lr_choice, _run_shape, _settings, _slug
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 __all__ = [
     "default",

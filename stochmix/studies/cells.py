@@ -15,7 +15,6 @@ import hashlib
 import json
 import os
 import re
-import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -23,14 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import experiments
+from .._toml import tomllib
 from ..config import ConfigError, dumps, parse
 from .keys import check_keys, set_value
 from .spec import Sweep, SweepError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 __all__ = [
     "MARKER",

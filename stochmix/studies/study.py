@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import copy
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from .. import experiments
+from .._toml import tomllib
 from ..config import ConfigError, dumps
 from ..config.settings import _slug
 from .cells import Cell, is_done, make_cells, read_summary
@@ -27,11 +27,6 @@ from .execution import CONNECT_TIMEOUT, connect, run_cells
 from .plotting import plot_curves, plot_summary
 from .spec import Sweep, SweepError, parse_sweep
 from .table import STUDY_TIMING_COLUMNS, columns, header, study_rows, timing_rows, write_csv
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 __all__ = [
     "PARALLEL_WORK",
