@@ -5,6 +5,8 @@ generator (same seed, same stream), and exposes the marginals ``p_i`` where they
 This package depends on nothing else of ours but :mod:`stochmix._validate`.
 """
 
+from ._record import Activation
+from .activation import OnePeerPermutation, PoissonClocks, RandomEdge, RandomMatching
 from .estimators import FedAUEstimator
 from .processes import (
     Bernoulli,
@@ -36,6 +38,11 @@ __all__ = [
     "Periodic",
     "Markov",
     "Trace",
+    "Activation",
+    "PoissonClocks",
+    "RandomEdge",
+    "RandomMatching",
+    "OnePeerPermutation",
     "empirical_probabilities",
     "participation_intervals",
     "mean_intervals",

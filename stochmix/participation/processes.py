@@ -32,6 +32,7 @@ from .._validate import (
     is_scalar,
     make_rng,
 )
+from ._record import Activation
 from .statistics import _check_masks
 
 IntLike = int | np.integer
@@ -210,6 +211,26 @@ class ParticipationProcess(ABC):
         without ever building an N-long mask, so a round costs what its participants cost.
         """
         return self._index_stream(make_rng(seed))
+
+    def activations(self, seed: SeedLike = None) -> Iterator[Activation]:
+        """An endless stream of :class:`~stochmix.participation.Activation` records, one per
+        round: the round's active nodes and, for gossip processes, its links and clock time.
+
+        Args:
+            seed: as for :meth:`masks`; the same int or ``SeedSequence`` gives the identical
+                stream.
+
+        Yields:
+            ``Activation``: ``nodes`` are the round's :meth:`participants`; ``edges`` and
+            ``time`` are ``None`` unless the process draws links or runs a clock.
+        """
+        return self._activation_stream(make_rng(seed))
+
+    def _activation_stream(self, rng: np.random.Generator) -> Iterator[Activation]:
+        """Infinite generator of the rounds as records; by default the rounds of
+        :meth:`_index_stream` as plain node activations (no edges, no time)."""
+        for nodes in self._index_stream(rng):
+            yield Activation(nodes, None, None)
 
     def sample(self, rounds: IntLike, seed: SeedLike = None) -> Bool[np.ndarray, "rounds n"]:
         """The first ``rounds`` masks of ``masks(seed)`` stacked, shape ``(rounds, N)``."""

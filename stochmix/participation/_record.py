@@ -1,0 +1,90 @@
+"""The record of one round of activation (its own module so that both the base class in
+:mod:`.processes` and the processes of :mod:`.activation` can build it without an import
+cycle); users import it from :mod:`stochmix.participation`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from jaxtyping import Int
+
+from .._validate import as_float, as_int_array
+
+_INT64 = np.dtype(np.int64)
+
+
+def _frozen(value, name: str, ndim: int) -> np.ndarray:
+    """``value`` as a read-only int64 array of ``ndim`` dimensions (a copy unless it already
+    is one, so the caller's array is never frozen behind its back)."""
+    if (
+        type(value) is np.ndarray
+        and value.dtype is _INT64
+        and value.ndim == ndim
+        and not value.flags.writeable
+    ):
+        return value
+    arr = np.array(as_int_array(value, name, ndim=ndim), dtype=np.int64, copy=True)
+    arr.flags.writeable = False
+    return arr
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Activation:
+    """One round of an activation process: who is active and, for gossip, which links.
+
+    Attributes:
+        nodes: the active nodes, sorted, distinct, int64, shape ``(k,)``.
+        edges: the directed pairs ``(sender, receiver)`` activated this round, int64 of
+            shape ``(e, 2)``; an undirected edge ``{i, j}`` appears as both ``(i, j)`` and
+            ``(j, i)``. ``None`` for plain node activation.
+        time: the continuous (simulated) time at the end of the round (a clock tick), or
+            ``None`` when the process has no clock.
+
+    The arrays are read-only (a writeable array given to the constructor is copied first).
+    Two records are equal when their nodes, edges and times are.
+    """
+
+    nodes: Int[np.ndarray, " k"]
+    edges: Int[np.ndarray, "e 2"] | None = None
+    time: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", _frozen(self.nodes, "nodes", 1))
+        if self.edges is not None:
+            edges = _frozen(self.edges, "edges", 2)
+            if edges.shape[1] != 2:
+                raise ValueError(f"edges must have shape (e, 2), got {edges.shape}")
+            object.__setattr__(self, "edges", edges)
+        if self.time is not None:
+            object.__setattr__(self, "time", as_float(self.time, "time"))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Activation):
+            return NotImplemented
+        if (self.edges is None) != (other.edges is None) or self.time != other.time:
+            return False
+        if not np.array_equal(self.nodes, other.nodes):
+            return False
+        if self.edges is None or other.edges is None:
+            return True  # both None (checked above)
+        return np.array_equal(self.edges, other.edges)
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, holds arrays
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _activation(nodes: np.ndarray, edges: np.ndarray | None, time: float | None) -> Activation:
+    """An :class:`Activation` of arrays already read-only int64 of the right shapes and a
+    float or None, built without the checks (the processes' per-tick path)."""
+    record = _new(Activation)
+    _set(record, "nodes", nodes)
+    _set(record, "edges", edges)
+    _set(record, "time", time)
+    return record
+
+
+__all__ = ["Activation"]
