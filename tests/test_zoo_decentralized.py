@@ -366,19 +366,20 @@ def _toml(text):
     return tomllib.loads(text)
 
 
-def test_check_everyone_is_documented_and_refuses_a_partial_round():
+def test_round_equations_is_documented_and_activates_a_partial_round():
     import inspect
 
     from stochmix.algorithms.decentralized import DecentralizedMethod
     from tests import documented_arguments
 
-    sections, names = documented_arguments(DecentralizedMethod.check_everyone)
-    assert {"Args", "Returns", "Raises"} <= sections
-    params = inspect.signature(DecentralizedMethod.check_everyone).parameters
+    sections, names = documented_arguments(DecentralizedMethod.round_equations)
+    assert {"Args", "Returns"} <= sections
+    params = inspect.signature(DecentralizedMethod.round_equations).parameters
     assert names == set(params) - {"self"}
     method = DGD(0.1, OnePeerExponential(4))
     ctx = RunContext(Layout(method.blocks(4)), 4, 2, None)
     method.start(ctx)
-    assert method.check_everyone(np.arange(4, dtype=np.int64), ctx) is not None
-    with pytest.raises(ValueError, match="every node"):
-        method.check_everyone(np.arange(3, dtype=np.int64), ctx)
+    assert method.round_equations(np.arange(4, dtype=np.int64), ctx).active is None
+    some = np.arange(3, dtype=np.int64)
+    assert np.array_equal(method.round_equations(some, ctx).active, some)
+    assert np.array_equal(method.check_everyone(some, ctx).active, some)  # the old name

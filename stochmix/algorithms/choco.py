@@ -97,7 +97,7 @@ class CHOCO(DecentralizedMethod):
         return [Block("x", n_clients, "model"), Block("xhat", n_clients)]
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        eq = self.check_everyone(participants, ctx)
+        eq = self.round_equations(participants, ctx)
         x, xhat = eq.blocks("x", "xhat")
         phases = []
         if self.lr:

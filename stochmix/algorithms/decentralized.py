@@ -30,12 +30,15 @@ phases, each step (its W_k are marked not reusable, so nothing keeps them).
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from jaxtyping import Float
 
 from .._arrays import Array, row_sums
 from .._validate import as_bool, as_float, choice, show
 from ..engine import Block, Equations, Method, RunContext, grad
+from ..mixing.activation import edge_matrix
 from ..mixing.checks import KINDS, stochasticity_problem
 from ..mixing.rowsparse import RowSparse
 from ..mixing.sequences import RULES, GraphSequence
@@ -48,6 +51,15 @@ __all__ = [
     "PushSum",
     "PushSumModels",
 ]
+
+
+def _activation_kind(participation) -> str:
+    """ "everyone" (every node in every iteration), "edges" (a process that activates
+    edges: gossip) or "nodes" (any other process: node activation)."""
+    if getattr(participation, "activates", "nodes") == "edges":
+        return "edges"
+    p = participation.probabilities
+    return "everyone" if p is not None and bool(np.all(p == 1.0)) else "nodes"
 
 
 def _step_size(lr: float, decay: float, k: int) -> float:
@@ -78,7 +90,7 @@ class DecentralizedMethod(Method):
     needs: dict = {}
 
     #: caches a run fills (mixing operators), left out of the fingerprint
-    _run_state = Method._run_state | {"_mixings"}
+    _run_state = Method._run_state | {"_mixings", "_edges"}
 
     def __init__(self, lr, graphs: GraphSequence, decay=0.0, check_mixing=True):
         self.lr = as_float(lr, "lr", positive=True)
@@ -90,7 +102,8 @@ class DecentralizedMethod(Method):
         self.decay = as_float(decay, "decay", nonnegative=True)
         self.check_mixing = as_bool(check_mixing, "check_mixing")
         self._checked: set = set()
-        self._mixings: dict = {}  # (k mod period, rule) -> RowSparse over every node
+        self._mixings: dict = {}  # (k mod period, rule[, direction]) -> RowSparse
+        self._edges: tuple | None = None  # (edges, nodes, mixing) of an edge-activated round
 
     def start(self, ctx: RunContext) -> None:
         if self.graphs.n_nodes != ctx.n_clients:
@@ -100,19 +113,61 @@ class DecentralizedMethod(Method):
             )
         self._checked = set()
         self._mixings = {}
+        self._edges = None
 
     def _step(self, k: int):
         """What identifies the graph of step k: ``k mod period``, or k itself."""
         period = self.graphs.period
         return k % period if period else k
 
-    def mixing(self, k: int, rule: str) -> RowSparse:
+    @property
+    def mixes(self) -> dict:
+        """Rule attribute -> how its mixing is activated when only some nodes are active:
+        "pull" (``D W + I - D``) for a row- or doubly stochastic need, "push" (``W D + I -
+        D``) for a column-stochastic one (see :mod:`stochmix.mixing.activation`)."""
+        return {
+            attribute: "push" if kind == "column" else "pull"
+            for attribute, kind in self.needs.items()
+        }
+
+    def direction(self, rule: str) -> str:
+        """How ``mixing(k, rule)`` is activated: that of the first rule attribute of
+        :attr:`needs` set to ``rule`` (see :attr:`mixes`), "pull" if none is."""
+        for attribute, direction in self.mixes.items():
+            if getattr(self, attribute, None) == rule:
+                return direction
+        return "pull"
+
+    def mixing(self, k: int, rule: str, direction: str | None = None) -> RowSparse:
         """W_k under ``rule``, as an operator on every node (the sequence's own read-only
         matrix, not a copy); checked (see :attr:`needs`) and wrapped once per distinct
         matrix: once per ``(k mod period, rule)`` for a periodic sequence, once per step
         otherwise (then marked not ``reusable``: no phase built from it is kept).
 
-        ``W @ x`` in an equation applies it to the whole block ``x``."""
+        ``W @ x`` in an equation applies it to the whole block ``x``. ``direction``
+        ("pull" or "push"; by default :meth:`direction` of ``rule``) is how the equations
+        activate it when only some nodes are active (:mod:`stochmix.engine.activated`).
+        In a round of edge activation (gossip), the operator is the activated edges'
+        matrix instead (:func:`~stochmix.mixing.activation.edge_matrix`: pairwise
+        averaging, or W_k on those edges when the process says ``mixing="weights"``)."""
+        direction = self.direction(rule) if direction is None else direction
+        if self._edges is not None:
+            edges, nodes, weights = self._edges
+            base = self._whole(k, rule) if weights == "weights" else None
+            op = edge_matrix(self.graphs.n_nodes, edges, nodes, base)
+            op.mixes = direction  # type: ignore[attr-defined]
+            return op
+        key = (self._step(k), rule, direction)
+        op = self._mixings.get(key)
+        if op is None:
+            op = copy.copy(self._whole(k, rule))
+            op.mixes = direction  # type: ignore[attr-defined]
+            self._mixings[key] = op
+        return op
+
+    def _whole(self, k: int, rule: str) -> RowSparse:
+        """W_k under ``rule`` as a RowSparse over every node, checked once (see
+        :meth:`mixing`)."""
         key = (self._step(k), rule)
         op = self._mixings.get(key)
         if op is None:
@@ -165,34 +220,62 @@ class DecentralizedMethod(Method):
                 "(check_mixing=False runs it anyway)"
             )
 
-    def check_everyone(self, participants: np.ndarray, ctx: RunContext) -> Equations:
-        """Check that every node takes part in this iteration, and start its equations.
+    def round_equations(self, participants: np.ndarray, ctx: RunContext) -> Equations:
+        """The equations of this iteration, activated for its active nodes.
 
-        Decentralized methods run every node in every iteration (participation
-        ``Full(n)``): each ``round_phases`` calls this first, then writes its iteration
-        into the returned equations (``eq.blocks(...)``, ``x[:] = W @ x - a * grad()``,
-        ``eq.build(label)``).
+        Each ``round_phases`` calls this first, then writes its iteration over whole
+        blocks into the returned equations (``eq.blocks(...)``, ``x[:] = W @ x - a *
+        grad()``, ``eq.build(label)``). With every node active (``Full(n)``) they are the
+        plain equations; otherwise they hold for the active nodes only, each mixing
+        operator activated by its direction (:mod:`stochmix.engine.activated`): the
+        inactive nodes keep every row, but for what active nodes push to them. In a
+        round of edge activation (``ctx.activation.edges``), :meth:`mixing` gives the
+        activated edges' matrix.
 
         Args:
-            participants (np.ndarray): int64 array of shape (m,), the round's participants
-                (sorted node indices in ``[0, n)``); every node must be there, m = n.
+            participants (np.ndarray): int64 array of shape (m,), the round's active
+                nodes (sorted node indices in ``[0, n)``).
             ctx (RunContext): the run's context; ``ctx.n_clients`` is the number of
-                nodes n.
+                nodes n, ``ctx.activation`` the round's activation record (or None).
 
         Returns:
             Equations: fresh :class:`~stochmix.engine.equations.Equations` of this run
-            (``self.equations(ctx)``), nodes numbered from row 0 (``client_node = 0``).
-
-        Raises:
-            ValueError: ``participants`` does not hold every node (m != n): a
-                participation process other than ``Full(n)``.
+            (``self.equations(ctx)``), nodes numbered from row 0 (``client_node = 0``),
+            activated when m < n.
         """
+        activation = getattr(ctx, "activation", None)
+        edges = None if activation is None else activation.edges
+        self._edges = None if edges is None else (edges, participants, ctx.edge_mixing)
+        eq = self.equations(ctx)
         if participants.size != ctx.n_clients:
-            raise ValueError(
-                f"{self.name} runs every node in every iteration; use participation Full(n) "
-                f"(got {participants.size} of {ctx.n_clients} nodes)"
-            )
-        return self.equations(ctx)
+            eq.activate(participants)
+        return eq
+
+    def check_everyone(self, participants: np.ndarray, ctx: RunContext) -> Equations:
+        """The former name of :meth:`round_equations` (it no longer refuses partial
+        participation); kept for methods written against it."""
+        return self.round_equations(participants, ctx)
+
+    def check_participation(self, participation) -> None:
+        """Refuse, before any work, an activation that breaks what :attr:`needs` asks of
+        the mixing: node activation keeps row-stochastic pulls (``D W + I - D``) and
+        column-stochastic pushes (``W D + I - D``), never a doubly stochastic matrix
+        (edge activation, gossip, keeps it). ``check_mixing=False`` allows it."""
+        kind = _activation_kind(participation)
+        if kind != "nodes" or not self.check_mixing:
+            return
+        keeps = {"pull": "row", "push": "column"}
+        for attribute, need in self.needs.items():
+            direction = self.mixes.get(attribute, "pull")
+            if need != keeps[direction]:
+                raise ValueError(
+                    f"participation: {self.name} needs {KINDS[need]} mixing "
+                    f"({attribute}={getattr(self, attribute)!r}), but node activation by "
+                    f"{participation!r} makes its {direction} matrix D W + I - D "
+                    f"{'row' if direction == 'pull' else 'column'}-stochastic only; use "
+                    "edge activation (RandomEdge, RandomMatching, OnePeerPermutation), "
+                    "which keeps it doubly stochastic, Full(n), or check_mixing=False"
+                )
 
     def node_models(self, z, ctx: RunContext):
         """The model each node reports, shape (n, dim)."""
@@ -264,7 +347,7 @@ class DGD(DecentralizedMethod):
         return [Block("x", n_clients, "model")]
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        eq = self.check_everyone(participants, ctx)
+        eq = self.round_equations(participants, ctx)
         (x,) = eq.blocks("x")
         a, w = _step_size(self.lr, self.decay, r), self.mixing(r, self.rule)
         if self.form == "cta":
@@ -337,7 +420,7 @@ class GradientTracking(_Tracking):
         self.form = choice(form, "form", ("atc", "cta"))
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        eq = self.check_everyone(participants, ctx)
+        eq = self.round_equations(participants, ctx)
         first = self.start_tracking(eq, r)
         w = self.mixing(r, self.rule)
         if self.form == "atc":
@@ -404,7 +487,7 @@ class PushPull(_Tracking):
         self.form = choice(form, "form", ("atc", "ab"))
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        eq = self.check_everyone(participants, ctx)
+        eq = self.round_equations(participants, ctx)
         first = self.start_tracking(eq, r)
         row, column = self.mixing(r, self.row_rule), self.mixing(r, self.column_rule)
         if self.form == "atc":
@@ -466,7 +549,7 @@ class PushSum(PushSumModels, DecentralizedMethod):
         return [Block("x", n_clients, "model"), Block("w", n_clients, "ones")]
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        eq = self.check_everyone(participants, ctx)
+        eq = self.round_equations(participants, ctx)
         x, w = eq.blocks("x", "w")
         phases = []
         if r > 0:

@@ -59,7 +59,7 @@ class EXTRA(DecentralizedMethod):
         return [Block("x", n_clients, "model"), Block("xp", n_clients), Block("g", n_clients)]
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        eq = self.check_everyone(participants, ctx)
+        eq = self.round_equations(participants, ctx)
         x, xp, g = eq.blocks("x", "xp", "g")
         a, w = self.lr, self.mixing(r, self.rule)
         if r == 0:
@@ -92,7 +92,7 @@ class _CorrectedDiffusion(DecentralizedMethod):
         return [Block("x", n_clients, "model"), Block("psi", n_clients, "model")]
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        eq = self.check_everyone(participants, ctx)
+        eq = self.round_equations(participants, ctx)
         x, psi = eq.blocks("x", "psi")
         a, theta = self.lr, self.theta
         psi[:] = x - a * grad()
@@ -231,7 +231,7 @@ class PushDIGing(PushSumModels, _Tracking):
         return [*super().blocks(n_clients), Block("w", n_clients, "ones")]
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        eq = self.check_everyone(participants, ctx)
+        eq = self.round_equations(participants, ctx)
         first = self.start_tracking(eq, r)
         x, w, y, g = eq.blocks("x", "w", "y", "g")
         c = self.mixing(r, self.rule)

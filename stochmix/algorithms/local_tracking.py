@@ -79,7 +79,7 @@ class KGT(DecentralizedMethod):
         return z[ctx.layout.slice("x")]
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        eq = self.check_everyone(participants, ctx)
+        eq = self.round_equations(participants, ctx)
         x, z, c = eq.blocks("x", "z", "c")
         lr, s, eta = self.lr, 1.0 / (self.local_steps * self.lr), self.server_lr
         z[:] = x

@@ -72,62 +72,9 @@ from ..mixing.rowsparse import RowSparse
 from .layout import Layout
 from .phase import Phase, PhaseBuilder
 from .phase_cache import PhaseCache
+from .terms import EVERY, _Every, _Term, _term, _with
 
 __all__ = ["BlockRows", "Equations", "Expression", "Selection", "dot", "grad", "mean", "total"]
-
-
-class _Every:
-    """The clients of ``grad()``: every client, resolved against the equation's target."""
-
-    size = -1
-
-    def __repr__(self) -> str:
-        return "every client"
-
-
-EVERY = _Every()
-
-
-@dataclass(frozen=True)
-class _Term:
-    """``num / den`` times block rows (or gradients when ``block`` is None).
-
-    ``rows`` is one block-local row (an int) or block-local rows aligned with ``over``, the
-    clients the term runs over; ``summed`` marks a reduction of such rows onto one row.
-    """
-
-    block: str | None
-    rows: Any  # a row (int), rows (int array), or EVERY for grad()
-    num: Any  # float or a float array aligned with the clients
-    den: float = 1.0
-    over: Any = None  # np.ndarray, EVERY or None
-    summed: bool = False
-    op: RowSparse | None = None  # a mixing operator applied to the whole block ``block``
-    whole: bool = False  # every row of ``block`` (x[:]): ``rows`` and ``over`` are aranges
-
-    @property
-    def coef(self):
-        return self.num if self.den == 1.0 else self.num / self.den
-
-
-def _term(block, rows, num, over=None, whole: bool = False) -> _Term:
-    """``_Term(block, rows, num, over=over, whole=whole)``, made without the frozen
-    ``__init__`` (a round's equations make a few dozen terms)."""
-    new = object.__new__(_Term)
-    new.__dict__.update(
-        block=block, rows=rows, num=num, den=1.0, over=over, summed=False, op=None, whole=whole
-    )
-    return new
-
-
-def _with(term: _Term, **changes) -> _Term:
-    """``dataclasses.replace(term, **changes)`` without its per-field ``getattr`` and
-    frozen ``__init__`` (the equations of a round make a few dozen terms)."""
-    new = object.__new__(_Term)
-    fields = new.__dict__
-    fields.update(term.__dict__)
-    fields.update(changes)
-    return new
 
 
 def _is_number(value) -> bool:
@@ -533,6 +480,7 @@ class Equations:
         self._shifted: dict = {}  # (id(clients), shift) -> (clients, rows)
         self._written: dict = {}  # block -> list of written rows (ints or arrays)
         self._pending: list = []  # updates ``u += e`` not yet written to a block
+        self.active: np.ndarray | None = None  # the active clients (see activate)
 
     def blocks(self, *names: str) -> tuple[BlockRows, ...]:
         """Handles of the named blocks, in the order asked."""
@@ -561,6 +509,9 @@ class Equations:
             for name, *args in calls:
                 getattr(builder, name)(*args)
             phase = builder.build()
+            # the rows of active nodes mixing with their neighbours: the sparse rows are
+            # this phase's fast path (a round costs what its active nodes cost)
+            phase.row_sparse = self.active is not None and phase.local is None
             if key is not None:
                 self.cache.put(key, calls, phase)
         return phase
@@ -621,12 +572,16 @@ class Equations:
                 self._pending.remove(value)
             if value.target.handle is not target.handle or value.target.text != target.text:
                 raise TypeError(f"{target.text} = <an update of {value.target.text}>")
-            self._lower(target, value.expr, keep=True)
+            self._write(target, value.expr, keep=True)
         elif isinstance(value, Expression):
-            self._lower(target, value, keep=False)
+            self._write(target, value, keep=False)
         elif isinstance(value, BlockRows):
-            self._lower(target, value[:], keep=False)
+            self._write(target, value[:], keep=False)
         elif _is_number(value) and value == 0:
+            if self.active is not None:
+                from .activated import active_target
+
+                target = active_target(self, target)
             self._claim(target)
             self._call("clear", target.handle.name, target.rows)
         else:
@@ -634,6 +589,28 @@ class Equations:
                 f"{target.text} = ... needs an expression of the state (or 0 to clear), "
                 f"got {value!r}"
             )
+
+    def _write(self, target: Selection, expr: Expression, keep: bool) -> None:
+        """Lower ``target = expr`` (``+= expr`` when ``keep``), activated when the
+        equations are (:meth:`activate`)."""
+        if self.active is None:
+            self._lower(target, expr, keep)
+        else:
+            from .activated import lower  # imported here: it builds on this module's terms
+
+            lower(self, target, expr, keep, Expression)
+
+    def activate(self, nodes: Int[np.ndarray, " a"]) -> Equations:
+        """Write the following equations for the active ``nodes`` only (sorted client
+        indices); returns ``self``.
+
+        A whole-block equation ``x[:] = ...`` then holds on the active rows, with each
+        mixing operator activated by its direction (``op.mixes``: "pull", the default,
+        or "push"; see :mod:`stochmix.mixing.activation`), ``grad()`` the active nodes'
+        gradients, and every other row kept, but for what active nodes push to it. The
+        rules are in :mod:`stochmix.engine.activated`."""
+        self.active = self._clients(nodes)
+        return self
 
     def _claim(self, target: Selection) -> None:
         """Refuse rows written twice in one phase (they would silently add up). A whole
@@ -819,7 +796,9 @@ def _mixed(t: _Term, op) -> _Term:
             f"W @ {t.block}: W is {op.size} x {op.size} but block {t.block!r} has "
             f"{np.size(t.rows)} rows"
         )
-    if op.rows.size == np.size(t.rows):
+    if op.rows.size == np.size(t.rows) or getattr(op, "closed", False):
+        # (an activated edges' matrix stands for the whole block: the activated
+        # equations restrict it, stochmix.engine.activated)
         return _with(t, op=op, whole=False)
     shift = int(t.rows[0] - t.over[0]) if np.size(t.rows) else 0
     return _with(t, op=op, whole=False, rows=op.rows, over=op.rows - shift)
@@ -827,7 +806,7 @@ def _mixed(t: _Term, op) -> _Term:
 
 def _mixed_clients(t: _Term, op):
     """The clients of ``op @ t`` (those of :func:`_mixed`'s term)."""
-    if op.rows.size == np.size(t.rows):
+    if op.rows.size == np.size(t.rows) or getattr(op, "closed", False):
         return t.over
     return _mixed(t, op).over
 

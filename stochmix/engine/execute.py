@@ -525,8 +525,8 @@ def _note_general(items, phases, why, backend, local_ok, whole, notes: SlowPaths
         name = getattr(backend, "name", type(backend).__name__)
         notes.add("", what, f"the {name} backend runs no node-local segments (runs_local_phases)")
     for item in items:
-        if not general_path(item, whole):
-            continue
+        if not general_path(item, whole) or getattr(item, "row_sparse", False):
+            continue  # (an activated mixing phase: its sparse rows are the active ones)
         reason = why.get(id(item))
         if reason is None:
             if not local_ok and item.local is not None:

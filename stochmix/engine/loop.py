@@ -233,6 +233,7 @@ def _run(
         rounds=rounds, method=method, problem=problem, participation=participation,
         seed=seed, dtype=dtype, callback=callback, bar=bar,
         divergence_threshold=divergence_threshold, on_divergence=on_divergence,
+        traffic=lambda: planner.traffic,
     )  # fmt: skip
 
 
@@ -285,6 +286,7 @@ def prepare(
             )  # fmt: skip
     layout = Layout(method.blocks(n), scratch, (method.client_node, n))
     ctx = RunContext(layout, n, dim, probabilities, seed=seed)
+    ctx.edge_mixing = getattr(participation, "mixing", "pairwise")
     method.start(ctx)
     notes = SlowPaths(method.name, warn=rounds > SLOW_PATH_MIN_ROUNDS if warn is None else warn)
     planner = RoundPlanner(method, back, ctx, caps, notes=notes)
@@ -322,6 +324,7 @@ def _checked(
         raise ValueError(
             f"participation covers {participation.n_clients} clients but the problem has {n}"
         )
+    method.check_participation(participation)
     x0 = _check_starting_point(x0, int(problem.dim), n, method)
     checkpoint_every = as_int(checkpoint_every, "checkpoint_every", minimum=1)
     if callback is not None and not callable(callback):

@@ -55,6 +55,12 @@ class RunContext:
     memory: dict = field(default_factory=dict)
     seed: object = None
     phase_cache: PhaseCache = field(default_factory=PhaseCache, repr=False, compare=False)
+    #: this round's :class:`~stochmix.participation.Activation` (its active nodes, the
+    #: activated edges of a gossip process, the time of a clock's tick), or None
+    activation: object = field(default=None, repr=False, compare=False)
+    #: the matrix of an edge-activated round: "pairwise" averaging or the method's
+    #: "weights" on the activated edges (the process's ``mixing``)
+    edge_mixing: str = "pairwise"
 
     def phase(self, label: str = "") -> PhaseBuilder:
         """A fresh :class:`PhaseBuilder` over this run's layout."""
@@ -159,6 +165,17 @@ class Method(ABC):
         on the second round of each key and stops templating a key that breaks it.
         """
         return None
+
+    def sent_floats(self, block: str, dim: int) -> int:
+        """The floats a row of ``block`` costs when a node sends it (``dim``, the model
+        dimension, by default; a method that sends a compressed copy says less). The
+        ``floats`` column of a Result counts with it (:mod:`stochmix.engine.traffic`)."""
+        return dim
+
+    def check_participation(self, participation) -> None:  # noqa: B027  (optional hook)
+        """Called by :func:`stochmix.run` before any work: raise a ValueError naming
+        ``participation`` if the method cannot run under it (decentralized methods refuse
+        a node activation that breaks what their mixing needs)."""
 
     def start(self, ctx: RunContext) -> None:  # noqa: B027  (optional hook)
         """Called once before round 0; may fill ``ctx.memory`` or check ``ctx``."""

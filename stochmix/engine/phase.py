@@ -44,6 +44,7 @@ from jaxtyping import Int
 from ..mixing.rowsparse import Broadcast, Reduce, RowSparse, csr_from_triplets, sorted_unique
 from .blockwise import BlockwiseForm, blockwise_form
 from .layout import Layout
+from .traffic import NO_TRAFFIC, PhaseTraffic, phase_traffic
 
 __all__ = [
     "COEFFICIENT_ORDER",
@@ -195,8 +196,13 @@ class Phase:
         empty: bool | None = None,
         blockwise=None,
         local_why: str | None = None,
+        traffic=None,
     ):
         self.size = size
+        self._make_traffic = traffic
+        #: whether the sparse rows are this phase's intended path (an activated mixing
+        #: phase, :mod:`stochmix.engine.activated`): no slow-path note
+        self.row_sparse = False
         self.label = label
         self.local = local
         self.local_why = None if local is not None else local_why
@@ -209,6 +215,13 @@ class Phase:
         """(targets, sources, coefs, gradient targets, clients, gradient coefs, zero rows),
         rows of Z, built on first use (the node-local path never needs them)."""
         return self._make_triplets()
+
+    @cached_property
+    def traffic(self) -> PhaseTraffic:
+        """The phase's gradient evaluations, messages and rows sent
+        (:mod:`stochmix.engine.traffic`), worked out on first use."""
+        make = self._make_traffic
+        return NO_TRAFFIC if make is None else make()
 
     @cached_property
     def rows(self) -> np.ndarray:
@@ -727,4 +740,5 @@ class PhaseBuilder:
             empty=empty,
             blockwise=blockwise,
             local_why=self._local.why,
+            traffic=None if empty else partial(phase_traffic, self.layout, list(self._deferred)),
         )

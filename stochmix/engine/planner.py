@@ -28,6 +28,7 @@ from .execute import general_path, plan_round
 from .method import Method, RunContext
 from .slowpath import SlowPaths
 from .template import RoundTemplate
+from .traffic import round_traffic
 
 __all__ = [
     "CACHE_MAX_PARTICIPANTS",
@@ -73,6 +74,9 @@ class RoundPlanner:
         self.seen: set = set()  # hashes of phase keys met once
         self.templates: dict = {}  # template key -> RoundTemplate, or False: never
         self.source = ""  # how the last plan came: "template", "cache" or "built"
+        #: (gradient evaluations, messages, floats) of the last plan (see traffic.py)
+        self.traffic: tuple[int, int, int] = (0, 0, 0)
+        self._traffics: dict = {}  # phase or template key -> the traffic of its plan
 
     def plan(self, r: int, participants: np.ndarray) -> list:
         """The plan of round ``r`` (sorted int64 ``participants``): from its template when
@@ -87,8 +91,10 @@ class RoundPlanner:
             plan = template.instantiate(participants)
             if plan is not None:
                 self.source = "template"
+                self.traffic = self._traffics.get(("template", key), self.traffic)
                 return plan
         plan = self.cached(r, participants)
+        self._traffics[("template", key)] = self.traffic
         if template is None:
             if len(self.templates) >= TEMPLATES:
                 self.templates.clear()
@@ -121,6 +127,7 @@ class RoundPlanner:
         plan = self.cache.get(key)
         if plan is not None:
             self.source = "cache"
+            self.traffic = self._traffics[("phase", key)]
         else:
             plan = self.build(r, participants)
             fingerprint = hash(key)
@@ -130,10 +137,12 @@ class RoundPlanner:
                 self.seen.add(fingerprint)
             elif len(self.cache) < CACHE_SIZE:
                 self.cache[key] = plan
+                self._traffics[("phase", key)] = self.traffic
         return plan
 
     def build(self, r: int, participants: np.ndarray) -> list:
         """The round's plan built in full from the method's phases."""
         self.source = "built"
         phases = self.method.round_phases(r, participants, self.ctx)
+        self.traffic = round_traffic(phases, self.method, self.ctx.dim)
         return plan_round(phases, self.backend, self.method, self.ctx, self.caps, notes=self.notes)

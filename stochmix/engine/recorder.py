@@ -161,6 +161,12 @@ class Recorder:
         self.values = {m: np.full(rounds + 1, np.nan) for m in self.names}
         self.count = np.zeros(rounds + 1, dtype=np.int64)  # participants of each round
         self.clock = np.zeros(rounds + 1)  # seconds from the run's start to each round's end
+        # simulated time at each round's end (a clock process's ticks), NaN where none
+        self.time = np.full(rounds + 1, np.nan)
+        self.time[0] = 0.0
+        # gradient evaluations, messages and floats sent in each round (see traffic())
+        self.traffic = np.zeros((rounds + 1, 3), dtype=np.int64)
+        self.counted = False  # whether the run recorded the traffic (run_rounds says)
 
     def due(self, r: int) -> bool:
         """Whether the scheduled metrics are evaluated after round ``r``."""
@@ -209,6 +215,8 @@ class Recorder:
             "record": {k: v[: done + 1] for k, v in self.values.items()},
             "count": self.count[: done + 1],
             "clock": self.clock[: done + 1],
+            "time": self.time[: done + 1],
+            "traffic": self.traffic[: done + 1],
         }
 
     def restore(self, saved: dict, done: int) -> None:
@@ -218,6 +226,9 @@ class Recorder:
         self.server[: done + 1] = saved["server"][: done + 1]
         self.count[: done + 1] = saved["count"][: done + 1]
         self.clock[: done + 1] = saved["clock"][: done + 1]
+        if "time" in saved:  # checkpoints written before the record had them lack them
+            self.time[: done + 1] = saved["time"][: done + 1]
+            self.traffic[: done + 1] = saved["traffic"][: done + 1]
         for key in list(self.values):
             if key not in saved["record"]:  # the method had none (consensus)
                 self.names.remove(key)
@@ -238,6 +249,11 @@ class Recorder:
             "participants": self.count[: done + 1],
             "wall_time": self.clock[: done + 1],
             "objective": None,
+            **{
+                name: self.traffic[: done + 1, k] if self.counted else None
+                for k, name in enumerate(("gradients", "messages", "floats"))
+            },
+            "time": self.time[: done + 1] if np.isfinite(self.time[1 : done + 1]).any() else None,
         }
         for name, field in FIELDS.items():
             if name == "objective":

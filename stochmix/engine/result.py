@@ -15,7 +15,9 @@ from .._validate import as_float
 from .recorder import METRICS  # noqa: F401  (the names run(metrics=...) takes)
 
 __all__ = [
+    "AXES",
     "COLUMNS",
+    "COSTS",
     "CURVES",
     "OPTIONAL_COLUMNS",
     "Result",
@@ -30,13 +32,26 @@ CURVES = ("relative_error", "distance", "objective_gap", "gradient_norm", "conse
 #: ``metrics.csv``, in order, for every run. ``wall_time`` is added only on request: it
 #: differs from run to run, and the metrics of one configuration are byte-identical from run
 #: to run.
-COLUMNS = ("method", "lr", "seed", "round", *CURVES[:5], "participants")
+COLUMNS = (
+    "method", "lr", "seed", "round", *CURVES[:5], "participants", "gradients", "messages",
+    "floats",
+)  # fmt: skip
+
+#: What a round costs, per round (:mod:`stochmix.engine.traffic`): gradient evaluations,
+#: messages and floats sent. :meth:`Result.plot` draws a curve against their running sums.
+COSTS = ("gradients", "messages", "floats")
+
+#: What :meth:`Result.plot` puts on its x axis: the round, a cost's running sum, ``bytes``
+#: (floats times the dtype's size), the simulated ``time`` of a clock process or the
+#: ``wall_time``.
+AXES = ("round", *COSTS, "bytes", "time", "wall_time")
 
 #: Columns added after :data:`COLUMNS` (before ``wall_time``) only for runs that recorded
 #: them: ``objective``, the value f(x_r) of a problem whose f_star is unknown (its
-#: ``objective_gap`` column is then empty). Runs of problems with a known f_star keep
-#: exactly :data:`COLUMNS`.
-OPTIONAL_COLUMNS = ("objective",)
+#: ``objective_gap`` column is then empty), and ``time``, the simulated time at the end
+#: of each round of a clock process (:class:`~stochmix.participation.PoissonClocks`,
+#: :class:`~stochmix.participation.RandomEdge`). Other runs keep exactly :data:`COLUMNS`.
+OPTIONAL_COLUMNS = ("objective", "time")
 
 
 @dataclass
@@ -65,6 +80,13 @@ class Result:
         objective: f(x_r) itself where f_star is unknown (learning problems such as a
             :class:`~stochmix.problems.TorchModel`; ``objective_gap`` is then None), or
             None.
+        gradients: (rounds + 1,) gradient evaluations of each round (0 at r = 0), or None
+            (a result saved before they were recorded).
+        messages: (rounds + 1,) messages sent in each round, or None.
+        floats: (rounds + 1,) floats sent in each round (compressed rows count what they
+            cost), or None.
+        time: (rounds + 1,) simulated time at the end of each round of a clock process
+            (Poisson clocks, random edges), or None.
     """
 
     method: str
@@ -78,6 +100,29 @@ class Result:
     diverged_at: int | None = None
     config: dict = field(default_factory=dict)
     objective: np.ndarray | None = None
+    gradients: np.ndarray | None = None
+    messages: np.ndarray | None = None
+    floats: np.ndarray | None = None
+    time: np.ndarray | None = None
+
+    @property
+    def bytes(self) -> np.ndarray | None:
+        """Bytes sent in each round: :attr:`floats` times the size of the run's dtype."""
+        return None if self.floats is None else self.floats * self.dtype.itemsize
+
+    def axis(self, x: str = "round") -> np.ndarray:
+        """The values of round 0..R on the axis ``x`` (one of :data:`AXES`): the round,
+        the running sum of a cost or of ``bytes``, the simulated ``time`` or the
+        ``wall_time``."""
+        if x not in AXES:
+            raise ValueError(f"x must be one of {list(AXES)}, got {x!r}")
+        if x == "round":
+            return np.arange(self.rounds + 1)
+        values = self.bytes if x == "bytes" else getattr(self, x)
+        if values is None:
+            raise ValueError(f"this run recorded no {x!r} (x={x!r})")
+        values = np.asarray(values)
+        return np.cumsum(values) if x in (*COSTS, "bytes") else values
 
     @property
     def rounds(self) -> int:
@@ -198,7 +243,7 @@ class Result:
 
     # ------------------------------------------------------------------- tables and files
     def columns(
-        self, *, wall_time: bool = False, objective: bool | None = None
+        self, *, wall_time: bool = False, objective: bool | None = None, time: bool | None = None
     ) -> dict[str, np.ndarray]:
         """The run as columns of one row per round, named as in :data:`COLUMNS`, then
         ``objective`` where recorded (:data:`OPTIONAL_COLUMNS`), then ``wall_time`` when
@@ -206,7 +251,7 @@ class Result:
         :attr:`config`; NaN/None where unknown), the round, every curve (NaN where not
         recorded or not evaluated) and the participants. ``objective``: True or False
         puts the ``objective`` column in or leaves it out whatever was recorded (to give
-        several runs one header); None (default) puts it in where this run recorded it."""
+        several runs one header); None (default) puts it in where this run recorded it; ``time`` likewise."""
         n = self.rounds + 1
         out: dict[str, np.ndarray] = {
             "method": np.full(n, self.method, dtype=object),
@@ -221,8 +266,13 @@ class Result:
                 continue
             out[name] = self._column(name, n)
         out["participants"] = np.asarray(self.participants, dtype=np.int64)
+        for name in COSTS:
+            values = getattr(self, name)
+            out[name] = np.full(n, np.nan) if values is None else np.asarray(values, dtype=np.int64)
         if objective:
             out["objective"] = self._column("objective", n)
+        if time if time is not None else self.time is not None:
+            out["time"] = np.full(n, np.nan) if self.time is None else np.asarray(self.time)
         if wall_time:
             out["wall_time"] = np.asarray(self.wall_time, dtype=float)
         return out
@@ -279,6 +329,8 @@ class Result:
                 "gradient_norm",
                 "consensus",
                 "objective",
+                *COSTS,
+                "time",
             )
             if (v := getattr(self, k)) is not None
         }
@@ -300,7 +352,7 @@ class Result:
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a file path (str or os.PathLike), got {path!r}")
         path = Path(path)
-        saved = ("server", "participants", "wall_time", *CURVES[1:])  # what save() writes
+        saved = ("server", "participants", "wall_time", *CURVES[1:], *COSTS, "time")  # save()
 
         def refuse(reason: str) -> ValueError:
             return ValueError(f"cannot load a stochmix Result from {str(path)!r}: {reason}")
@@ -351,18 +403,21 @@ class Result:
                 )
         return cls(method=method, diverged_at=diverged_at, config=config, **arrays)
 
-    def plot(self, ax=None, metric: str = "relative_error", **kwargs):
-        """Plot ``metric`` against rounds on a log scale (only rounds with a value; a
-        scheduled metric gets markers); returns the axes."""
+    def plot(self, ax=None, metric: str = "relative_error", x: str = "round", **kwargs):
+        """Plot ``metric`` on a log scale against ``x`` (one of :data:`AXES`: rounds, the
+        running sum of gradient evaluations, messages, floats or bytes, the simulated
+        ``time`` or the ``wall_time``; only rounds with a value, a scheduled metric with
+        markers); returns the axes."""
         import matplotlib.pyplot as plt
 
+        along = self.axis(x)  # ValueError naming x before any figure
         if ax is None:
             _, ax = plt.subplots(figsize=(6, 4))
         rounds, values = self.evaluated(metric)
         if rounds.size < self.rounds + 1 and "marker" not in kwargs:
             kwargs["marker"] = "."
-        ax.semilogy(rounds, values, label=kwargs.pop("label", self.method), **kwargs)
-        ax.set_xlabel("round")
+        ax.semilogy(along[rounds], values, label=kwargs.pop("label", self.method), **kwargs)
+        ax.set_xlabel(x.replace("_", " ") if x != "round" else "round")
         ax.set_ylabel(metric.replace("_", " "))
         ax.legend()
         return ax

@@ -26,8 +26,11 @@ class DivergenceError(FloatingPointError):
 
 
 def participant_stream(participation, seed):
-    """The run's rounds as sorted int64 participant indices (no N-long mask per round where
-    the process draws indices itself)."""
+    """The run's rounds as :class:`~stochmix.participation.Activation` records (a process
+    with ``activations``) or sorted int64 participant indices (no N-long mask per round
+    where the process draws indices itself)."""
+    if hasattr(participation, "activations"):
+        return participation.activations(seed)
     if hasattr(participation, "participants"):
         return participation.participants(seed)
     return (np.flatnonzero(mask) for mask in participation.masks(seed))
@@ -36,14 +39,16 @@ def participant_stream(participation, seed):
 def run_rounds(
     step, *, saved, saver, z, back, ctx, recorder, stream, rounds, method, problem,
     participation, seed, dtype, callback, bar, divergence_threshold, on_divergence,
-    stacklevel: int = 4,
+    stacklevel: int = 4, traffic=None,
 ) -> Result:  # fmt: skip
     """The rounds of a run and its Result, on one process or one rank's shard: start
     from ``saved`` (a loaded checkpoint) or measure round 0, then for each round draw the
     participants, apply it (``step(r, participants, z)``: False when a written entry is not
     finite), record it, stop on divergence, call back, checkpoint. ``stacklevel`` points
-    the divergence warning at the caller of :func:`run`."""
+    the divergence warning at the caller of :func:`run`; ``traffic()`` gives the last
+    round's (gradient evaluations, messages, floats), recorded when given."""
     done = 0 if saved is None else int(saved["done"])
+    recorder.counted = traffic is not None
     if saved is None:
         recorder.measure(0, z, back, last=rounds == 0)
     else:
@@ -56,10 +61,19 @@ def run_rounds(
     # max |entry|, not the norm: a norm overflows long before its entries do
     too_large = divergence_threshold * max(1.0, float(np.abs(recorder.server[0]).max()))
     for r in range(done, rounds):
-        participants = np.asarray(next(stream), dtype=np.int64)
+        drawn = next(stream)
+        nodes = getattr(drawn, "nodes", None)
+        if nodes is None:
+            participants = np.asarray(drawn, dtype=np.int64)
+        else:  # an Activation: its nodes, and its edges and time for the method and record
+            participants, ctx.activation = nodes, drawn
         finite = step(r, participants, z)
         done = r + 1
         recorder.count[done] = participants.size
+        if traffic is not None:  # the round's (gradients, messages, floats)
+            recorder.traffic[done] = traffic()
+        if nodes is not None and drawn.time is not None:
+            recorder.time[done] = drawn.time
         recorder.clock[done] = time.perf_counter() - start
         x = recorder.measure(done, z, back, last=not finite or done == rounds)
         if not finite or not np.isfinite(x).all() or np.abs(x).max() > too_large:

@@ -27,11 +27,28 @@ import numpy as np
 import scipy.sparse as sp
 from jaxtyping import Float, Int, Real
 
-from .._validate import as_float, as_int, as_real_array, is_scalar, show
+from .._validate import as_float, as_int, as_real_array, choice, is_scalar, show
 from ._record import Activation, _activation
 from .processes import FloatLike, IntLike, ParticipationProcess, _mask_from, _show_vector
 
 _BATCH = 4096  # ticks drawn at once by the clock-driven processes
+
+#: The matrix of an edge-activated round (the processes' ``mixing``): "pairwise"
+#: averaging over the activated edges, or the method's "weights" on them (the weight of
+#: the other edges kept on the diagonal); see :mod:`stochmix.mixing.activation`.
+MIXINGS = ("pairwise", "weights")
+
+
+def _mixing_field(process) -> dict:
+    return {} if process.mixing == "pairwise" else {"mixing": repr(process.mixing)}
+
+
+class _EdgeProcess:
+    """Marks the processes that activate edges (gossip): decentralized methods mix over
+    the activated edges' matrix in their rounds."""
+
+    activates = "edges"
+    mixing: str = "pairwise"
 
 
 class ActivationProcess(ParticipationProcess):
@@ -271,7 +288,7 @@ def _check_weights(weights, name: str, edge_list: np.ndarray) -> np.ndarray:
     return w
 
 
-class RandomEdge(ActivationProcess):
+class RandomEdge(_EdgeProcess, ActivationProcess):
     """Randomized pairwise gossip: one random edge of a graph per round (a clock tick).
 
     Each round activates one undirected edge ``{i, j}`` of ``graph``, independently of the
@@ -295,6 +312,9 @@ class RandomEdge(ActivationProcess):
             directed graph, parallel edges).
         rate: the rate of the ticks; default ``n``, as if every node's clock ticked at rate
             1 (Boyd's model; see :meth:`boyd`).
+        mixing: the matrix a decentralized method mixes with in a round: ``"pairwise"``
+            averaging over the activated edges (default), or ``"weights"``, the method's
+            own W_k on them (the rest of each row on its diagonal).
 
     Attributes:
         edge_list: the undirected edges, int64 of shape ``(m, 2)`` with ``i < j``, sorted.
@@ -310,7 +330,9 @@ class RandomEdge(ActivationProcess):
         graph,
         weights: Real[np.ndarray, " m"] | Sequence[float] | str | None = None,
         rate: FloatLike | None = None,
+        mixing: str = "pairwise",
     ):
+        self.mixing = choice(mixing, "mixing", MIXINGS)
         attribute = weights if isinstance(weights, str) else None
         n, edge_list, values = _graph_edges(graph, attribute)
         self.n_clients = n
@@ -394,6 +416,7 @@ class RandomEdge(ActivationProcess):
             "edges": self.edge_list.shape[0],
             "weights": self._law,
             "rate": f"{self.rate:g}",
+            **_mixing_field(self),
         }
 
 
@@ -438,7 +461,7 @@ def _greedy_matching(
     return chosen
 
 
-class RandomMatching(ActivationProcess):
+class RandomMatching(_EdgeProcess, ActivationProcess):
     """A random maximal matching of a graph per round, independently across rounds.
 
     Each round the edges are put in a uniformly random order and taken greedily: an edge
@@ -456,12 +479,14 @@ class RandomMatching(ActivationProcess):
 
     Args:
         graph: as for :class:`RandomEdge`.
+        mixing: as for :class:`RandomEdge`.
 
     Attributes:
         edge_list: the undirected edges, int64 of shape ``(m, 2)`` with ``i < j``, sorted.
     """
 
-    def __init__(self, graph):
+    def __init__(self, graph, mixing: str = "pairwise"):
+        self.mixing = choice(mixing, "mixing", MIXINGS)
         n, edge_list, _ = _graph_edges(graph, None)
         self.n_clients = n
         self.edge_list = _readonly(edge_list)
@@ -477,10 +502,10 @@ class RandomMatching(ActivationProcess):
             yield _activation(_readonly(np.sort(matched.ravel())), _both_directions(matched), None)
 
     def _fields(self):
-        return {"n_nodes": self.n_clients, "edges": self.edge_list.shape[0]}
+        return {"n_nodes": self.n_clients, "edges": self.edge_list.shape[0], **_mixing_field(self)}
 
 
-class OnePeerPermutation(ActivationProcess):
+class OnePeerPermutation(_EdgeProcess, ActivationProcess):
     """One-peer random gossip: each round a uniformly random permutation σ of the nodes, and
     node i receives from node σ(i).
 
@@ -493,6 +518,7 @@ class OnePeerPermutation(ActivationProcess):
 
     Args:
         n_nodes: the number of nodes n, at least 2.
+        mixing: as for :class:`RandomEdge`.
 
     References:
         B. Ying, K. Yuan, Y. Chen, H. Hu, P. Pan, W. Yin, "Exponential graph is provably
@@ -500,8 +526,9 @@ class OnePeerPermutation(ActivationProcess):
         which each node talks to one peer per round).
     """
 
-    def __init__(self, n_nodes: IntLike):
+    def __init__(self, n_nodes: IntLike, mixing: str = "pairwise"):
         self.n_clients = as_int(n_nodes, "n_nodes", minimum=2)
+        self.mixing = choice(mixing, "mixing", MIXINGS)
 
     @property
     def probabilities(self) -> Float[np.ndarray, " n"]:
@@ -518,7 +545,7 @@ class OnePeerPermutation(ActivationProcess):
             yield _activation(_readonly(moved), _readonly(edges), None)
 
     def _fields(self):
-        return {"n_nodes": self.n_clients}
+        return {"n_nodes": self.n_clients, **_mixing_field(self)}
 
 
 def pairwise_matrix(edges: Int[np.ndarray, "e 2"], n_nodes: IntLike) -> sp.csr_array:

@@ -1,0 +1,167 @@
+r"""Activated mixing: a mixing matrix W when only some nodes take part in an iteration.
+
+With the active nodes A (the diagonal D, 1 on A) the three rules are
+
+* **pull** (a row-stochastic W: a node reads its neighbours)::
+
+      M = D W + (I - D)
+
+  an active node mixes its neighbours' current rows, active or not; an inactive node
+  keeps its row. Row-stochastic stays row-stochastic.
+* **push** (a column-stochastic W: a node sends its mass)::
+
+      M = W D + (I - D)
+
+  only active nodes send; what they send to an inactive node is received all the same.
+  Column sums are kept.
+* **edge activation** (gossip): the activated edges E (directed pairs ``(j, i)``: i reads
+  j; an undirected edge is both pairs) give ``W_E``: pairwise averaging, ``W_E = I -
+  sum_{(i, j) in E} (e_i - e_j)(e_i - e_j)^T / 2`` for a matching (symmetric, doubly
+  stochastic), or the method's own weights on the activated edges with the weight of the
+  others kept on the diagonal. ``W_E`` is the identity outside the endpoints, so that the
+  pull and push rules give ``W_E`` itself.
+
+Each function costs what the active rows cost (their neighbours included), never what n
+costs: :func:`pulled` slices rows of W, :func:`pushed` slices its columns (a CSC copy of
+W is made once per operator and kept on it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from jaxtyping import Int
+
+from .rowsparse import RowSparse, csr_from_triplets
+
+__all__ = ["DIRECTIONS", "EDGE_MIXINGS", "edge_matrix", "pulled", "pushed"]
+
+#: How a mixing term is activated: "pull" (D W + I - D) or "push" (W D + I - D).
+DIRECTIONS = ("pull", "push")
+
+#: The matrix of an iteration under edge activation: "pairwise" averaging over the
+#: activated edges, or the method's "weights" restricted to them (the weight of the other
+#: edges kept on the diagonal).
+EDGE_MIXINGS = ("pairwise", "weights")
+
+
+def _is_whole(op: RowSparse) -> bool:
+    return op.rows.size == op.size
+
+
+def _full_csr(op: RowSparse) -> sp.csr_array:
+    """Every row of ``op`` as an (n, n) CSR array (the identity's rows where it sets none
+    and ``identity_elsewhere``)."""
+    if _is_whole(op):
+        return op.values
+    rows, cols, vals = op.entries()
+    if op.identity_elsewhere:
+        others = np.setdiff1d(np.arange(op.size), op.rows)
+        rows = np.concatenate([rows, others])
+        cols = np.concatenate([cols, others])
+        vals = np.concatenate([vals, np.ones(others.size)])
+    return csr_from_triplets(rows, cols, vals, (op.size, op.size))
+
+
+def _closed(op: RowSparse, nodes: np.ndarray) -> bool:
+    """Whether ``op`` sets exactly ``nodes`` and mixes only among them (an edge matrix)."""
+    return getattr(op, "closed", False) and (
+        op.rows is nodes or (op.rows.size == nodes.size and np.array_equal(op.rows, nodes))
+    )
+
+
+def pulled(op: RowSparse, nodes: Int[np.ndarray, " a"]) -> RowSparse:
+    """The rows ``nodes`` of ``op``, as the operator ``D W + (I - D)`` restricted to the
+    rows it changes (sorted, distinct ``nodes``).
+
+    Cost: O(|nodes| x degree)."""
+    if _closed(op, nodes):
+        return op
+    if _is_whole(op):
+        values = op.values[nodes]
+    else:
+        values = _full_csr(op)[nodes]
+    out = RowSparse(op.size, nodes, sp.csr_array(values))
+    out.reusable = False
+    return out
+
+
+def _columns(op: RowSparse) -> sp.csc_array:
+    found = op.__dict__.get("_csc")
+    if found is None:
+        found = sp.csc_array(_full_csr(op))
+        op.__dict__["_csc"] = found
+    return found
+
+
+def pushed(op: RowSparse, nodes: Int[np.ndarray, " a"]) -> tuple[RowSparse, RowSparse | None]:
+    """``W D`` (the columns ``nodes`` of ``op``) split by the rows it reaches:
+    ``(on_active, to_others)``, the rows ``nodes`` and the other rows reached (None when
+    none is). The push rule's matrix is ``on_active`` on the active rows and ``I +
+    to_others`` on the others.
+
+    Cost: O(|nodes| x degree) (plus one CSC copy of W per operator)."""
+    if _closed(op, nodes):
+        return op, None
+    part = _columns(op)[:, nodes].tocoo()
+    rows = np.asarray(part.row, dtype=np.int64)
+    cols = nodes[np.asarray(part.col, dtype=np.int64)]
+    vals = np.asarray(part.data, dtype=float)
+    pos = np.searchsorted(nodes, rows)
+    inside = (pos < nodes.size) & (nodes[np.minimum(pos, nodes.size - 1)] == rows)
+    on_active = RowSparse(
+        op.size,
+        nodes,
+        csr_from_triplets(pos[inside], cols[inside], vals[inside], (nodes.size, op.size)),
+    )
+    on_active.reusable = False
+    if inside.all():
+        return on_active, None
+    out_rows, out_cols, out_vals = rows[~inside], cols[~inside], vals[~inside]
+    others = np.unique(out_rows)
+    to_others = RowSparse(
+        op.size,
+        others,
+        csr_from_triplets(
+            np.searchsorted(others, out_rows), out_cols, out_vals, (others.size, op.size)
+        ),
+    )
+    to_others.reusable = False
+    return on_active, to_others
+
+
+def edge_matrix(
+    size: int,
+    edges: Int[np.ndarray, "e 2"],
+    nodes: Int[np.ndarray, " a"],
+    weights: RowSparse | None = None,
+) -> RowSparse:
+    """The mixing matrix ``W_E`` of the activated ``edges`` (directed pairs ``(j, i)``:
+    node i reads node j) over their endpoints ``nodes`` (sorted, distinct).
+
+    Without ``weights``: pairwise averaging, ``W[i, j] = 1/2`` for every activated pair
+    and ``W[i, i] = 1 - (in-pairs of i) / 2`` — a matching or a permutation gives
+    ``W[i, i] = 1/2`` and a doubly stochastic matrix. With ``weights`` (the method's
+    W_k): ``W[i, j] = W_k[i, j]`` on the activated pairs and ``W[i, i] = 1 - sum`` of
+    them (row-stochastic; symmetric, hence doubly stochastic, when W_k is symmetric and
+    E undirected).
+
+    The result sets the rows ``nodes`` (identity elsewhere) and mixes only among them
+    (its attribute ``closed`` says so: activating it changes nothing)."""
+    senders = np.asarray(edges[:, 0], dtype=np.int64)
+    receivers = np.asarray(edges[:, 1], dtype=np.int64)
+    if weights is None:
+        vals = np.full(senders.size, 0.5)
+    else:
+        full = weights.values if _is_whole(weights) else _full_csr(weights)
+        vals = np.asarray(full[receivers, senders], dtype=float).ravel()
+    lost = np.zeros(nodes.size)
+    np.add.at(lost, np.searchsorted(nodes, receivers), vals)
+    rows = np.concatenate([receivers, nodes])
+    cols = np.concatenate([senders, nodes])
+    entries = np.concatenate([vals, 1.0 - lost])
+    local = np.searchsorted(nodes, rows)
+    out = RowSparse(size, nodes, csr_from_triplets(local, cols, entries, (nodes.size, size)))
+    out.reusable = False
+    out.closed = True  # type: ignore[attr-defined]
+    return out
