@@ -251,7 +251,8 @@ class Result:
         :attr:`config`; NaN/None where unknown), the round, every curve (NaN where not
         recorded or not evaluated) and the participants. ``objective``: True or False
         puts the ``objective`` column in or leaves it out whatever was recorded (to give
-        several runs one header); None (default) puts it in where this run recorded it; ``time`` likewise."""
+        several runs one header); None (default) puts it in where this run recorded it;
+        ``time`` likewise."""
         n = self.rounds + 1
         out: dict[str, np.ndarray] = {
             "method": np.full(n, self.method, dtype=object),
