@@ -96,6 +96,11 @@ class CHOCO(DecentralizedMethod):
     def blocks(self, n_clients: int) -> list[Block]:
         return [Block("x", n_clients, "model"), Block("xhat", n_clients)]
 
+    def sent_floats(self, block: str, dim: int) -> int:
+        """A node sends its compressed change q_i, not x^_i: what the compressor costs
+        (:meth:`~stochmix.mixing.compression.Compressor.floats`)."""
+        return self.compression.floats(dim) if block == "xhat" else dim
+
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         eq = self.round_equations(participants, ctx)
         x, xhat = eq.blocks("x", "xhat")
@@ -104,7 +109,7 @@ class CHOCO(DecentralizedMethod):
             x[:] -= self.lr * grad()
             phases.append(eq.build("local step"))
         compress = _Compress(self.compression, self.channel_noise)
-        rows = np.arange(ctx.n_clients)
+        rows = eq.active if eq.active is not None else np.arange(ctx.n_clients)
         phases.append(ctx.map("xhat", rows, compress, "x", "xhat", round=r, label="compress"))
         w = self.mixing(r, self.rule)
         x[:] += self.gamma * (w @ xhat - xhat)  # x + gamma (W_k - I) x^

@@ -375,11 +375,15 @@ class _Tracking(DecentralizedMethod):
 
     def start_tracking(self, eq: Equations, r: int) -> list:
         """Round 0's first phase: y^0 = grad F(x^0) and g = grad F(x^0) (y and g start
-        at zero)."""
+        at zero) at every node, whatever the activation: the initialisation is not an
+        iteration."""
         if r > 0:
             return []
+        active, eq.active = eq.active, None
         self.refresh(eq)
-        return [eq.build("initial gradients")]
+        phase = eq.build("initial gradients")
+        eq.active = active
+        return [phase]
 
 
 class GradientTracking(_Tracking):

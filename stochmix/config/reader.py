@@ -44,11 +44,11 @@ def parse(raw: dict, default_name: str = "experiment") -> Experiment:
     methods_raw = _method_tables(raw)
     kinds = [t.get("kind") for t in methods_raw if isinstance(t, dict)]
     decentralized = [k for k in kinds if isinstance(k, str) and plugins.decentralized(k)]
-    everyone = [
-        k for k in kinds if isinstance(k, str) and (k in decentralized or k in EVERY_CLIENT)
-    ]
-    process, participation_table = _participation(raw, problem.n_clients, everyone)
+    everyone = [k for k in kinds if isinstance(k, str) and k in EVERY_CLIENT]
     graphs, graphs_table, graph_rule = _graphs(raw, problem.n_clients, decentralized)
+    process, participation_table = _participation(
+        raw, problem.n_clients, everyone, decentralized, graphs
+    )
     graph_kind = graphs_table.get("kind")
     methods = [
         _method(i, table, graphs, graph_kind, graph_rule) for i, table in enumerate(methods_raw)

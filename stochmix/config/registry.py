@@ -14,6 +14,7 @@ from ..engine import Method
 from .parsing import DEFAULT_SEED, ConfigError
 
 __all__ = [
+    "ACTIVATIONS",
     "AVERAGING",
     "DECENTRALIZED",
     "DOUBLY_STOCHASTIC_RULE",
@@ -129,6 +130,44 @@ PROCESSES: dict[str, Callable[..., Any]] = {
     "regularized": participation.Regularized,
     "periodic": participation.Periodic,
     "markov": participation.Markov,
+}
+
+
+def _random_edge(graph, weights=None, rate=None, mixing="pairwise", boyd=False):
+    """One random edge of the ``[graphs]`` graph per tick: uniform, weighted (a list, one
+    number per edge in sorted order), or ``boyd = true`` (Boyd et al.'s model: a node
+    wakes at rate 1 and picks a neighbour)."""
+    if boyd is True:
+        if weights is not None:
+            raise ConfigError("participation.weights: give weights or boyd = true, not both")
+        return participation.RandomEdge.boyd(graph, rate=rate)
+    if boyd is not False:
+        raise ConfigError(f"participation.boyd must be true or false, got {boyd!r}")
+    return participation.RandomEdge(graph, weights=weights, rate=rate, mixing=mixing)
+
+
+def _poisson_clocks(n_clients, rates=1.0):
+    """Each node's clock ticks at ``rates`` (one number, or one per node)."""
+    return participation.PoissonClocks(rates, n_nodes=n_clients if _scalar(rates) else None)
+
+
+def _one_peer_permutation(n_clients, mixing="pairwise"):
+    """Each node receives from one peer, a uniformly random permutation per round."""
+    return participation.OnePeerPermutation(n_clients, mixing=mixing)
+
+
+def _scalar(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+#: Activation processes of decentralized methods (``[activation]``, or ``[participation]``
+#: of a configuration of decentralized methods), beside every kind of :data:`PROCESSES`:
+#: kind -> factory. Edge processes take the graph of ``[graphs]``' step 0.
+ACTIVATIONS: dict[str, Callable[..., Any]] = {
+    "poisson_clocks": _poisson_clocks,
+    "random_edge": _random_edge,
+    "random_matching": participation.RandomMatching,
+    "one_peer_permutation": _one_peer_permutation,
 }
 
 

@@ -26,6 +26,7 @@ from .parsing import (
 )
 from .registry import (
     _STOCHASTIC,
+    ACTIVATIONS,
     AVERAGING,
     DECENTRALIZED,
     DOUBLY_STOCHASTIC_RULE,
@@ -65,28 +66,48 @@ def _built(value, expected: type, where: str, kind: str) -> None:
 
 
 def _participation(
-    raw: dict, n_clients: int, everyone: list[str]
+    raw: dict, n_clients: int, everyone: list[str], decentralized: list[str], graphs=None
 ) -> tuple[ParticipationProcess, dict]:
     """The participation process and its resolved table (full participation by default;
-    the only kind that decentralized methods and :data:`EVERY_CLIENT` accept)."""
+    the only kind :data:`EVERY_CLIENT` accepts). For decentralized methods the table may
+    be written ``[activation]`` (the same table, named for them; not both), and takes the
+    activation kinds (:data:`ACTIVATIONS`) over the graph of ``[graphs]``' step 0."""
+    if "activation" in raw:
+        if "participation" in raw:
+            raise ConfigError(
+                "give [participation] or [activation] (its name for decentralized methods), "
+                "not both"
+            )
+        if not decentralized:
+            raise ConfigError(
+                "activation: [activation] is for decentralized methods; federated methods "
+                "take [participation]"
+            )
+        raw = {**raw, "participation": raw["activation"]}
     table = _section(raw, "participation", default={"kind": "full"})
     if "kind" in table:
         table = {**table, "kind": renamed(table["kind"], "participation.kind", PROCESS_ALIASES)}
-    kind = _kind(table, "participation", PROCESSES, lambda: plugins.installed("participation"))
+    known = {**PROCESSES, **ACTIVATIONS} if decentralized else PROCESSES
+    kind = _kind(table, "participation", known, lambda: plugins.installed("participation"))
     if everyone and kind != "full":
-        what = (
-            "decentralized methods run every node in every iteration"
-            if plugins.decentralized(everyone[0])
-            else f"{everyone[0]} runs every client in every round, as in its paper"
-        )
         raise ConfigError(
-            f"participation.kind = {kind!r} cannot drive {everyone[0]}: {what}; "
-            'use kind = "full" or leave [participation] out'
+            f"participation.kind = {kind!r} cannot drive {everyone[0]}: {everyone[0]} runs "
+            'every client in every round, as in its paper; use kind = "full" or leave '
+            "[participation] out"
         )
-    factory = plugins.process(kind)
-    process = _call(factory, "participation", table, {"n_clients": n_clients})
+    if kind in ACTIVATIONS:
+        factory = ACTIVATIONS[kind]
+        supplied = {"n_clients": n_clients}
+        if "graph" in _parameters(factory):
+            supplied = {"graph": graphs.adjacency(0)}
+        process = _call(factory, "participation", table, supplied)
+        skip: tuple = tuple(supplied)
+    else:
+        factory = plugins.process(kind)
+        process = _call(factory, "participation", table, {"n_clients": n_clients})
+        skip = ("n_clients",)
     _built(process, ParticipationProcess, "participation", kind)
-    resolved = _with_defaults(kind, factory, table, skip=("n_clients",))
+    resolved = _with_defaults(kind, factory, table, skip=skip)
     if kind == "bernoulli" and "p" in table:
         resolved.pop("seed", None)  # the seed draws p_i between low and high only
     return process, resolved

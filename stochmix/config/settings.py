@@ -42,6 +42,7 @@ TOP_LEVEL = {
     "tolerance",
     "problem",
     "participation",
+    "activation",
     "graphs",
     "methods",
 }

@@ -61,6 +61,12 @@ class Compressor:
         """The contraction constant in dimension d (None: not a contraction)."""
         raise NotImplementedError
 
+    def floats(self, d: int) -> int:
+        """The floats a compressed row of dimension d costs on the wire (d uncompressed;
+        a sparsifier sends its k values and k indices, 2k; QSGD its norm and, packed
+        into 64-bit words, a sign and ceil(log2(s + 1)) bits per entry)."""
+        return d
+
 
 @dataclass(frozen=True)
 class NoCompression(Compressor):
@@ -107,6 +113,9 @@ class TopK(Compressor):
         index = np.argpartition(-np.abs(x), k - 1, axis=1)[:, :k]
         return _keep(x, index)
 
+    def floats(self, d: int) -> int:
+        return min(d, 2 * self.k)
+
     def delta(self, d: int) -> float:
         return min(self.k, d) / d
 
@@ -134,6 +143,9 @@ class RandK(Compressor):
         if k == d:
             return x * (d / k if self.unbiased else 1.0)
         return _keep(x, index, d / k if self.unbiased else 1.0)
+
+    def floats(self, d: int) -> int:
+        return min(d, 2 * self.k)
 
     def delta(self, d: int) -> float | None:
         return None if self.unbiased else min(self.k, d) / d
@@ -166,6 +178,10 @@ class QSGD(Compressor):
         level = np.floor(s * np.abs(x) / safe + u)
         out = np.sign(x) * norm * level / s
         return out / self.tau(x.shape[1]) if self.rescale else out
+
+    def floats(self, d: int) -> int:
+        bits = d * (1 + int(np.ceil(np.log2(self.levels + 1))))
+        return min(d, 1 + -(-bits // 64))
 
     def delta(self, d: int) -> float | None:
         return 1.0 / self.tau(d) if self.rescale else None
