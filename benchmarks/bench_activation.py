@@ -1,0 +1,125 @@
+"""Activation (issue 27): what a round of activated nodes or gossip costs, side by side.
+
+Two measurements, each in one process with every argument of :func:`stochmix.run` at
+its default but ``progress=False`` and the metrics named:
+
+* **node-activated gradient tracking** (DIGing, ``check_mixing=False``: node activation
+  breaks its doubly stochastic mixing, which is the point of the measurement) on a random
+  4-regular graph, n = 10^5 nodes (``--quick``: 10^4), d = 10: seconds per iteration with
+  ``Bernoulli(0.1)`` (10% of the nodes active) against ``Full(n)``, both with
+  ``metrics=()``; the issue's target is a ratio <= 0.2;
+* **randomized gossip** (pairwise averaging over one random edge per tick, ``RandomEdge``;
+  DGD's combine-then-adapt form on a problem whose gradients all vanish, so that a tick
+  is pure averaging) on the same kind of graph at n = 10^4, d = 10: microseconds per
+  tick of ``stochmix.run`` (``metrics=("consensus",)``, evaluated every 1000 ticks)
+  against the loop a researcher writes by hand (``x[[i, j]] = x[[i, j]].mean(0)`` per
+  tick); the issue's target is a million ticks in under 5 s (5 us a tick).
+
+Both runs of a pair end at the same state (checked). Prints a table and writes
+``benchmarks/results-activation.json``. Run: ``.venv/bin/python
+benchmarks/bench_activation.py [--quick]`` (about a minute).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+import warnings
+
+import networkx as nx
+import numpy as np
+
+import stochmix as sm
+from stochmix import algorithms, mixing, participation, problems
+
+
+def _timed(call) -> tuple[float, object]:
+    start = time.perf_counter()
+    out = call()
+    return time.perf_counter() - start, out
+
+
+def node_activation(n: int, d: int, rounds: int) -> dict:
+    graph = nx.random_regular_graph(4, n, seed=1)
+    sequence = mixing.StaticSequence(graph)
+    problem = problems.Quadratic.random(n, d, seed=1)
+    method = algorithms.GradientTracking(0.01, sequence, check_mixing=False)
+    out = {}
+    for name, process in (
+        ("full", participation.Full(n)),
+        ("bernoulli_0.1", participation.Bernoulli(0.1, n_clients=n)),
+    ):
+        sm.run(method, problem, process, 2, progress=False, metrics=())  # warm-up
+        seconds, _ = _timed(
+            lambda process=process: sm.run(method, problem, process, rounds, progress=False,
+                                           metrics=())
+        )  # fmt: skip
+        out[name] = seconds / rounds
+    out["ratio"] = out["bernoulli_0.1"] / out["full"]
+    return out
+
+
+def gossip(n: int, d: int, ticks: int) -> dict:
+    graph = nx.random_regular_graph(4, n, seed=2)
+    sequence = mixing.StaticSequence(graph)
+    # curvature 1e-300: x - 1.0 * 1e-300 * x is x to the last bit, so a tick averages
+    problem = problems.Quadratic(np.zeros((n, d)), np.full((n, d), 1e-300))
+    x0 = np.random.default_rng(0).standard_normal((n, d))
+    method = algorithms.DGD(1.0, sequence, form="cta")
+    process = participation.RandomEdge(graph)
+    run = lambda: sm.run(  # noqa: E731
+        method, problem, process, ticks, x0=x0, seed=3, progress=False,
+        metrics=("consensus",), evaluate_every=1000,
+    )  # fmt: skip
+    engine_seconds, result = _timed(run)
+
+    def by_hand():
+        x = x0.copy()
+        records = process.activations(3)
+        for _ in range(ticks):
+            i, j = next(records).nodes
+            x[[i, j]] = 0.5 * (x[i] + x[j])
+        return x
+
+    hand_seconds, x = _timed(by_hand)
+    assert np.allclose(result.server[-1], x.mean(axis=0), rtol=1e-10, atol=1e-12)
+    return {
+        "engine_us_per_tick": 1e6 * engine_seconds / ticks,
+        "hand_loop_us_per_tick": 1e6 * hand_seconds / ticks,
+        "ratio": engine_seconds / hand_seconds,
+        "million_ticks_seconds": engine_seconds / ticks * 1e6,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="n = 10^4, fewer ticks")
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")
+    n = 10_000 if args.quick else 100_000
+    node = node_activation(n, 10, 10 if args.quick else 20)
+    ticks = gossip(10_000, 10, 2000 if args.quick else 5000)
+    print(f"node-activated gradient tracking, n = {n}, d = 10 (s/iteration)")
+    print(f"  Full(n) {node['full']:.4f}   Bernoulli(0.1) {node['bernoulli_0.1']:.4f}   "
+          f"ratio {node['ratio']:.2f} (target <= 0.2)")  # fmt: skip
+    print("randomized gossip, n = 10000, d = 10 (us/tick)")
+    print(f"  stochmix.run {ticks['engine_us_per_tick']:.1f}   hand loop "
+          f"{ticks['hand_loop_us_per_tick']:.1f}   ratio {ticks['ratio']:.0f}x; "
+          f"a million ticks: {ticks['million_ticks_seconds']:.0f} s (target < 5 s)")  # fmt: skip
+    results = {
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "n_node_activation": n,
+        "node_activation": node,
+        "gossip": ticks,
+    }
+    path = os.path.join(os.path.dirname(__file__), "results-activation.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(results, handle, indent=2)
+    print(f"written: {path}")
+
+
+if __name__ == "__main__":
+    main()
