@@ -226,6 +226,40 @@ def _spectrum_of_graph(args: argparse.Namespace) -> None:
         note = " (--window; default min(ceil(log2 nodes), steps))"
     print(f"{_heading(args, sequence, resolved)}, {describe(spectra[0])}{note}")
     print(sequence_table(spectra))
+    if args.config:
+        _spectrum_of_activation(args, sequence)
+
+
+def _spectrum_of_activation(args: argparse.Namespace, sequence) -> None:
+    """The expected activated matrices of step 0 under the configuration's activation
+    (nothing when every node is active): ``E[D W + I - D]`` (pull) and ``E[W D + I - D]``
+    (push) for every rule, or the gossip matrices' mean for an edge process."""
+    import numpy as np
+
+    from .config import parse
+    from .config.reader import read
+    from .mixing.activation import expected_activated_matrix
+    from .mixing.spectral import summary_table
+
+    process = parse(read(Path(args.config))).participation
+    p = process.probabilities
+    if getattr(process, "activates", "nodes") != "edges" and p is not None and np.all(p == 1):
+        return
+    matrices = {}
+    for name in args.rules:
+        W = sequence.matrix(0, name)
+        for direction in ("pull", "push"):
+            label = "D W + I - D" if direction == "pull" else "W D + I - D"
+            if getattr(process, "activates", "nodes") == "edges":
+                label = "W_E (activated edges)"
+            matrices[f"E[{label}] {name}"] = expected_activated_matrix(
+                W, process, direction, rounds=args.samples or 2000, seed=args.seed or 0
+            )
+            if getattr(process, "activates", "nodes") == "edges":
+                break
+    step = "step 0 of the sequence" if sequence.period != 1 else "the graph"
+    print(f"expected activated matrices under {process!r} ({step}):")
+    print(summary_table(matrices))
 
 
 def _check_federated_options(args: argparse.Namespace) -> None:

@@ -63,6 +63,12 @@ class CHOCO(DecentralizedMethod):
 
     Shapes: ``x``, ``xhat`` (n, d).
 
+    Activation (:mod:`stochmix.engine.activated`): every W_k pulls. Edge gossip
+    (:class:`~stochmix.participation.RandomEdge`, ``RandomMatching``,
+    ``OnePeerPermutation``) keeps the doubly stochastic mixing it needs; node activation
+    (``D W + I - D``, row-stochastic only) breaks it and is refused unless
+    ``check_mixing=False``.
+
     References:
         - A. Koloskova, S. U. Stich and M. Jaggi (2019), "Decentralized stochastic optimization
           and gossip algorithms with compressed communication", ICML 2019, PMLR 97

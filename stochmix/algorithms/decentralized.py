@@ -3,8 +3,12 @@
 Peer i holds client i's objective (``client_node = 0``). One "round" is one iteration
 k, whose mixing matrix is ``graphs.matrix(k, rule)`` from a
 :class:`~stochmix.mixing.GraphSequence` (edge j -> i with weight w means W[i, j] = w).
-Every peer computes in every iteration, so run them with ``participation.Full(n)``.
-The reported model is the network average; ``consensus`` records the spread around it.
+With ``participation.Full(n)`` every peer computes in every iteration; any other process
+activates some nodes (or, for gossip processes, some edges) in each iteration, and the
+method's whole-block equations hold for the active nodes only, each mixing term pulling
+or pushing as the method declares (:attr:`DecentralizedMethod.mixes`; the rules are in
+:mod:`stochmix.engine.activated` and :mod:`stochmix.mixing.activation`). The reported
+model is the network average; ``consensus`` records the spread around it.
 
 Each method states what its convergence needs of its mixing (:attr:`DecentralizedMethod.needs`:
 which rule attribute must give row-, column- or doubly stochastic matrices) and checks
@@ -317,6 +321,9 @@ class DGD(DecentralizedMethod):
     is node i's model. ATC is two phases, the local step (node-local) and the combine
     ``x <- W_k x`` (one sparse product); CTA is one whole-block phase.
 
+    Activation (:mod:`stochmix.engine.activated`): W_k pulls, and node activation keeps
+    it row-stochastic (``D W + I - D``): DGD runs under any participation process.
+
     References:
         - A. Nedić and A. Ozdaglar, "Distributed subgradient methods for multi-agent
           optimization", IEEE Transactions on Automatic Control 54(1):48-61, 2009 (CTA).
@@ -406,6 +413,16 @@ class GradientTracking(_Tracking):
     g, with the n gradients); ATC is "mix and descend" (x from x and y with W_k), "track"
     (node-local) and "mix tracker" (y with W_k).
 
+    Activation (:mod:`stochmix.engine.activated`): every W_k pulls. Edge gossip
+    (:class:`~stochmix.participation.RandomEdge`, ``RandomMatching``,
+    ``OnePeerPermutation``) keeps the doubly stochastic mixing it needs; node activation
+    (``D W + I - D``, row-stochastic only) breaks it and is refused unless
+    ``check_mixing=False``.
+
+    Under node activation with ``check_mixing=False`` the sum of y no longer tracks the
+    sum of the gradients (the pulled y loses mass); :class:`PushPull` with both rules
+    doubly stochastic (x pulls, y pushes) keeps it.
+
     References:
         - A. Nedić, A. Olshevsky and W. Shi, "Achieving geometric convergence for distributed
           optimization over time-varying graphs", SIAM Journal on Optimization
@@ -464,6 +481,12 @@ class PushPull(_Tracking):
     R_k, whole blocks), "track" (node-local) and "push" (y with C_k, whole block); AB is
     "pull" (x <- R_k x - lr y) and "track" (y <- C_k y + grad F(x) - g, g <- grad F(x)),
     both whole-block.
+
+    Activation (:mod:`stochmix.engine.activated`): x pulls with R_k (``D R + I - D``,
+    row-stochastic) and y pushes with C_k (``C D + I - D``, column-stochastic), so node
+    activation keeps both: the sum of y stays the sum of the latest gradients, and with
+    every node active with positive probability the iterates reach x_star (the
+    asynchronous push-pull of Tian, Sun and Scutari, 2020; FOCUS on a star graph).
 
     References:
         - S. Pu, W. Shi, J. Xu and A. Nedić, "Push-pull gradient methods for distributed
@@ -536,6 +559,11 @@ class PushSum(PushSumModels, DecentralizedMethod):
     is "descend with a_{k-1} at z = u / w (from round 1 on), then push with C_k", and z
     after round k is read off the state. A fixed step leaves an O(lr) error. State:
     blocks x and w, each (n, d); "push" mixes both with C_k (whole blocks).
+
+    Activation (:mod:`stochmix.engine.activated`): C_k pushes (``C D + I - D`` stays
+    column-stochastic): under node activation or Poisson clocks this is asynchronous
+    gradient push (Assran and Rabbat, 2021); with lr small, push-sum gossip (Kempe,
+    Dobra and Gehrke, 2003).
 
     References:
         - A. Nedić and A. Olshevsky, "Distributed optimization over time-varying directed

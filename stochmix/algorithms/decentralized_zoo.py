@@ -42,6 +42,12 @@ class EXTRA(DecentralizedMethod):
     each (n, d); a round is one whole-block phase that rewrites all three from the old
     state with the n gradients at x.
 
+    Activation (:mod:`stochmix.engine.activated`): every W_k pulls. Edge gossip
+    (:class:`~stochmix.participation.RandomEdge`, ``RandomMatching``,
+    ``OnePeerPermutation``) keeps the doubly stochastic mixing it needs; node activation
+    (``D W + I - D``, row-stochastic only) breaks it and is refused unless
+    ``check_mixing=False``.
+
     References:
         - W. Shi, Q. Ling, G. Wu and W. Yin, "EXTRA: An exact first-order algorithm for
           decentralized consensus optimization", SIAM Journal on Optimization 25(2):944-966,
@@ -122,6 +128,12 @@ class ExactDiffusion(_CorrectedDiffusion):
     (symmetric doubly stochastic W: ``needs`` ``rule`` doubly stochastic). State: blocks x
     and psi, each (n, d); a round is "adapt" (node-local) and "combine" (one product).
 
+    Activation (:mod:`stochmix.engine.activated`): every W_k pulls. Edge gossip
+    (:class:`~stochmix.participation.RandomEdge`, ``RandomMatching``,
+    ``OnePeerPermutation``) keeps the doubly stochastic mixing it needs; node activation
+    (``D W + I - D``, row-stochastic only) breaks it and is refused unless
+    ``check_mixing=False``.
+
     References:
         - K. Yuan, B. Ying, X. Zhao and A. H. Sayed, "Exact diffusion for distributed
           optimization and learning — Part I: Algorithm development", IEEE Transactions on
@@ -146,6 +158,12 @@ class NIDS(_CorrectedDiffusion):
     blocks x and psi (psi^k = x^{k-1} - a grad F(x^{k-1})), each (n, d); a round is
     "adapt" (node-local) and, from round 1, "combine" (x <- W~_k x, one product).
     ``needs``: ``rule`` doubly stochastic (symmetric W in the paper).
+
+    Activation (:mod:`stochmix.engine.activated`): every W_k pulls. Edge gossip
+    (:class:`~stochmix.participation.RandomEdge`, ``RandomMatching``,
+    ``OnePeerPermutation``) keeps the doubly stochastic mixing it needs; node activation
+    (``D W + I - D``, row-stochastic only) breaks it and is refused unless
+    ``check_mixing=False``.
 
     References:
         - Z. Li, W. Shi and M. Yan, "A decentralized proximal-gradient method with network
@@ -178,6 +196,12 @@ class D2(_CorrectedDiffusion):
     local objectives, limits it. State: blocks x and psi, each (n, d); "adapt"
     (node-local) and "combine" (x <- W_k x, one product).
 
+    Activation (:mod:`stochmix.engine.activated`): every W_k pulls. Edge gossip
+    (:class:`~stochmix.participation.RandomEdge`, ``RandomMatching``,
+    ``OnePeerPermutation``) keeps the doubly stochastic mixing it needs; node activation
+    (``D W + I - D``, row-stochastic only) breaks it and is refused unless
+    ``check_mixing=False``.
+
     References:
         - H. Tang, X. Lian, M. Yan, C. Zhang and J. Liu, "D²: Decentralized training over
           decentralized data", International Conference on Machine Learning (ICML), PMLR
@@ -208,6 +232,9 @@ class PushDIGing(PushSumModels, _Tracking):
     y and g (grad F at the last points), each (n, d); nodes report u / v. A round is
     "push" (u and v, whole-block products) and "track" (y <- C_k y + grad F - g, g <-
     grad F, whole-block). ``needs``: ``rule`` column-stochastic.
+
+    Activation (:mod:`stochmix.engine.activated`): C_k pushes (``C D + I - D`` stays
+    column-stochastic), so it runs under node activation.
 
     References:
         - A. Nedić, A. Olshevsky and W. Shi, "Achieving geometric convergence for distributed

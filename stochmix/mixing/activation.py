@@ -34,7 +34,14 @@ from jaxtyping import Int
 
 from .rowsparse import RowSparse, csr_from_triplets
 
-__all__ = ["DIRECTIONS", "EDGE_MIXINGS", "edge_matrix", "pulled", "pushed"]
+__all__ = [
+    "DIRECTIONS",
+    "EDGE_MIXINGS",
+    "edge_matrix",
+    "expected_activated_matrix",
+    "pulled",
+    "pushed",
+]
 
 #: How a mixing term is activated: "pull" (D W + I - D) or "push" (W D + I - D).
 DIRECTIONS = ("pull", "push")
@@ -165,3 +172,69 @@ def edge_matrix(
     out.reusable = False
     out.closed = True  # type: ignore[attr-defined]
     return out
+
+
+def expected_activated_matrix(
+    W, process, direction: str = "pull", rounds: int = 2000, seed: int = 0
+) -> sp.csr_array:
+    """``E[M]``, the expected activated matrix of W (an (n, n) matrix) under ``process``.
+
+    Node activation (a process without ``activates = "edges"``) with known marginals
+    ``p = process.probabilities`` has the closed forms ``P W + I - P`` (pull) and ``W P +
+    I - P`` (push), ``P = diag(p)`` (D and W are independent, and M is linear in D).
+    Edge activation: :meth:`RandomEdge.expected_matrix` where it is exact (pairwise
+    averaging), else the mean of :func:`edge_matrix` over ``rounds`` draws of
+    ``process.activations(seed)``, as for node activation without marginals.
+
+    Args:
+        W: the method's mixing matrix (NumPy or SciPy, square).
+        process: a participation process over the n nodes.
+        direction: "pull" or "push" (see :data:`DIRECTIONS`).
+        rounds: draws of the Monte Carlo mean, where one is needed.
+        seed: its seed.
+
+    Returns:
+        The (n, n) expected matrix, CSR.
+    """
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+    W = sp.csr_array(W, dtype=float)
+    n = W.shape[0]
+    edges = getattr(process, "activates", "nodes") == "edges"
+    mixing = getattr(process, "mixing", "pairwise")
+    if edges and mixing == "pairwise" and hasattr(process, "expected_matrix"):
+        return sp.csr_array(process.expected_matrix())
+    p = None if edges else process.probabilities
+    if p is not None:
+        P = sp.diags_array(np.asarray(p, dtype=float))
+        eye = sp.eye_array(n)
+        return sp.csr_array((P @ W if direction == "pull" else W @ P) + eye - P)
+    weights = RowSparse.whole(W) if mixing == "weights" else None
+    total = sp.csr_array((n, n))
+    records = process.activations(seed)
+    for _ in range(int(rounds)):
+        record = next(records)
+        nodes = record.nodes
+        if record.edges is not None:
+            op = edge_matrix(n, record.edges, nodes, weights)
+            rows, cols, vals = op.entries()
+        else:
+            whole = RowSparse.whole(W)
+            op = pulled(whole, nodes) if direction == "pull" else None
+            if op is None:
+                active, others = pushed(whole, nodes)
+                parts = [active.entries()] + ([] if others is None else [others.entries()])
+                rows = np.concatenate([r for r, _, _ in parts])
+                cols = np.concatenate([c for _, c, _ in parts])
+                vals = np.concatenate([v for _, _, v in parts])
+                rest = np.setdiff1d(np.arange(n), nodes)
+                rows, cols = np.concatenate([rows, rest]), np.concatenate([cols, rest])
+                vals = np.concatenate([vals, np.ones(rest.size)])
+            else:
+                rows, cols, vals = op.entries()
+        kept = np.setdiff1d(np.arange(n), np.unique(rows))  # rows left as the identity
+        rows = np.concatenate([rows, kept])
+        cols = np.concatenate([cols, kept])
+        vals = np.concatenate([vals, np.ones(kept.size)])
+        total = total + sp.csr_array((vals, (rows, cols)), shape=(n, n))
+    return sp.csr_array(total / int(rounds))
