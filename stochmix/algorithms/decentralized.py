@@ -224,6 +224,21 @@ class DecentralizedMethod(Method):
                 "(check_mixing=False runs it anyway)"
             )
 
+    #: Whether the iterations after the first build the same phases up to which nodes
+    #: take part (no coefficient changes with k): then small gossip rounds may run in
+    #: compiled segments (:meth:`segment_key`). The built-in methods say so.
+    rounds_repeat = False
+
+    def segment_key(self, r: int):
+        """``r == 0`` (the first iteration may differ: trackers start, EXTRA's first step)
+        where :attr:`rounds_repeat` holds, the step does not decay, and gradients are
+        taken at, and nodes report, the model rows; None otherwise."""
+        plain = type(self).points is Method.points
+        plain = plain and type(self).node_models is DecentralizedMethod.node_models
+        if not self.rounds_repeat or getattr(self, "decay", 0.0) or not plain:
+            return None
+        return r == 0
+
     def round_equations(self, participants: np.ndarray, ctx: RunContext) -> Equations:
         """The equations of this iteration, activated for its active nodes.
 
@@ -333,6 +348,7 @@ class DGD(DecentralizedMethod):
     """
 
     name = "DGD"
+    rounds_repeat = True
     #: row-stochastic W keeps a consensus a fixed point; doubly stochastic W (metropolis)
     #: is needed for the *unweighted* average's optimum
     needs = {"rule": "row"}
@@ -433,6 +449,7 @@ class GradientTracking(_Tracking):
     """
 
     name = "GradientTracking"
+    rounds_repeat = True
     needs = {"rule": "doubly"}
 
     def __init__(self, lr, graphs: GraphSequence, rule="metropolis", check_mixing=True, form="cta"):
@@ -497,6 +514,7 @@ class PushPull(_Tracking):
     """
 
     name = "PushPull"
+    rounds_repeat = True
     needs = {"row_rule": "row", "column_rule": "column"}
 
     def __init__(

@@ -56,6 +56,7 @@ class EXTRA(DecentralizedMethod):
 
     name = "EXTRA"
     needs = {"rule": "doubly"}
+    rounds_repeat = True
 
     def __init__(self, lr, graphs: GraphSequence, rule="metropolis", check_mixing=True):
         super().__init__(lr, graphs, check_mixing=check_mixing)
@@ -85,6 +86,7 @@ class _CorrectedDiffusion(DecentralizedMethod):
     and "combine" (x <- M_k x, one sparse product)."""
 
     needs = {"rule": "doubly"}
+    rounds_repeat = True
     #: whether the first iteration is x^1 = x^0 - a grad F(x^0), without combining (NIDS)
     first_combines = True
 

@@ -57,6 +57,7 @@ class KGT(DecentralizedMethod):
     """
 
     name = "K-GT"
+    rounds_repeat = True
     needs = {"rule": "doubly"}
     model_block = "z"  # gradients are taken at the local iterates
 

@@ -166,6 +166,14 @@ class Method(ABC):
         """
         return None
 
+    def segment_key(self, r: int):
+        """A hashable key such that the rounds with equal keys build the same phases with
+        the round's active nodes in the same places (and the same coefficients), or None
+        (the default): no round of the method runs in compiled segments (see
+        :mod:`stochmix.engine.segments`, which checks the claim on the second round of
+        each key)."""
+        return None
+
     def sent_floats(self, block: str, dim: int) -> int:
         """The floats a row of ``block`` costs when a node sends it (``dim``, the model
         dimension, by default; a method that sends a compressed copy says less). The

@@ -1,0 +1,265 @@
+"""Segments of small activated rounds, run by one compiled loop.
+
+Under an activation process a round touches a handful of nodes: a gossip tick averages
+two. Building such a round (equations, phases, plan) costs far more than applying it, and
+the rounds repeat one structure up to *which* nodes take part: the same phases with the
+round's nodes in the same places (its activation record's ``nodes``, and its edges as
+positions among them). So the engine writes a round in **slot form**: every row a phase
+reads or writes is ``base + nodes[slot]`` (``base`` the row of node 0 in its block) and
+every gradient that of ``nodes[slot]``. A :class:`Segmenter` keeps the slot form of the
+first round of each *key* (:meth:`~stochmix.engine.method.Method.segment_key`, the
+number of nodes and the edge positions), checks it against the second round with that
+key, built in full (a key whose rounds differ is never segmented), and from then on runs
+the rounds of verified keys without building them: a batch of up to :data:`BATCH` rounds
+is one call of a Numba loop that applies every phase of every round in order, computes
+the gradients with the problem's compiled one-client gradient
+(:meth:`~stochmix.problems.Problem.row_gradient`), and keeps the network average (the
+reported model) up to date from the rows each round changes.
+
+What a segmented run records: the reported model of every round, the participants,
+gradients, messages, floats and simulated time of every round, ``distance`` at every
+round (from the model), and the other metrics at the end of each batch (a batch ends
+before every round where a scheduled metric is due, and at the end of the run); the wall
+time of a batch's rounds is the time at its end. The arithmetic is the phases' (sums in
+the order of their terms), so a segmented run agrees with a round-by-round run to
+rounding, not bit for bit; whether rounds are segmented depends only on the run's
+inputs, never on timing.
+
+Segments run where: the backend is NumPy's and the layout keeps every row, no callback
+is given, the method reports the average of its model block and takes gradients at its
+model rows (:attr:`~stochmix.engine.method.Method.reports_node_average`, no ``points``
+of its own), the problem has a compiled gradient (when the phases take gradients) and a
+round touches at most :data:`MAX_NODES` nodes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["BATCH", "MAX_NODES", "SlotProgram", "Segmenter"]
+
+#: Rounds run by one call of the compiled loop, at most.
+BATCH = 8192
+#: Rounds touching more nodes are run one by one (their building cost is repaid).
+MAX_NODES = 64
+
+
+class SlotProgram:
+    """One round's phases in slot form (see the module docstring), as flat arrays.
+
+    Per phase q: targets ``t_base[t0[q]:t0[q+1]]``, ``t_slot[...]`` (rows rewritten);
+    terms ``m_target`` (index among the phase's targets), ``m_base``, ``m_slot`` (the
+    source row, ``m_slot = -1``: the fixed row ``m_base``), ``m_coef`` in
+    ``m0[q]:m0[q+1]``; gradient terms ``g_target``, ``g_client`` (index among the
+    phase's clients), ``g_coef`` in ``g0[q]:g0[q+1]``; clients' slots ``c_slot`` in
+    ``c0[q]:c0[q+1]``.
+    """
+
+    FIELDS = (
+        "t0", "t_base", "t_slot", "m0", "m_target", "m_base", "m_slot", "m_coef",
+        "g0", "g_target", "g_client", "g_coef", "c0", "c_slot",
+    )  # fmt: skip
+
+    def __init__(self, **arrays):
+        for name in self.FIELDS:
+            setattr(self, name, arrays[name])
+
+    def same(self, other: SlotProgram) -> bool:
+        """Equal arrays, coefficients bit for bit."""
+        return all(
+            np.array_equal(getattr(self, k), getattr(other, k)) for k in self.FIELDS
+        )
+
+    @property
+    def gradients(self) -> bool:
+        return self.c_slot.size > 0
+
+
+def _slots(rows: np.ndarray, bases: np.ndarray, starts: np.ndarray, nodes: np.ndarray):
+    """``(base, slot)`` of state rows (slot -1: a row of no node of the round), or None
+    when a row's node is not among ``nodes``."""
+    block = np.searchsorted(starts, rows, side="right") - 1
+    base = bases[block]
+    node = rows - base
+    pos = np.searchsorted(nodes, node)
+    inside = (pos < nodes.size) & (nodes[np.minimum(pos, max(nodes.size - 1, 0))] == node)
+    return base, np.where(inside, pos, -1), inside
+
+
+def slot_program(phases, layout, nodes: np.ndarray, client_node: int) -> SlotProgram | None:
+    """The slot form of a round's phases, or None when a phase is not a linear phase or
+    touches a row of a node outside ``nodes``."""
+    if layout.scratch:
+        return None  # rows kept apart: a block is not one range of rows
+    blocks = layout.blocks
+    starts = np.array([layout.start(b.name) for b in blocks], dtype=np.int64)
+    bases = np.array([layout.start(b.name) - b.first_node for b in blocks], dtype=np.int64)
+    order = np.argsort(starts)
+    starts, bases = starts[order], bases[order]
+    parts: dict[str, list] = {k: [] for k in SlotProgram.FIELDS}
+    counts = {"t0": 0, "m0": 0, "g0": 0, "c0": 0}
+    for key in counts:
+        parts[key].append(0)
+    for phase in phases:
+        triplets = getattr(phase, "_triplets", None)
+        if triplets is None or getattr(phase, "matrix", None) is None:
+            return None  # a row map: nonlinear
+        targets, sources, coefs, g_targets, g_clients, g_coefs, zero_rows = triplets
+        rewritten = np.unique(np.concatenate([targets, g_targets, zero_rows]))
+        t_base, t_slot, ok = _slots(rewritten, bases, starts, nodes)
+        if not ok.all():
+            return None
+        s_base, s_slot, inside = _slots(sources, bases, starts, nodes)
+        s_base = np.where(inside, s_base, sources)  # a fixed row: its own index
+        clients = np.unique(g_clients)
+        c_base, c_slot, ok = _slots(clients + client_node, np.zeros(1, np.int64),
+                                    np.zeros(1, np.int64), nodes)  # fmt: skip
+        if not ok.all():
+            return None
+        parts["t_base"].append(t_base)
+        parts["t_slot"].append(t_slot)
+        parts["m_target"].append(np.searchsorted(rewritten, targets))
+        parts["m_base"].append(s_base)
+        parts["m_slot"].append(s_slot)
+        parts["m_coef"].append(np.asarray(coefs, dtype=float))
+        parts["g_target"].append(np.searchsorted(rewritten, g_targets))
+        parts["g_client"].append(np.searchsorted(clients, g_clients))
+        parts["g_coef"].append(np.asarray(g_coefs, dtype=float))
+        parts["c_slot"].append(c_slot)
+        counts["t0"] += rewritten.size
+        counts["m0"] += targets.size
+        counts["g0"] += g_targets.size
+        counts["c0"] += clients.size
+        for key, value in counts.items():
+            parts[key].append(value)
+    arrays = {}
+    for key in SlotProgram.FIELDS:
+        values = parts[key]
+        kind = float if key.endswith("coef") else np.int64
+        arrays[key] = (
+            np.asarray(values, dtype=np.int64)
+            if key in counts
+            else (np.concatenate(values).astype(kind) if values else np.zeros(0, kind))
+        )
+    return SlotProgram(**arrays)
+
+
+def _pack(programs: list[SlotProgram]) -> tuple:
+    """The programs' arrays concatenated, with program p's phases at ``P0[p]:P0[p+1]``
+    and every range shifted into the concatenation."""
+    P0 = [0]
+    ranges: dict[str, list] = {k: [] for k in ("t0", "m0", "g0", "c0")}
+    flat: dict[str, list] = {k: [] for k in SlotProgram.FIELDS if k not in ranges}
+    shift = dict.fromkeys(ranges, 0)
+    for prog in programs:
+        phases = prog.t0.size - 1
+        P0.append(P0[-1] + phases)
+        for key in ranges:
+            starts = getattr(prog, key)
+            ranges[key].append(starts[:-1] + shift[key])
+            shift[key] += int(starts[-1])
+        for key in flat:
+            flat[key].append(getattr(prog, key))
+    out = {k: np.concatenate(v) for k, v in flat.items()}
+    for key, parts in ranges.items():
+        out[key] = np.concatenate([*parts, np.array([shift[key]], dtype=np.int64)])
+    return np.asarray(P0, dtype=np.int64), out
+
+
+class Segmenter:
+    """Learns the slot forms of a run's rounds and runs the rounds of verified keys in
+    compiled batches (see the module docstring).
+
+    Args:
+        method: the run's method (``segment_key``, ``client_node``, ``model_block``).
+        layout: the run's layout.
+        kernel: the problem's compiled gradient ``(kernel, fetch, data)``, or None.
+        n_nodes: the nodes whose model rows the reported model averages.
+        edge_mixing: the run's ``ctx.edge_mixing`` (only "pairwise" rounds repeat).
+    """
+
+    def __init__(self, method, layout, kernel, n_nodes: int, edge_mixing: str = "pairwise"):
+        self.method, self.layout = method, layout
+        self.edge_mixing = edge_mixing
+        self.kernel = kernel
+        self.n = n_nodes
+        self.model_base = layout.start(method.model_block) - layout.first_node(
+            method.model_block
+        )
+        self.keys: dict = {}  # key -> program index | (candidate, traffic) | False
+        self.programs: list[SlotProgram] = []
+        self.traffics: list[tuple] = []
+        self.packed: tuple | None = None
+        self.pending: list = []  # (round, nodes, program, record)
+
+    def key(self, r: int, nodes: np.ndarray, record):
+        """The round's key, or None when it cannot be segmented."""
+        if not 0 < nodes.size <= MAX_NODES or record is None or record.edges is None:
+            return None
+        if self.edge_mixing != "pairwise":
+            return None  # the method's weights: coefficients that depend on the edge
+        base = self.method.segment_key(r)
+        if base is None:
+            return None
+        positions = np.searchsorted(nodes, record.edges)
+        return (base, nodes.size, positions.tobytes())
+
+    def program(self, key) -> int | None:
+        """The verified program of ``key``, or None."""
+        found = self.keys.get(key)
+        return found if isinstance(found, int) and not isinstance(found, bool) else None
+
+    def learn(self, key, phases, nodes: np.ndarray, traffic: tuple) -> None:
+        """Take the slot form of a round built in full: the first of its key is kept, the
+        second must equal it (then the key is verified), else the key is never segmented."""
+        found = self.keys.get(key)
+        if found is False or self.program(key) is not None:
+            return
+        made = slot_program(phases, self.layout, nodes, self.method.client_node)
+        if made is None or (made.gradients and self.kernel is None):
+            self.keys[key] = False
+            return
+        if found is None:
+            self.keys[key] = (made, traffic)
+            return
+        first, first_traffic = found
+        if not (first.same(made) and first_traffic == traffic):
+            self.keys[key] = False
+            return
+        self.keys[key] = len(self.programs)
+        self.programs.append(first)
+        self.traffics.append(traffic)
+        self.packed = _pack(self.programs)
+
+    def run(self, z: np.ndarray) -> tuple[int, np.ndarray, list]:
+        """Run the pending rounds on ``z`` in place: ``(rounds done, their reported
+        models, the pending rounds)``."""
+        from .segment_kernel import no_gradient, run_batch
+
+        pending, self.pending = self.pending, []
+        width = max(nodes.size for _, nodes, _, _ in pending)
+        nodes = np.zeros((len(pending), width), dtype=np.int64)
+        for i, (_, round_nodes, _, _) in enumerate(pending):
+            nodes[i, : round_nodes.size] = round_nodes
+        programs = np.array([p for _, _, p, _ in pending], dtype=np.int64)
+        P0, arrays = self.packed
+        first = self.model_base + self.method.client_node
+        model = z[first : first + self.n]
+        sums = model.sum(axis=0).astype(np.float64)
+        server = np.empty((len(pending), z.shape[1]))
+        rows = int(np.max(np.diff(arrays["t0"]), initial=1))
+        clients = int(np.max(np.diff(arrays["c0"]), initial=1))
+        tbuf = np.empty((max(rows, 1), z.shape[1]))
+        gbuf = np.empty((max(clients, 1), z.shape[1]), dtype=z.dtype)
+        if self.kernel is None:
+            kernel, data = no_gradient, (np.zeros(1),)
+        else:
+            kernel, _, data = self.kernel
+        done = run_batch(
+            z, nodes, programs, P0, arrays["t0"], arrays["t_base"], arrays["t_slot"],
+            arrays["m0"], arrays["m_target"], arrays["m_base"], arrays["m_slot"],
+            arrays["m_coef"], arrays["g0"], arrays["g_target"], arrays["g_client"],
+            arrays["g_coef"], arrays["c0"], arrays["c_slot"], kernel, data,
+            self.model_base, self.method.client_node, float(self.n), sums, server, tbuf, gbuf,
+        )  # fmt: skip
+        return int(done), server[:done], pending
