@@ -62,3 +62,13 @@ def test_predicted_rates_example_within_five_percent(tmp_path, unchecked):
     for predicted, measured in rows.values():
         assert abs(measured - predicted) < 0.05 * predicted
     assert (tmp_path / "r.png").exists()
+
+
+def test_gossip_averaging_time_example(tmp_path, capsys):
+    module = load("gossip_averaging_time")
+    rows = module.main(**module.QUICK, out=str(tmp_path / "g.png"))
+    for measured, bound, _ in rows.values():  # between the bounds λ₂^{2k} and λ₂^k
+        assert 0.5 * bound - 1 <= measured <= bound
+    small, large = (rows[n] for n in module.QUICK["sizes"])
+    assert large[0] > small[0] and large[2] < small[2]  # slower where the gap is smaller
+    assert (tmp_path / "g.png").exists() and "bound" in capsys.readouterr().out
