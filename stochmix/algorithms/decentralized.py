@@ -534,7 +534,8 @@ class PushPull(_Tracking):
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         eq = self.round_equations(participants, ctx)
         first = self.start_tracking(eq, r)
-        row, column = self.mixing(r, self.row_rule), self.mixing(r, self.column_rule)
+        row = self.mixing(r, self.row_rule, "pull")
+        column = self.mixing(r, self.column_rule, "push")
         if self.form == "atc":
             return [*first, *_pull_track_push(eq, self.lr, row, column)]
         return [*first, *_descend_then_track(eq, self.lr, row, column, "pull")]

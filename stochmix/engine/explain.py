@@ -257,7 +257,12 @@ def explain(method, problem, participation, rounds: int = 2, **run_options) -> E
     whole = hasattr(back, "apply_blockwise")
     plans, keys = [], []
     for r in range(rounds):
-        participants = np.asarray(next(stream), dtype=np.int64)
+        drawn = next(stream)
+        nodes = getattr(drawn, "nodes", None)  # an Activation record, or the indices
+        if nodes is None:
+            participants = np.asarray(drawn, dtype=np.int64)
+        else:
+            participants, setup.ctx.activation = nodes, drawn
         keys.append(method.template_key(r, participants))
         plan = planner.plan(r, participants)
         segments = tuple(

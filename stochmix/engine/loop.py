@@ -45,6 +45,7 @@ from .progress import Progress
 from .recorder import METRICS, Recorder, check_schedule
 from .result import Result
 from .rounds import DivergenceError, DivergenceWarning, participant_stream, run_rounds
+from .segments import segmenter
 from .slowpath import SLOW_PATH_MIN_ROUNDS, SlowPaths
 from .threads import resolve_threads, torch_threads
 
@@ -234,6 +235,10 @@ def _run(
         seed=seed, dtype=dtype, callback=callback, bar=bar,
         divergence_threshold=divergence_threshold, on_divergence=on_divergence,
         traffic=lambda: planner.traffic,
+        segments=segmenter(
+            method, problem, participation, layout, ctx, back, caps, dtype, callback,
+            lambda: planner.phases,
+        ),
     )  # fmt: skip
 
 

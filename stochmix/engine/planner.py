@@ -77,10 +77,12 @@ class RoundPlanner:
         #: (gradient evaluations, messages, floats) of the last plan (see traffic.py)
         self.traffic: tuple[int, int, int] = (0, 0, 0)
         self._traffics: dict = {}  # phase or template key -> the traffic of its plan
+        self.phases: list | None = None  # the last round's phases, if it was built
 
     def plan(self, r: int, participants: np.ndarray) -> list:
         """The plan of round ``r`` (sorted int64 ``participants``): from its template when
         the method has a verified one for the round, else cached or built."""
+        self.phases = None  # the round's phases, where it is built in full
         key = self.method.template_key(r, participants)
         if key is None or participants.size < 2:
             # one participant's rows are single rows of the state: such rounds are always
@@ -144,5 +146,6 @@ class RoundPlanner:
         """The round's plan built in full from the method's phases."""
         self.source = "built"
         phases = self.method.round_phases(r, participants, self.ctx)
+        self.phases = phases
         self.traffic = round_traffic(phases, self.method, self.ctx.dim)
         return plan_round(phases, self.backend, self.method, self.ctx, self.caps, notes=self.notes)

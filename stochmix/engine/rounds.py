@@ -39,14 +39,16 @@ def participant_stream(participation, seed):
 def run_rounds(
     step, *, saved, saver, z, back, ctx, recorder, stream, rounds, method, problem,
     participation, seed, dtype, callback, bar, divergence_threshold, on_divergence,
-    stacklevel: int = 4, traffic=None,
+    stacklevel: int = 4, traffic=None, segments=None,
 ) -> Result:  # fmt: skip
     """The rounds of a run and its Result, on one process or one rank's shard: start
     from ``saved`` (a loaded checkpoint) or measure round 0, then for each round draw the
     participants, apply it (``step(r, participants, z)``: False when a written entry is not
     finite), record it, stop on divergence, call back, checkpoint. ``stacklevel`` points
     the divergence warning at the caller of :func:`run`; ``traffic()`` gives the last
-    round's (gradient evaluations, messages, floats), recorded when given."""
+    round's (gradient evaluations, messages, floats), recorded when given.
+    ``segments``: a :class:`~stochmix.engine.segments.Segmenter` with ``phases()`` (the
+    last built round's phases), where small rounds may run in compiled batches."""
     done = 0 if saved is None else int(saved["done"])
     recorder.counted = traffic is not None
     if saved is None:
@@ -67,7 +69,31 @@ def run_rounds(
             participants = np.asarray(drawn, dtype=np.int64)
         else:  # an Activation: its nodes, and its edges and time for the method and record
             participants, ctx.activation = nodes, drawn
+        key = None if segments is None else segments.key(r, participants, drawn)
+        if key is not None:
+            found = segments.program(key)
+            if found is not None:  # a verified round: run it in the next batch
+                segments.pending.append((r, participants, found, drawn))
+                if not _batch_ends(r + 1, rounds, recorder, saver, segments):
+                    continue
+                done, stop = _run_batch(segments, z, recorder, start, back, too_large)
+                if bar is not None:
+                    bar(done - 1)
+                if stop:
+                    diverged_at = done
+                    break
+                if saver is not None and saver.due(done, rounds):
+                    saver.save(done, z, back, ctx, recorder, problem)
+                continue
+        if segments is not None and segments.pending:
+            done, stop = _run_batch(segments, z, recorder, start, back, too_large)
+            if stop:
+                diverged_at = done
+                break
+            ctx.activation = drawn if nodes is not None else None
         finite = step(r, participants, z)
+        if key is not None:
+            segments.learn(key, segments.phases(), participants, traffic())
         done = r + 1
         recorder.count[done] = participants.size
         if traffic is not None:  # the round's (gradients, messages, floats)
@@ -106,6 +132,52 @@ def run_rounds(
             raise DivergenceError(message)
         warnings.warn(message, DivergenceWarning, stacklevel=stacklevel)
     return result
+
+
+# ------------------------------------------------------------------ segments
+def _batch_ends(done: int, rounds: int, recorder, saver, segments) -> bool:
+    """Whether the batch of pending rounds runs now: after the run's last round, before a
+    round whose scheduled metrics are due or a checkpoint, or at the batch's limit."""
+    from .segments import BATCH
+
+    return (
+        done == rounds
+        or (bool(recorder.scheduled) and recorder.due(done))
+        or (saver is not None and saver.due(done, rounds))
+        or len(segments.pending) >= BATCH
+    )
+
+
+def _run_batch(segments, z, recorder, start: float, back, too_large: float) -> tuple:
+    """Run the pending rounds and record them: ``(rounds done, stopped)``; the last one
+    is measured in full (every metric), the others get their model, ``distance`` and
+    their counts."""
+    first = segments.pending[0][0]
+    ran, models, pending = segments.run(z)
+    now = time.perf_counter() - start
+    for i in range(ran):
+        r, nodes, program, record = pending[i]
+        done = r + 1
+        recorder.count[done] = nodes.size
+        recorder.traffic[done] = segments.traffics[program]
+        if record.time is not None:
+            recorder.time[done] = record.time
+    rows = slice(first + 1, first + 1 + ran)
+    recorder.server[rows] = models
+    recorder.clock[rows] = now
+    if "distance" in recorder.values and recorder.x_star is not None:
+        recorder.values["distance"][rows] = np.linalg.norm(models - recorder.x_star, axis=1)
+    done = first + ran
+    stopped = ran < len(pending)
+    if stopped:  # the round that wrote a value that is not finite
+        r, nodes, program, record = pending[ran]
+        done = r + 1
+        recorder.count[done] = nodes.size
+        recorder.clock[done] = now
+    if done > first:
+        x = recorder.measure(done, z, back, last=True)
+        stopped = stopped or not np.isfinite(x).all() or np.abs(x).max() > too_large
+    return done, stopped
 
 
 # ------------------------------------------------------------------ the result

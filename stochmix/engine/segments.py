@@ -176,10 +176,15 @@ class Segmenter:
         kernel: the problem's compiled gradient ``(kernel, fetch, data)``, or None.
         n_nodes: the nodes whose model rows the reported model averages.
         edge_mixing: the run's ``ctx.edge_mixing`` (only "pairwise" rounds repeat).
+        phases: ``phases()`` gives the phases of the round the run just built (the
+            planner's), or None.
     """
 
-    def __init__(self, method, layout, kernel, n_nodes: int, edge_mixing: str = "pairwise"):
+    def __init__(
+        self, method, layout, kernel, n_nodes: int, edge_mixing: str = "pairwise", phases=None
+    ):
         self.method, self.layout = method, layout
+        self.phases = phases  # () -> the phases of the round just built, or None
         self.edge_mixing = edge_mixing
         self.kernel = kernel
         self.n = n_nodes
@@ -213,7 +218,7 @@ class Segmenter:
         """Take the slot form of a round built in full: the first of its key is kept, the
         second must equal it (then the key is verified), else the key is never segmented."""
         found = self.keys.get(key)
-        if found is False or self.program(key) is not None:
+        if found is False or self.program(key) is not None or phases is None:
             return
         made = slot_program(phases, self.layout, nodes, self.method.client_node)
         if made is None or (made.gradients and self.kernel is None):
@@ -263,3 +268,31 @@ class Segmenter:
             self.model_base, self.method.client_node, float(self.n), sums, server, tbuf, gbuf,
         )  # fmt: skip
         return int(done), server[:done], pending
+
+
+def segmenter(method, problem, participation, layout, ctx, back, caps, dtype, callback, phases):
+    """The run's :class:`Segmenter`, or None where segments cannot run (see the module
+    docstring): an edge-activation process, the NumPy backend with every row kept, no
+    callback, a method with a :meth:`~stochmix.engine.method.Method.segment_key`, and
+    ``compiled`` not False."""
+    from .backends import NumpyBackend
+    from .execute import compiled_refusal
+    from .rowwise import numba_unavailable
+
+    if (
+        getattr(participation, "activates", "nodes") != "edges"
+        or type(back) is not NumpyBackend
+        or layout.scratch
+        or callback is not None
+        or caps.compiled is False
+        or not getattr(method, "reports_node_average", False)
+        or method.segment_key(1) is None
+        or numba_unavailable() is not None
+    ):
+        return None
+    kernel = None
+    if compiled_refusal(problem) is None:
+        kernel = problem.row_gradient(np.dtype(dtype))
+    return Segmenter(
+        method, layout, kernel, ctx.n_clients, getattr(ctx, "edge_mixing", "pairwise"), phases
+    )
