@@ -84,18 +84,17 @@ def processes(n, graph):
     return {
         "bernoulli": Bernoulli(0.45, n_clients=n),
         "bernoulli-hetero": Bernoulli(np.linspace(0.3, 0.6, n)),
-        "trace-empty": trace_with_empty_round(n, 40, 7),
+        "trace-empty": trace_with_empty_round(n, 30, 7),
         "markov": Markov(0.3, 0.4, n_clients=n),
         "poisson": PoissonClocks(np.linspace(1.0, 2.0, n)),
         "random-edge": RandomEdge(graph),
-        "random-edge-weights": RandomEdge(graph, mixing="weights"),
         "matching": RandomMatching(graph),
         "matching-weights": RandomMatching(graph, mixing="weights"),
         "one-peer": OnePeerPermutation(n),
     }
 
 
-N, D, ROUNDS = 8, 3, 40
+N, D, ROUNDS = 8, 3, 30
 PROCESS_NAMES = list(processes(N, undirected_graph(N)))
 
 
@@ -155,7 +154,9 @@ def test_dgd_pushsum_extra_equal_reference(name):
         assert_close(engine(method, problem, process, ROUNDS, x0, seed).server, want)
 
 
-@pytest.mark.parametrize("name", PROCESS_NAMES)
+@pytest.mark.parametrize(
+    "name", ["bernoulli", "trace-empty", "poisson", "random-edge", "matching-weights"]
+)
 def test_tracking_methods_equal_reference(name):
     """ENGINE BUG (fails): the engine initialises y and g = grad F(x^0) only at the nodes
     active in round 0, the spec (and the references) at every node."""
@@ -375,8 +376,8 @@ def test_node_activation_breaks_gt_keeps_push_pull():
     """GT pulls its tracker: D W + I - D is not column-stochastic, sum y drifts from sum g
     and x_star is missed. Push-pull with both rules metropolis pulls x and pushes y
     (W D + I - D keeps column sums): tracking holds and it converges."""
-    problem, x0, und, directed, lr = small(7)
-    rounds, process = 300, Bernoulli(0.5, n_clients=6)
+    problem, x0, und, directed, lr = small(7, factor=0.5)
+    rounds, process = 200, Bernoulli(0.5, n_clients=6)
     scale = np.linalg.norm(problem.x_star)
     gt, gt_state = tracking_state(
         GradientTracking(lr, und, check_mixing=False), problem, process, rounds, x0, 4
@@ -401,8 +402,8 @@ def test_edge_gossip_exact_and_inexact():
     """Under random matchings (doubly stochastic W_E every round) GT and EXTRA converge to
     x_star, DGD with a fixed step only to an O(lr) neighbourhood (halving lr about halves
     its error)."""
-    problem, x0, und, directed, lr = small(8)
-    rounds, process = 400, RandomMatching(undirected_graph(6))
+    problem, x0, und, directed, lr = small(8, factor=0.5)
+    rounds, process = 200, RandomMatching(undirected_graph(6))
     scale = np.linalg.norm(problem.x_star)
 
     def error(method):
