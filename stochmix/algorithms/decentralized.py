@@ -94,7 +94,7 @@ class DecentralizedMethod(Method):
     needs: dict = {}
 
     #: caches a run fills (mixing operators), left out of the fingerprint
-    _run_state = Method._run_state | {"_mixings", "_edges"}
+    _run_state = Method._run_state | {"_mixings", "_edges", "_repeats"}
 
     def __init__(self, lr, graphs: GraphSequence, decay=0.0, check_mixing=True):
         self.lr = as_float(lr, "lr", positive=True)
@@ -233,11 +233,13 @@ class DecentralizedMethod(Method):
         """``r == 0`` (the first iteration may differ: trackers start, EXTRA's first step)
         where :attr:`rounds_repeat` holds, the step does not decay, and gradients are
         taken at, and nodes report, the model rows; None otherwise."""
-        plain = type(self).points is Method.points
-        plain = plain and type(self).node_models is DecentralizedMethod.node_models
-        if not self.rounds_repeat or getattr(self, "decay", 0.0) or not plain:
-            return None
-        return r == 0
+        repeats = self.__dict__.get("_repeats")
+        if repeats is None:
+            plain = type(self).points is Method.points
+            plain = plain and type(self).node_models is DecentralizedMethod.node_models
+            repeats = self.rounds_repeat and not getattr(self, "decay", 0.0) and plain
+            self.__dict__["_repeats"] = repeats
+        return (r == 0) if repeats else None
 
     def round_equations(self, participants: np.ndarray, ctx: RunContext) -> Equations:
         """The equations of this iteration, activated for its active nodes.

@@ -511,7 +511,7 @@ class Equations:
             phase = builder.build()
             # the rows of active nodes mixing with their neighbours: the sparse rows are
             # this phase's fast path (a round costs what its active nodes cost)
-            phase.row_sparse = self.active is not None and phase.local is None
+            phase.row_sparse = self.active is not None
             if key is not None:
                 self.cache.put(key, calls, phase)
         return phase

@@ -171,7 +171,8 @@ class Method(ABC):
         the round's active nodes in the same places (and the same coefficients), or None
         (the default): no round of the method runs in compiled segments (see
         :mod:`stochmix.engine.segments`, which checks the claim on the second round of
-        each key)."""
+        each key). It is asked for rounds 0 and 1 only: every round after the first
+        shares round 1's key."""
         return None
 
     def sent_floats(self, block: str, dim: int) -> int:

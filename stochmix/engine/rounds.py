@@ -13,6 +13,7 @@ import numpy as np
 
 from .capabilities import capabilities
 from .result import Result
+from .segments import BATCH
 
 __all__ = ["DivergenceError", "DivergenceWarning", "participant_stream", "run_rounds"]
 
@@ -62,7 +63,22 @@ def run_rounds(
     diverged_at = None
     # max |entry|, not the norm: a norm overflows long before its entries do
     too_large = divergence_threshold * max(1.0, float(np.abs(recorder.server[0]).max()))
-    for r in range(done, rounds):
+    r = done
+    while r < rounds:
+        if segments is not None and segments.verified and hasattr(stream, "peek"):
+            limit = _batch_limit(r, rounds, recorder, saver)
+            batch = segments.block(stream, r, limit)
+            if batch is not None:  # records of verified keys, taken as arrays
+                done, stop = _run_batch(segments, batch, z, recorder, start, back, too_large)
+                if bar is not None:
+                    bar(done - 1)
+                if stop:
+                    diverged_at = done
+                    break
+                if saver is not None and saver.due(done, rounds):
+                    saver.save(done, z, back, ctx, recorder, problem)
+                r = done
+                continue
         drawn = next(stream)
         nodes = getattr(drawn, "nodes", None)
         if nodes is None:
@@ -73,10 +89,15 @@ def run_rounds(
         if key is not None:
             found = segments.program(key)
             if found is not None:  # a verified round: run it in the next batch
-                segments.pending.append((r, participants, found, drawn))
-                if not _batch_ends(r + 1, rounds, recorder, saver, segments):
+                pending = segments.pending
+                if not pending:
+                    segments.limit = _batch_limit(r, rounds, recorder, saver)
+                pending.append((r, participants, found, drawn))
+                r += 1
+                if r < segments.limit:
                     continue
-                done, stop = _run_batch(segments, z, recorder, start, back, too_large)
+                batch = segments.take_pending()
+                done, stop = _run_batch(segments, batch, z, recorder, start, back, too_large)
                 if bar is not None:
                     bar(done - 1)
                 if stop:
@@ -86,7 +107,8 @@ def run_rounds(
                     saver.save(done, z, back, ctx, recorder, problem)
                 continue
         if segments is not None and segments.pending:
-            done, stop = _run_batch(segments, z, recorder, start, back, too_large)
+            batch = segments.take_pending()
+            done, stop = _run_batch(segments, batch, z, recorder, start, back, too_large)
             if stop:
                 diverged_at = done
                 break
@@ -113,6 +135,7 @@ def run_rounds(
             bar(r)
         if saver is not None and saver.due(done, rounds):
             saver.save(done, z, back, ctx, recorder, problem)
+        r += 1
     if bar is not None:
         bar.close()
 
@@ -135,48 +158,45 @@ def run_rounds(
 
 
 # ------------------------------------------------------------------ segments
-def _batch_ends(done: int, rounds: int, recorder, saver, segments) -> bool:
-    """Whether the batch of pending rounds runs now: after the run's last round, before a
-    round whose scheduled metrics are due or a checkpoint, or at the batch's limit."""
-    from .segments import BATCH
+def _batch_limit(first: int, rounds: int, recorder, saver) -> int:
+    """The last round of a batch that starts with round ``first`` (0-based): the run's
+    last round, the first one after which a scheduled metric is due or a checkpoint is
+    written, or :data:`~stochmix.engine.segments.BATCH` rounds on."""
+    limit = min(rounds, first + BATCH)
+    if recorder.scheduled:
+        interval = recorder.interval
+        limit = min(limit, (first // interval + 1) * interval)
+    if saver is not None:
+        limit = min(limit, -(-(first + 1) // saver.every) * saver.every)
+    return limit
 
-    return (
-        done == rounds
-        or (bool(recorder.scheduled) and recorder.due(done))
-        or (saver is not None and saver.due(done, rounds))
-        or len(segments.pending) >= BATCH
-    )
 
-
-def _run_batch(segments, z, recorder, start: float, back, too_large: float) -> tuple:
-    """Run the pending rounds and record them: ``(rounds done, stopped)``; the last one
-    is measured in full (every metric), the others get their model, ``distance`` and
-    their counts."""
-    first = segments.pending[0][0]
-    ran, models, pending = segments.run(z)
+def _run_batch(segments, batch: tuple, z, recorder, start: float, back, too_large: float):
+    """Run a batch of rounds (:meth:`~stochmix.engine.segments.Segmenter.take_pending`'s
+    arrays) and record them: ``(rounds done, stopped)``. Every round gets its model,
+    ``distance``, participants, costs and time; the last one is measured in full."""
+    first, nodes, programs, times, sizes = batch
+    ran, models = segments.run(z, nodes, programs)
     now = time.perf_counter() - start
-    for i in range(ran):
-        r, nodes, program, record = pending[i]
-        done = r + 1
-        recorder.count[done] = nodes.size
-        recorder.traffic[done] = segments.traffics[program]
-        if record.time is not None:
-            recorder.time[done] = record.time
     rows = slice(first + 1, first + 1 + ran)
+    recorder.count[rows] = sizes[:ran]
+    recorder.traffic[rows] = np.asarray(segments.traffics, dtype=np.int64).reshape(-1, 3)[
+        programs[:ran]
+    ]
+    if times is not None:
+        recorder.time[rows] = times[:ran]
     recorder.server[rows] = models
     recorder.clock[rows] = now
     if "distance" in recorder.values and recorder.x_star is not None:
         recorder.values["distance"][rows] = np.linalg.norm(models - recorder.x_star, axis=1)
     done = first + ran
-    stopped = ran < len(pending)
+    stopped = ran < programs.size
     if stopped:  # the round that wrote a value that is not finite
-        r, nodes, program, record = pending[ran]
-        done = r + 1
-        recorder.count[done] = nodes.size
+        done += 1
+        recorder.count[done] = sizes[ran]
         recorder.clock[done] = now
-    if done > first:
-        x = recorder.measure(done, z, back, last=True)
-        stopped = stopped or not np.isfinite(x).all() or np.abs(x).max() > too_large
+    x = recorder.measure(done, z, back, last=True)
+    stopped = stopped or not np.isfinite(x).all() or np.abs(x).max() > too_large
     return done, stopped
 
 

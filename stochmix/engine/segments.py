@@ -66,9 +66,7 @@ class SlotProgram:
 
     def same(self, other: SlotProgram) -> bool:
         """Equal arrays, coefficients bit for bit."""
-        return all(
-            np.array_equal(getattr(self, k), getattr(other, k)) for k in self.FIELDS
-        )
+        return all(np.array_equal(getattr(self, k), getattr(other, k)) for k in self.FIELDS)
 
     @property
     def gradients(self) -> bool:
@@ -188,10 +186,13 @@ class Segmenter:
         self.edge_mixing = edge_mixing
         self.kernel = kernel
         self.n = n_nodes
-        self.model_base = layout.start(method.model_block) - layout.first_node(
-            method.model_block
-        )
+        self.model_base = layout.start(method.model_block) - layout.first_node(method.model_block)
         self.keys: dict = {}  # key -> program index | (candidate, traffic) | False
+        self.verified: dict = {}  # key -> program index, for the verified keys
+        # the method's keys: round 0's, and that of every later round (the contract of
+        # Method.segment_key)
+        self.first_key, self.later_key = method.segment_key(0), method.segment_key(1)
+        self.limit = 0  # the round after which the pending batch must run
         self.programs: list[SlotProgram] = []
         self.traffics: list[tuple] = []
         self.packed: tuple | None = None
@@ -203,16 +204,14 @@ class Segmenter:
             return None
         if self.edge_mixing != "pairwise":
             return None  # the method's weights: coefficients that depend on the edge
-        base = self.method.segment_key(r)
+        base = self.first_key if r == 0 else self.later_key
         if base is None:
             return None
-        positions = np.searchsorted(nodes, record.edges)
-        return (base, nodes.size, positions.tobytes())
+        return (base, nodes.size, nodes.searchsorted(record.edges).tobytes())
 
     def program(self, key) -> int | None:
         """The verified program of ``key``, or None."""
-        found = self.keys.get(key)
-        return found if isinstance(found, int) and not isinstance(found, bool) else None
+        return self.verified.get(key)
 
     def learn(self, key, phases, nodes: np.ndarray, traffic: tuple) -> None:
         """Take the slot form of a round built in full: the first of its key is kept, the
@@ -231,43 +230,83 @@ class Segmenter:
         if not (first.same(made) and first_traffic == traffic):
             self.keys[key] = False
             return
-        self.keys[key] = len(self.programs)
+        self.keys[key] = self.verified[key] = len(self.programs)
         self.programs.append(first)
         self.traffics.append(traffic)
         self.packed = _pack(self.programs)
 
-    def run(self, z: np.ndarray) -> tuple[int, np.ndarray, list]:
-        """Run the pending rounds on ``z`` in place: ``(rounds done, their reported
-        models, the pending rounds)``."""
-        from .segment_kernel import no_gradient, run_batch
-
+    def take_pending(self) -> tuple:
+        """The pending rounds as arrays: ``(first round, nodes (B, k) padded with 0,
+        programs (B,), times (B,) or None, sizes (B,))``; none pending after."""
         pending, self.pending = self.pending, []
-        width = max(nodes.size for _, nodes, _, _ in pending)
-        nodes = np.zeros((len(pending), width), dtype=np.int64)
-        for i, (_, round_nodes, _, _) in enumerate(pending):
-            nodes[i, : round_nodes.size] = round_nodes
-        programs = np.array([p for _, _, p, _ in pending], dtype=np.int64)
+        sizes = np.fromiter((item[1].size for item in pending), dtype=np.int64, count=len(pending))
+        nodes = np.zeros((len(pending), int(sizes.max())), dtype=np.int64)
+        for i, item in enumerate(pending):
+            nodes[i, : sizes[i]] = item[1]
+        programs = np.fromiter((item[2] for item in pending), dtype=np.int64, count=len(pending))
+        times = None
+        if pending[0][3].time is not None:
+            times = np.fromiter((item[3].time for item in pending), float, count=len(pending))
+        return pending[0][0], nodes, programs, times, sizes
+
+    def block(self, stream, r: int, limit: int) -> tuple | None:
+        """The next records of ``stream`` (an
+        :class:`~stochmix.participation.ActivationStream`) that can run as a batch from
+        round ``r`` on, taken from it, as :meth:`take_pending` gives them, up to round
+        ``limit``; None (nothing taken) when the next record's key is not verified."""
+        nodes, edges, times = stream.peek(limit - r)
+        if edges is None or nodes.shape[1] == 0 or nodes.shape[1] > MAX_NODES:
+            return None
+        base = self.first_key if r == 0 else self.later_key
+        if base is None or (r == 0 and self.later_key != base):
+            return None
+        count = nodes.shape[0]
+        positions = (edges[..., None] > nodes[:, None, None, :]).sum(axis=-1)
+        patterns, which = np.unique(positions.reshape(count, -1), axis=0, return_inverse=True)
+        known = np.array(
+            [
+                self.verified.get((base, nodes.shape[1], np.ascontiguousarray(p).tobytes()), -1)
+                for p in patterns.reshape(len(patterns), *positions.shape[1:])
+            ],
+            dtype=np.int64,
+        )
+        programs = known[which.reshape(-1)]
+        unknown = np.flatnonzero(programs < 0)
+        count = int(unknown[0]) if unknown.size else count
+        if count == 0:
+            return None
+        stream.advance(count)
+        sizes = np.full(count, nodes.shape[1], dtype=np.int64)
+        return r, nodes[:count], programs[:count], None if times is None else times[:count], sizes
+
+    def run(self, z: np.ndarray, nodes: np.ndarray, programs: np.ndarray) -> tuple:
+        """Run the rounds (their nodes (B, k), their programs (B,)) on ``z`` in place:
+        ``(rounds done, their reported models)``."""
+        from .segment_kernel import batch_function
+
         P0, arrays = self.packed
         first = self.model_base + self.method.client_node
         model = z[first : first + self.n]
         sums = model.sum(axis=0).astype(np.float64)
-        server = np.empty((len(pending), z.shape[1]))
+        server = np.empty((programs.size, z.shape[1]))
         rows = int(np.max(np.diff(arrays["t0"]), initial=1))
         clients = int(np.max(np.diff(arrays["c0"]), initial=1))
         tbuf = np.empty((max(rows, 1), z.shape[1]))
         gbuf = np.empty((max(clients, 1), z.shape[1]), dtype=z.dtype)
-        if self.kernel is None:
-            kernel, data = no_gradient, (np.zeros(1),)
+        gradients = any(p.gradients for p in self.programs)
+        if self.kernel is None or not gradients:
+            run, data = batch_function(), (np.zeros(1),)
         else:
-            kernel, _, data = self.kernel
-        done = run_batch(
-            z, nodes, programs, P0, arrays["t0"], arrays["t_base"], arrays["t_slot"],
-            arrays["m0"], arrays["m_target"], arrays["m_base"], arrays["m_slot"],
-            arrays["m_coef"], arrays["g0"], arrays["g_target"], arrays["g_client"],
-            arrays["g_coef"], arrays["c0"], arrays["c_slot"], kernel, data,
+            kernel, fetch, data = self.kernel
+            run = batch_function(kernel, fetch)
+        done = run(
+            z, np.ascontiguousarray(nodes), programs, P0, arrays["t0"], arrays["t_base"],
+            arrays["t_slot"], arrays["m0"], arrays["m_target"], arrays["m_base"],
+            arrays["m_slot"], arrays["m_coef"], arrays["g0"], arrays["g_target"],
+            arrays["g_client"], arrays["g_coef"], arrays["c0"], arrays["c_slot"], data,
             self.model_base, self.method.client_node, float(self.n), sums, server, tbuf, gbuf,
         )  # fmt: skip
-        return int(done), server[:done], pending
+        return int(done), server[:done]
 
 
 def segmenter(method, problem, participation, layout, ctx, back, caps, dtype, callback, phases):

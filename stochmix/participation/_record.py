@@ -87,4 +87,57 @@ def _activation(nodes: np.ndarray, edges: np.ndarray | None, time: float | None)
     return record
 
 
-__all__ = ["Activation"]
+class ActivationStream:
+    """An endless stream of :class:`Activation` records drawn in blocks of equal shapes:
+    ``next(stream)`` gives one record, and :meth:`peek` / :meth:`advance` let a caller
+    take many at once as arrays (the engine's compiled segments do). Both consume the
+    same records in the same order.
+
+    Args:
+        blocks: an iterator of ``(nodes, edges, times)``: ``nodes`` (B, k) int64, sorted
+            rows; ``edges`` (B, e, 2) int64 or None; ``times`` (B,) float or None; every
+            array read-only.
+    """
+
+    def __init__(self, blocks):
+        self._blocks = blocks
+        self._block: tuple = (np.zeros((0, 0), np.int64), None, None)
+        self._at = 0
+
+    def __iter__(self):
+        return self
+
+    def _fill(self) -> None:
+        if self._at >= self._block[0].shape[0]:
+            self._block, self._at = next(self._blocks), 0
+
+    def __next__(self) -> Activation:
+        self._fill()
+        nodes, edges, times = self._block
+        i = self._at
+        self._at = i + 1
+        return _activation(
+            nodes[i],
+            None if edges is None else edges[i],
+            None if times is None else float(times[i]),
+        )
+
+    def peek(self, limit: int) -> tuple:
+        """The next records (at most ``limit``, at least one) as ``(nodes, edges,
+        times)`` arrays, without taking them: those left in the current block."""
+        self._fill()
+        nodes, edges, times = self._block
+        stop = min(nodes.shape[0], self._at + int(limit))
+        part = slice(self._at, stop)
+        return (
+            nodes[part],
+            None if edges is None else edges[part],
+            None if times is None else times[part],
+        )
+
+    def advance(self, count: int) -> None:
+        """Take ``count`` records of those :meth:`peek` showed."""
+        self._at += int(count)
+
+
+__all__ = ["Activation", "ActivationStream"]

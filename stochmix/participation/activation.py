@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from jaxtyping import Float, Int, Real
 
 from .._validate import as_float, as_int, as_real_array, choice, is_scalar, show
-from ._record import Activation, _activation
+from ._record import Activation, ActivationStream, _activation
 from .processes import FloatLike, IntLike, ParticipationProcess, _mask_from, _show_vector
 
 _BATCH = 4096  # ticks drawn at once by the clock-driven processes
@@ -172,11 +172,13 @@ class PoissonClocks(ActivationProcess):
         return self.rates / self.total_rate
 
     def _activation_stream(self, rng: np.random.Generator) -> Iterator[Activation]:
+        return ActivationStream(self._blocks(rng))
+
+    def _blocks(self, rng: np.random.Generator) -> Iterator[tuple]:
         n, cdf = self.n_clients, self._cdf
         for times in _ticks(rng, self.total_rate):
             nodes = _readonly(_choose(rng, cdf, n).reshape(_BATCH, 1))
-            for row, time in zip(nodes, times.tolist(), strict=True):
-                yield _activation(row, None, time)
+            yield nodes, None, _readonly(times)
 
     def _fields(self):
         return {"rates": _show_vector(self.rates), "n_nodes": self.n_clients}
@@ -401,14 +403,15 @@ class RandomEdge(_EdgeProcess, ActivationProcess):
         return sp.csr_array(sp.coo_array((values, (rows, cols)), shape=(n, n)))
 
     def _activation_stream(self, rng: np.random.Generator) -> Iterator[Activation]:
+        return ActivationStream(self._blocks(rng))
+
+    def _blocks(self, rng: np.random.Generator) -> Iterator[tuple]:
         pairs, cdf = self.edge_list, self._cdf
         both = np.stack([pairs, pairs[:, ::-1]], axis=1)  # (m, 2, 2): (i, j) then (j, i)
         m = pairs.shape[0]
         for times in _ticks(rng, self.rate):
             chosen = _choose(rng, cdf, m)
-            nodes, edges = _readonly(pairs[chosen]), _readonly(both[chosen])
-            for row, links, time in zip(nodes, edges, times.tolist(), strict=True):
-                yield _activation(row, links, time)
+            yield _readonly(pairs[chosen]), _readonly(both[chosen]), _readonly(times)
 
     def _fields(self):
         return {
