@@ -188,7 +188,9 @@ def _run_batch(segments, batch: tuple, z, recorder, start: float, back, too_larg
     recorder.server[rows] = models
     recorder.clock[rows] = now
     if "distance" in recorder.values and recorder.x_star is not None:
-        recorder.values["distance"][rows] = np.linalg.norm(models - recorder.x_star, axis=1)
+        with np.errstate(over="ignore", invalid="ignore"):
+            distance = np.linalg.norm(models - recorder.x_star, axis=1)
+        recorder.values["distance"][rows] = distance
     done = first + ran
     stopped = ran < programs.size
     if stopped:  # the round that wrote a value that is not finite

@@ -1,0 +1,100 @@
+"""Activation beyond the methods: the accounting columns and plots, configurations,
+``stochmix spectrum``, CHOCO's compressed floats, expected activated matrices."""
+
+import networkx as nx
+import numpy as np
+import pytest
+
+import stochmix as sm
+from stochmix import algorithms, mixing, participation, problems
+from stochmix.engine.result import AXES, COLUMNS, Result
+from stochmix.mixing.activation import edge_matrix, expected_activated_matrix, pulled, pushed
+
+N = 8
+
+
+def _run(method, process, rounds=40, **kwargs):
+    return sm.run(method, problems.Quadratic.random(N, 3, seed=1), process, rounds,
+                  progress=False, **kwargs)  # fmt: skip
+
+
+def test_columns_and_axes_hold_the_costs(tmp_path):
+    graph = nx.cycle_graph(N)
+    result = _run(
+        algorithms.DGD(0.05, mixing.StaticSequence(graph)), participation.RandomEdge(graph)
+    )
+    columns = result.columns()
+    assert tuple(columns)[: len(COLUMNS)] == COLUMNS and "time" in columns
+    assert (columns["messages"][1:] == 2).all() and (columns["gradients"][1:] == 2).all()
+    assert (columns["floats"][1:] == 2 * 3).all()
+    assert np.array_equal(result.axis("messages"), np.cumsum(result.messages))
+    assert np.array_equal(result.axis("bytes"), np.cumsum(result.floats * 8))
+    assert np.all(np.diff(result.axis("time")) > 0)
+    ax = result.plot(x="messages")
+    assert ax.get_xlabel() == "messages"
+    with pytest.raises(ValueError, match="x must be one of"):
+        result.plot(x="seconds")
+    back = Result.load(result.save(tmp_path / "run"))
+    assert np.array_equal(back.messages, result.messages) and np.array_equal(back.time, result.time)
+    text = result.csv_rows()
+    assert text.splitlines()[0].endswith("participants,gradients,messages,floats,time")
+    assert set(AXES) >= {"round", "messages", "time"}
+
+
+def test_federated_rounds_count_pulls_and_pushes():
+    result = _run(algorithms.FedAvg(0.05, local_steps=3), participation.UniformSample(N, 4))
+    assert (result.messages[1:] == 2 * 4).all()  # the pull of the model and the update
+    assert (result.gradients[1:] == 3 * 4).all()
+    assert result.time is None and "time" not in result.columns()
+
+
+def test_choco_counts_compressed_floats():
+    graph = nx.cycle_graph(N)
+    sequence = mixing.StaticSequence(graph)
+    sparse = _run(algorithms.CHOCO(0.01, sequence, compression="top_k:1"), participation.Full(N))
+    dense = _run(algorithms.CHOCO(0.01, sequence, compression="none"), participation.Full(N))
+    assert np.array_equal(sparse.messages, dense.messages)
+    assert (sparse.floats[1:] == 2 * N * 2).all() and (dense.floats[1:] == 2 * N * 3).all()
+
+
+def test_the_activated_matrices_are_stochastic_where_the_rule_says():
+    W = mixing.StaticSequence(nx.path_graph(N)).matrix(0, "row")
+    op = sm.mixing.RowSparse.whole(sm.mixing.StaticSequence(nx.path_graph(N)).matrix(0, "row"))
+    nodes = np.array([1, 4, 5])
+    rows = pulled(op, nodes).values.toarray()
+    assert np.allclose(rows.sum(axis=1), 1.0)
+    C = mixing.StaticSequence(nx.path_graph(N)).matrix(0, "column")
+    active, others = pushed(sm.mixing.RowSparse.whole(C), nodes)
+    full = np.eye(N)
+    full[:, nodes] = C.toarray()[:, nodes]  # W D + I - D
+    assert np.allclose(active.values.toarray(), full[nodes])
+    assert np.allclose(others.values.toarray() + np.eye(N)[others.rows], full[others.rows])
+    edges = np.array([[0, 1], [1, 0], [5, 6], [6, 5]])
+    E = edge_matrix(N, edges, np.array([0, 1, 5, 6])).values.toarray()
+    assert np.allclose(E[:, [0, 1, 5, 6]].sum(axis=0), 1.0) and np.allclose(E.sum(axis=1), 1.0)
+    p = np.linspace(0.2, 0.9, N)
+    process = participation.Bernoulli(p, n_clients=N)
+    expected = expected_activated_matrix(W, process, "pull").toarray()
+    assert np.allclose(expected, np.diag(p) @ W.toarray() + np.eye(N) - np.diag(p))
+
+
+def test_configurations_take_an_activation_table(tmp_path):
+    from stochmix.config import ConfigError, parse
+
+    table = {
+        "rounds": 50,
+        "problem": {"kind": "quadratic", "n_clients": N, "dim": 3},
+        "graphs": {"kind": "cycle"},
+        "activation": {"kind": "random_edge", "boyd": True},
+        "methods": [{"kind": "gradient_tracking", "lr": 0.05}],
+    }
+    exp = parse(table)
+    assert isinstance(exp.participation, participation.RandomEdge)
+    assert exp.resolved()["participation"]["kind"] == "random_edge"
+    bad = {**table, "participation": {"kind": "full"}}
+    with pytest.raises(ConfigError, match="not both"):
+        parse(bad)
+    refused = {**table, "activation": {"kind": "bernoulli", "p": 0.5}}
+    exp = parse(refused)  # parsed; the run refuses gradient tracking under node activation
+    with pytest.raises(ValueError, match="participation"):
+        sm.run(exp.methods[0].build(0.05), exp.problem, exp.participation, 5, progress=False)

@@ -1,0 +1,134 @@
+"""Compiled segments of small gossip rounds (stochmix.engine.segments): the same run as
+round by round, to rounding; where they run and where they do not."""
+
+import networkx as nx
+import numpy as np
+import pytest
+
+import stochmix as sm
+import stochmix.engine.segments as segments_module
+from stochmix import algorithms, mixing, participation, problems
+from stochmix.engine import DivergenceWarning
+
+pytest.importorskip("numba")
+
+N = 10
+
+
+def _graph():
+    return nx.cycle_graph(N)
+
+
+def _calls(monkeypatch) -> list:
+    """Count the batches the run's segments execute."""
+    found: list = []
+    original = segments_module.Segmenter.run
+
+    def counted(self, z, nodes, programs):
+        found.append(programs.size)
+        return original(self, z, nodes, programs)
+
+    monkeypatch.setattr(segments_module.Segmenter, "run", counted)
+    return found
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda g: algorithms.DGD(0.02, g, form="cta"),
+        lambda g: algorithms.DGD(0.02, g),
+        lambda g: algorithms.GradientTracking(0.05, g),
+        lambda g: algorithms.PushPull(0.05, g, row_rule="metropolis", column_rule="metropolis"),
+        lambda g: algorithms.EXTRA(0.05, g),
+        lambda g: algorithms.NIDS(0.05, g),
+    ],
+)
+@pytest.mark.parametrize("process", ["edge", "matching"])
+def test_segmented_run_equals_round_by_round(monkeypatch, make, process):
+    problem = problems.Quadratic.random(N, 3, seed=4)
+    graph = _graph()
+    sequence = mixing.StaticSequence(graph)
+    draws = (
+        participation.RandomEdge(graph)
+        if process == "edge"
+        else participation.RandomMatching(graph)
+    )
+    plain = sm.run(make(sequence), problem, draws, 400, seed=7, compiled=False, progress=False)
+    batches = _calls(monkeypatch)
+    fast = sm.run(make(sequence), problem, draws, 400, seed=7, progress=False)
+    assert batches, "no round ran in a segment"
+    scale = np.abs(plain.server).max()
+    assert np.abs(fast.server - plain.server).max() <= 1e-12 * scale
+    assert np.allclose(fast.distance, plain.distance, rtol=1e-10, atol=1e-14)
+    for name in ("participants", "gradients", "messages", "floats"):
+        assert np.array_equal(getattr(fast, name), getattr(plain, name)), name
+    if process == "edge":
+        assert np.array_equal(fast.time, plain.time)
+
+
+def test_segments_keep_the_schedule_and_the_last_round(monkeypatch):
+    problem = problems.Logistic.random(N, 3, seed=1)  # its objective is scheduled
+    sequence = mixing.StaticSequence(_graph())
+    batches = _calls(monkeypatch)
+    result = sm.run(
+        algorithms.DGD(0.02, sequence, form="cta"), problem, participation.RandomEdge(_graph()),
+        1000, seed=2, progress=False, evaluate_every=100,
+    )  # fmt: skip
+    assert batches and max(batches) <= 100  # a batch ends where a scheduled metric is due
+    rounds, _ = result.evaluated("objective_gap")
+    assert set(range(0, 1001, 100)) <= set(rounds.tolist())
+    assert np.isfinite(result.distance).all()  # distance: every round, from the model
+
+
+def test_no_segments_where_they_cannot_run(monkeypatch):
+    problem = problems.Quadratic.random(N, 3, seed=1)
+    graph = _graph()
+    sequence = mixing.StaticSequence(graph)
+    batches = _calls(monkeypatch)
+    # a decaying step changes the coefficients every round
+    sm.run(algorithms.DGD(0.02, sequence, decay=0.5), problem, participation.RandomEdge(graph),
+           200, progress=False)  # fmt: skip
+    # push-sum takes gradients at x / w, not at its model rows
+    sm.run(algorithms.PushSum(0.02, sequence), problem, participation.RandomEdge(graph), 200,
+           progress=False)  # fmt: skip
+    # the method's own weights on the activated edges: coefficients that depend on the edge
+    sm.run(algorithms.DGD(0.02, sequence), problem,
+           participation.RandomEdge(graph, mixing="weights"), 200, progress=False)  # fmt: skip
+    # node activation reads neighbours outside the round's nodes
+    sm.run(algorithms.DGD(0.02, sequence), problem, participation.PoissonClocks(1.0, n_nodes=N),
+           200, progress=False)  # fmt: skip
+    # a callback sees every round's state
+    sm.run(algorithms.DGD(0.02, sequence), problem, participation.RandomEdge(graph), 200,
+           progress=False, callback=lambda r, z, ctx: None)  # fmt: skip
+    assert batches == []
+
+
+def test_divergence_inside_a_segment_stops_the_run():
+    problem = problems.Quadratic.random(N, 3, seed=1)
+    graph = _graph()
+    with pytest.warns(DivergenceWarning):
+        result = sm.run(
+            algorithms.DGD(1e3, mixing.StaticSequence(graph), form="cta"), problem,
+            participation.RandomEdge(graph), 5000, progress=False,
+        )  # fmt: skip
+    assert result.diverged and result.rounds < 5000
+
+
+def test_a_segmented_run_resumes_from_its_checkpoint(tmp_path):
+    problem = problems.Quadratic.random(N, 3, seed=1)
+    graph = _graph()
+    sequence = mixing.StaticSequence(graph)
+
+    def run(rounds):
+        return sm.run(
+            algorithms.GradientTracking(0.05, sequence), problem,
+            participation.RandomEdge(graph), rounds, seed=3, progress=False,
+            checkpoint=tmp_path / "run.ckpt", checkpoint_every=250,
+        )  # fmt: skip
+
+    whole = sm.run(algorithms.GradientTracking(0.05, sequence), problem,
+                   participation.RandomEdge(graph), 1000, seed=3, progress=False)  # fmt: skip
+    run(500)
+    resumed = run(1000)
+    assert resumed.config["resumed_from"] == 500
+    assert np.allclose(resumed.server, whole.server, rtol=1e-12, atol=1e-15)
