@@ -108,7 +108,7 @@ def main() -> None:
           f"ratio {node['ratio']:.2f} (target <= 0.2)")  # fmt: skip
     print("randomized gossip, n = 10000, d = 10 (us/tick)")
     print(f"  stochmix.run {ticks['engine_us_per_tick']:.1f}   hand loop "
-          f"{ticks['hand_loop_us_per_tick']:.1f}   ratio {ticks['ratio']:.0f}x; "
+          f"{ticks['hand_loop_us_per_tick']:.1f}   ratio {ticks['ratio']:.2f}; "
           f"a million ticks: {ticks['million_ticks_seconds']:.1f} s (target < 5 s)")  # fmt: skip
     results = {
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},

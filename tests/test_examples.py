@@ -72,3 +72,14 @@ def test_gossip_averaging_time_example(tmp_path, capsys):
     small, large = (rows[n] for n in module.QUICK["sizes"])
     assert large[0] > small[0] and large[2] < small[2]  # slower where the gap is smaller
     assert (tmp_path / "g.png").exists() and "bound" in capsys.readouterr().out
+
+
+def test_gossip_vs_synchronous_example(tmp_path):
+    module = load("gossip_vs_synchronous")
+    rows = module.main(**module.QUICK, out=str(tmp_path / "s.png"))
+    for averaging_gossip, averaging_sync, tracking_gossip, tracking_sync in rows.values():
+        assert averaging_gossip < 1.0 and averaging_sync < 1.0
+        assert tracking_gossip < 1.0 and tracking_sync < 1.0
+    last = rows[max(rows)]
+    assert last[2] < 1e-3  # gradient tracking under gossip converges
+    assert (tmp_path / "s.png").exists()

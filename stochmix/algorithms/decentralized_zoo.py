@@ -42,7 +42,9 @@ class EXTRA(DecentralizedMethod):
     each (n, d); a round is one whole-block phase that rewrites all three from the old
     state with the n gradients at x.
 
-    Activation (:mod:`stochmix.engine.activated`): every W_k pulls. Edge gossip
+    Activation (:mod:`stochmix.engine.activated`): every W_k pulls; the first step
+    (round 0), which starts the memory ``xp`` and ``g``, is taken by every node with W_0
+    whatever the activation. Edge gossip
     (:class:`~stochmix.participation.RandomEdge`, ``RandomMatching``,
     ``OnePeerPermutation``) keeps the doubly stochastic mixing it needs; node activation
     (``D W + I - D``, row-stochastic only) breaks it and is refused unless
@@ -67,6 +69,8 @@ class EXTRA(DecentralizedMethod):
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         eq = self.round_equations(participants, ctx)
+        if r == 0:  # the first step starts the two-step memory: every node takes it
+            eq.active, self._edges = None, None
         x, xp, g = eq.blocks("x", "xp", "g")
         a, w = self.lr, self.mixing(r, self.rule)
         if r == 0:

@@ -267,9 +267,10 @@ def extra(problem, graphs, records, x0, lr, rule="metropolis", mixing="pairwise"
     """EXTRA (Shi et al. 2015, eq. (2.13), W~ = (I + W)/2) under activation, one phase per
     iteration with memories xp (previous iterate) and g (its gradient), both zero at start.
 
-    Iteration 0, active i: x_i <- sum_j W[i, j] x_j - lr grad F_i(x_i); iteration k >= 1,
-    active i: x_i <- x_i + sum_j W[i, j] x_j - 1/2 (xp_i + sum_j W[i, j] xp_j)
-    - lr (grad F_i(x_i) - g_i); and in both, active i: xp_i <- x_i (before the update),
+    Iteration 0, every node i (the first step starts the memory, whatever the
+    activation), with the graph's W_0: x_i <- sum_j W_0[i, j] x_j - lr grad F_i(x_i);
+    iteration k >= 1, active i: x_i <- x_i + sum_j W[i, j] x_j - 1/2 (xp_i + sum_j W[i, j]
+    xp_j) - lr (grad F_i(x_i) - g_i); and in both, xp_i <- x_i (before the update),
     g_i <- grad F_i(x_i). W pulls. Inactive nodes keep x, xp and g.
     """
     n = problem.n_clients
@@ -281,10 +282,12 @@ def extra(problem, graphs, records, x0, lr, rule="metropolis", mixing="pairwise"
         rnd = _Round(graphs, k, record, n, mixing)
         w = rnd.matrix(rule)
         new_x, new_xp, new_g = list(x), list(xp), list(g)
-        for i in sorted(rnd.active):
+        if k == 0:
+            w0 = graphs.matrix(0, rule).toarray()
+        for i in range(n) if k == 0 else sorted(rnd.active):
             grad_i = _grad(problem, i, x[i])
             if k == 0:
-                new_x[i] = rnd.pull(w, x, i) - lr * grad_i
+                new_x[i] = sum(w0[i, j] * x[j] for j in range(n)) - lr * grad_i
             else:
                 new_x[i] = (
                     x[i]
