@@ -159,15 +159,15 @@ class DecentralizedMethod(Method):
             edges, nodes, weights = self._edges
             base = self._whole(k, rule) if weights == "weights" else None
             op = edge_matrix(self.graphs.n_nodes, edges, nodes, base)
-            op.mixes = direction  # type: ignore[attr-defined]
+            op.mixes = direction
             return op
         key = (self._step(k), rule, direction)
-        op = self._mixings.get(key)
-        if op is None:
-            op = copy.copy(self._whole(k, rule))
-            op.mixes = direction  # type: ignore[attr-defined]
-            self._mixings[key] = op
-        return op
+        found = self._mixings.get(key)
+        if found is None:
+            found = copy.copy(self._whole(k, rule))
+            found.mixes = direction
+            self._mixings[key] = found
+        return found
 
     def _whole(self, k: int, rule: str) -> RowSparse:
         """W_k under ``rule`` as a RowSparse over every node, checked once (see

@@ -55,6 +55,21 @@ class SlotProgram:
     ``c0[q]:c0[q+1]``.
     """
 
+    t0: np.ndarray
+    t_base: np.ndarray
+    t_slot: np.ndarray
+    m0: np.ndarray
+    m_target: np.ndarray
+    m_base: np.ndarray
+    m_slot: np.ndarray
+    m_coef: np.ndarray
+    g0: np.ndarray
+    g_target: np.ndarray
+    g_client: np.ndarray
+    g_coef: np.ndarray
+    c0: np.ndarray
+    c_slot: np.ndarray
+
     FIELDS = (
         "t0", "t_base", "t_slot", "m0", "m_target", "m_base", "m_slot", "m_coef",
         "g0", "g_target", "g_client", "g_coef", "c0", "c_slot",
@@ -284,6 +299,7 @@ class Segmenter:
         ``(rounds done, their reported models)``."""
         from .segment_kernel import batch_function
 
+        assert self.packed is not None  # a verified key packed its program
         P0, arrays = self.packed
         first = self.model_base + self.method.client_node
         model = z[first : first + self.n]

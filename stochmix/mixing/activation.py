@@ -170,7 +170,7 @@ def edge_matrix(
     local = np.searchsorted(nodes, rows)
     out = RowSparse(size, nodes, csr_from_triplets(local, cols, entries, (nodes.size, size)))
     out.reusable = False
-    out.closed = True  # type: ignore[attr-defined]
+    out.closed = True
     return out
 
 
@@ -220,8 +220,9 @@ def expected_activated_matrix(
             rows, cols, vals = op.entries()
         else:
             whole = RowSparse.whole(W)
-            op = pulled(whole, nodes) if direction == "pull" else None
-            if op is None:
+            if direction == "pull":
+                rows, cols, vals = pulled(whole, nodes).entries()
+            else:
                 active, others = pushed(whole, nodes)
                 parts = [active.entries()] + ([] if others is None else [others.entries()])
                 rows = np.concatenate([r for r, _, _ in parts])
@@ -230,8 +231,6 @@ def expected_activated_matrix(
                 rest = np.setdiff1d(np.arange(n), nodes)
                 rows, cols = np.concatenate([rows, rest]), np.concatenate([cols, rest])
                 vals = np.concatenate([vals, np.ones(rest.size)])
-            else:
-                rows, cols, vals = op.entries()
         kept = np.setdiff1d(np.arange(n), np.unique(rows))  # rows left as the identity
         rows = np.concatenate([rows, kept])
         cols = np.concatenate([cols, kept])

@@ -74,6 +74,12 @@ class RowSparse:
     """
 
     reusable: bool = True
+    #: how equations activate this operator when only some nodes are active: "pull"
+    #: (``D W + I - D``) or "push" (``W D + I - D``); see :mod:`stochmix.mixing.activation`
+    mixes: str = "pull"
+    #: whether it sets exactly the rows of an activated edge set and mixes only among
+    #: them (:func:`~stochmix.mixing.activation.edge_matrix`): activating it changes nothing
+    closed: bool = False
 
     def __init__(
         self,

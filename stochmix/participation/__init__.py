@@ -5,7 +5,7 @@ generator (same seed, same stream), and exposes the marginals ``p_i`` where they
 This package depends on nothing else of ours but :mod:`stochmix._validate`.
 """
 
-from ._record import Activation
+from ._record import Activation, ActivationStream
 from .activation import OnePeerPermutation, PoissonClocks, RandomEdge, RandomMatching
 from .estimators import FedAUEstimator
 from .processes import (
@@ -39,6 +39,7 @@ __all__ = [
     "Markov",
     "Trace",
     "Activation",
+    "ActivationStream",
     "PoissonClocks",
     "RandomEdge",
     "RandomMatching",

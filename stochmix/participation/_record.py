@@ -99,7 +99,7 @@ class ActivationStream:
             array read-only.
     """
 
-    def __init__(self, blocks):
+    def __init__(self, blocks) -> None:
         self._blocks = blocks
         self._block: tuple = (np.zeros((0, 0), np.int64), None, None)
         self._at = 0
