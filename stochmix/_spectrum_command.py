@@ -234,6 +234,8 @@ def _spectrum_of_activation(args: argparse.Namespace, sequence) -> None:
     """The expected activated matrices of step 0 under the configuration's activation
     (nothing when every node is active): ``E[D W + I - D]`` (pull) and ``E[W D + I - D]``
     (push) for every rule, or the gossip matrices' mean for an edge process."""
+    import warnings
+
     import numpy as np
 
     from .config import parse
@@ -241,7 +243,13 @@ def _spectrum_of_activation(args: argparse.Namespace, sequence) -> None:
     from .mixing.activation import expected_activated_matrix
     from .mixing.spectral import summary_table
 
-    process = parse(read(Path(args.config))).participation
+    raw = read(Path(args.config))
+    table = raw.get("activation", raw.get("participation", {}))
+    if not isinstance(table, dict) or table.get("kind", "full") == "full":
+        return  # every node in every iteration: nothing is activated
+    with warnings.catch_warnings():  # the configuration's warnings were shown once already
+        warnings.simplefilter("ignore")
+        process = parse(raw).participation
     p = process.probabilities
     if getattr(process, "activates", "nodes") != "edges" and p is not None and np.all(p == 1):
         return

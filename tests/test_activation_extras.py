@@ -95,6 +95,7 @@ def test_configurations_take_an_activation_table(tmp_path):
     with pytest.raises(ConfigError, match="not both"):
         parse(bad)
     refused = {**table, "activation": {"kind": "bernoulli", "p": 0.5}}
-    exp = parse(refused)  # parsed; the run refuses gradient tracking under node activation
-    with pytest.raises(ValueError, match="participation"):
-        sm.run(exp.methods[0].build(0.05), exp.problem, exp.participation, 5, progress=False)
+    with pytest.raises(ConfigError, match="activation.kind = 'bernoulli' cannot drive"):
+        parse(refused)  # gradient tracking under node activation, refused before any run
+    dgd = {**refused, "methods": [{"kind": "dgd", "lr": 0.05}]}
+    assert isinstance(parse(dgd).participation, participation.Bernoulli)

@@ -217,7 +217,11 @@ BAD = [
     ),
     (_with(FEDERATED, methods=[{"kind": "fedavg", "lr": [0.1, 0.1]}]), "methods[0].lr lists"),
     (_with(FEDERATED, methods=[{"kind": "fedau", "lr": 0.1, "weights": "uniform"}]), "'weights'"),
-    (_with(FEDERATED, methods=[{"kind": "dgd", "lr": 0.1}]), "participation.kind = 'bernoulli'"),
+    (_with(FEDERATED, methods=[{"kind": "dgd", "lr": 0.1}]), "needs a [graphs] table"),
+    (
+        _with(DECENTRALIZED, participation={"kind": "bernoulli", "p": 0.5}),
+        "participation.kind = 'bernoulli' cannot drive",
+    ),
     (_with(FEDERATED, graphs={"kind": "cycle"}), "graphs: no method uses a graph"),
     (_with(DECENTRALIZED, graphs={"kind": "x"}), "graphs.kind must be one of"),
     (_with(DECENTRALIZED, graphs={"nodes": 4}), "graphs.nodes must equal problem.n_clients = 8"),

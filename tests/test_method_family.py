@@ -169,10 +169,13 @@ def test_decentralized_methods(seed, kind, n):
     )
 
 
-def test_decentralized_refuses_partial_participation_and_wrong_sizes():
+def test_decentralized_refuses_broken_activation_and_wrong_sizes():
     problem = Quadratic.random(4, 2, seed=0)
-    with pytest.raises(ValueError, match="Full"):
-        run(DGD(0.1, DirectedRingSequence(4), rule="row"), problem, Bernoulli(np.full(4, 0.5)), 3)
+    with pytest.raises(ValueError, match="participation: GradientTracking needs doubly"):
+        run(GradientTracking(0.1, OnePeerExponential(4), rule="natural"), problem,
+            Bernoulli(np.full(4, 0.5)), 3)  # fmt: skip
+    # DGD pulls: node activation keeps its row-stochastic mixing
+    run(DGD(0.1, DirectedRingSequence(4), rule="row"), problem, Bernoulli(np.full(4, 0.5)), 3)
     with pytest.raises(ValueError, match="graphs has 8 nodes"):
         run(DGD(0.1, OnePeerExponential(8), rule="natural"), problem, Full(4), 3)
     with pytest.raises(TypeError, match="graphs"):

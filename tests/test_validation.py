@@ -192,15 +192,15 @@ BAD_INPUTS = [
         "metrics",
     ),
     (
-        "a decentralized method under partial participation",
+        "a decentralized method under an activation that breaks its mixing",
         lambda: sm.run(
-            alg.DGD(0.1, mixing.OnePeerExponential(4), rule="natural"),
+            alg.GradientTracking(0.1, mixing.OnePeerExponential(4), rule="natural"),
             Q,
             participation.Bernoulli(np.full(4, 0.5)),
             3,
         ),
         ValueError,
-        "Full",
+        "participation: GradientTracking needs doubly stochastic mixing",
     ),
     (
         'compiled that is not True, False or "auto"',

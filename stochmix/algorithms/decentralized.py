@@ -63,7 +63,12 @@ def _activation_kind(participation) -> str:
     if getattr(participation, "activates", "nodes") == "edges":
         return "edges"
     p = participation.probabilities
-    return "everyone" if p is not None and bool(np.all(p == 1.0)) else "nodes"
+    if p is None:  # no closed-form marginals: a recorded trace shows them, else unknown
+        masks = getattr(participation, "masks_array", None)
+        if masks is None:
+            return "unknown"
+        return "everyone" if bool(np.all(masks)) else "nodes"
+    return "everyone" if bool(np.all(p == 1.0)) else "nodes"
 
 
 def _step_size(lr: float, decay: float, k: int) -> float:
@@ -94,7 +99,7 @@ class DecentralizedMethod(Method):
     needs: dict = {}
 
     #: caches a run fills (mixing operators), left out of the fingerprint
-    _run_state = Method._run_state | {"_mixings", "_edges", "_repeats"}
+    _run_state = Method._run_state | {"_mixings", "_edges", "_repeats", "_unchecked"}
 
     def __init__(self, lr, graphs: GraphSequence, decay=0.0, check_mixing=True):
         self.lr = as_float(lr, "lr", positive=True)
@@ -108,6 +113,7 @@ class DecentralizedMethod(Method):
         self._checked: set = set()
         self._mixings: dict = {}  # (k mod period, rule[, direction]) -> RowSparse
         self._edges: tuple | None = None  # (edges, nodes, mixing) of an edge-activated round
+        self._unchecked = False  # a process whose activation is known only round by round
 
     def start(self, ctx: RunContext) -> None:
         if self.graphs.n_nodes != ctx.n_clients:
@@ -269,6 +275,8 @@ class DecentralizedMethod(Method):
         self._edges = None if edges is None else (edges, participants, ctx.edge_mixing)
         eq = self.equations(ctx)
         if participants.size != ctx.n_clients:
+            if self._unchecked and edges is None and self.check_mixing:
+                self._refuse_node_activation("a process without known marginals")
             eq.activate(participants)
         return eq
 
@@ -283,8 +291,13 @@ class DecentralizedMethod(Method):
         column-stochastic pushes (``W D + I - D``), never a doubly stochastic matrix
         (edge activation, gossip, keeps it). ``check_mixing=False`` allows it."""
         kind = _activation_kind(participation)
+        self._unchecked = kind == "unknown"  # checked at the first partial round instead
         if kind != "nodes" or not self.check_mixing:
             return
+        self._refuse_node_activation(participation)
+
+    def _refuse_node_activation(self, participation) -> None:
+        who = participation if isinstance(participation, str) else repr(participation)
         keeps = {"pull": "row", "push": "column"}
         for attribute, need in self.needs.items():
             direction = self.mixes.get(attribute, "pull")
@@ -292,7 +305,7 @@ class DecentralizedMethod(Method):
                 raise ValueError(
                     f"participation: {self.name} needs {KINDS[need]} mixing "
                     f"({attribute}={getattr(self, attribute)!r}), but node activation by "
-                    f"{participation!r} makes its {direction} matrix D W + I - D "
+                    f"{who} makes its {direction} matrix D W + I - D "
                     f"{'row' if direction == 'pull' else 'column'}-stochastic only; use "
                     "edge activation (RandomEdge, RandomMatching, OnePeerPermutation), "
                     "which keeps it doubly stochastic, Full(n), or check_mixing=False"
