@@ -70,13 +70,10 @@ def run_rounds(
             batch = segments.block(stream, r, limit)
             if batch is not None:  # records of verified keys, taken as arrays
                 done, stop = _run_batch(segments, batch, z, recorder, start, back, too_large)
-                if bar is not None:
-                    bar(done - 1)
                 if stop:
                     diverged_at = done
                     break
-                if saver is not None and saver.due(done, rounds):
-                    saver.save(done, z, back, ctx, recorder, problem)
+                _after_batch(done, rounds, bar, saver, z, back, ctx, recorder, problem)
                 r = done
                 continue
         drawn = next(stream)
@@ -98,13 +95,10 @@ def run_rounds(
                     continue
                 batch = segments.take_pending()
                 done, stop = _run_batch(segments, batch, z, recorder, start, back, too_large)
-                if bar is not None:
-                    bar(done - 1)
                 if stop:
                     diverged_at = done
                     break
-                if saver is not None and saver.due(done, rounds):
-                    saver.save(done, z, back, ctx, recorder, problem)
+                _after_batch(done, rounds, bar, saver, z, back, ctx, recorder, problem)
                 continue
         if segments is not None and segments.pending:
             batch = segments.take_pending()
@@ -169,6 +163,14 @@ def _batch_limit(first: int, rounds: int, recorder, saver) -> int:
     if saver is not None:
         limit = min(limit, -(-(first + 1) // saver.every) * saver.every)
     return limit
+
+
+def _after_batch(done, rounds, bar, saver, z, back, ctx, recorder, problem) -> None:
+    """After a batch that ends with round ``done``: the progress bar, a checkpoint."""
+    if bar is not None:
+        bar(done - 1)
+    if saver is not None and saver.due(done, rounds):
+        saver.save(done, z, back, ctx, recorder, problem)
 
 
 def _run_batch(segments, batch: tuple, z, recorder, start: float, back, too_large: float):
