@@ -56,8 +56,9 @@ def lower(eq, target, expr, keep: bool, expression) -> None:
     (see the module docstring); ``expression`` is the Expression class."""
     on_active = active_target(eq, target)
     active, rows = eq.active, on_active.rows
-    # each operator sliced once for the round's equations: id(op) -> its active rows, or
-    # (on the active rows, to the others or None); the same objects in every phase
+    # each operator sliced once for the round's equations: (id(op), id(rows)) -> (op, its
+    # active rows, or (on the active rows, to the others or None)); the same objects in
+    # every phase of the round, so that an operator mixing two blocks is one operator
     memo = eq.__dict__.setdefault("_activated", {})
     terms, sent = [], []
     for t in expr.terms:
@@ -68,10 +69,10 @@ def lower(eq, target, expr, keep: bool, expression) -> None:
                     f"{target.text}: a mixing operator's direction (op.mixes) must be one of "
                     f"{DIRECTIONS}, got {direction!r}"
                 )
-            found = memo.get(id(t.op))
+            found = memo.get((id(t.op), id(rows)))
             if found is None or found[0] is not t.op:
                 made = pulled(t.op, rows) if direction == "pull" else pushed(t.op, rows)
-                found = memo[id(t.op)] = (t.op, made)
+                found = memo[id(t.op), id(rows)] = (t.op, made)
             if direction == "pull":
                 op = found[1]
             else:

@@ -272,7 +272,9 @@ class Result:
             out[name] = np.full(n, np.nan) if values is None else np.asarray(values, dtype=np.int64)
         if objective:
             out["objective"] = self._column("objective", n)
-        if time if time is not None else self.time is not None:
+        if time is None:
+            time = self.time is not None
+        if time:
             out["time"] = np.full(n, np.nan) if self.time is None else np.asarray(self.time)
         if wall_time:
             out["wall_time"] = np.asarray(self.wall_time, dtype=float)

@@ -106,7 +106,6 @@ def run_rounds(
             if stop:
                 diverged_at = done
                 break
-            ctx.activation = drawn if nodes is not None else None
         finite = step(r, participants, z)
         if key is not None:
             segments.learn(key, segments.phases(), participants, traffic())

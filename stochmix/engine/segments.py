@@ -88,15 +88,21 @@ class SlotProgram:
         return self.c_slot.size > 0
 
 
+def _positions(values: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The place of each of ``values`` among the sorted ``nodes`` (-1 where absent), and
+    whether it is there."""
+    pos = nodes.searchsorted(values)
+    inside = (pos < nodes.size) & (nodes[np.minimum(pos, max(nodes.size - 1, 0))] == values)
+    return np.where(inside, pos, -1), inside
+
+
 def _slots(rows: np.ndarray, bases: np.ndarray, starts: np.ndarray, nodes: np.ndarray):
-    """``(base, slot)`` of state rows (slot -1: a row of no node of the round), or None
-    when a row's node is not among ``nodes``."""
-    block = np.searchsorted(starts, rows, side="right") - 1
-    base = bases[block]
-    node = rows - base
-    pos = np.searchsorted(nodes, node)
-    inside = (pos < nodes.size) & (nodes[np.minimum(pos, max(nodes.size - 1, 0))] == node)
-    return base, np.where(inside, pos, -1), inside
+    """``(base, slot, inside)`` of state rows: the row of node 0 of each row's block, the
+    place of its node among ``nodes`` (-1 for a row of no node of the round), and whether
+    it has one."""
+    base = bases[np.searchsorted(starts, rows, side="right") - 1]
+    slot, inside = _positions(rows - base, nodes)
+    return base, slot, inside
 
 
 def slot_program(phases, layout, nodes: np.ndarray, client_node: int) -> SlotProgram | None:
@@ -115,7 +121,7 @@ def slot_program(phases, layout, nodes: np.ndarray, client_node: int) -> SlotPro
         parts[key].append(0)
     for phase in phases:
         triplets = getattr(phase, "_triplets", None)
-        if triplets is None or getattr(phase, "matrix", None) is None:
+        if triplets is None:
             return None  # a row map: nonlinear
         targets, sources, coefs, g_targets, g_clients, g_coefs, zero_rows = triplets
         rewritten = np.unique(np.concatenate([targets, g_targets, zero_rows]))
@@ -125,8 +131,7 @@ def slot_program(phases, layout, nodes: np.ndarray, client_node: int) -> SlotPro
         s_base, s_slot, inside = _slots(sources, bases, starts, nodes)
         s_base = np.where(inside, s_base, sources)  # a fixed row: its own index
         clients = np.unique(g_clients)
-        c_base, c_slot, ok = _slots(clients + client_node, np.zeros(1, np.int64),
-                                    np.zeros(1, np.int64), nodes)  # fmt: skip
+        c_slot, ok = _positions(clients + client_node, nodes)
         if not ok.all():
             return None
         parts["t_base"].append(t_base)

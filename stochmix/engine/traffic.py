@@ -2,18 +2,20 @@
 floats sent, read off the phases' own terms.
 
 A phase ``Z[rows] <- M Z + B G`` sends a message from node j to node i for every
-nonzero ``M[r, s]`` with row r of node i and row s of node j != i: one message per
-distinct (sender, receiver) pair of the phase, carrying each distinct row the receiver
-reads from the sender (``d`` floats a row, or what the method says a row of that block
-costs on the wire: :meth:`~stochmix.engine.method.Method.sent_floats`, e.g. a compressed
-copy). The gradient evaluations of a phase are its distinct clients ``G`` is taken at.
-A round is the sum of its phases; a nonlinear row map (:mod:`stochmix.engine.rowmap`)
-is node-local and sends nothing.
+nonzero ``M[r, s]`` with row r of node i and row s of node j != i. Messages are counted
+per mixing operator (the same operator applied to several blocks in one phase sends one
+message per (sender, receiver) pair, carrying a row of each block; two different
+operators of a phase count apart, as do rows copied between nodes), each row costing
+``d`` floats, or what the method says a row of that block costs on the wire
+(:meth:`~stochmix.engine.method.Method.sent_floats`, e.g. a compressed copy). The
+gradient evaluations of a phase are the clients of each distinct client array ``G`` is
+taken for. A round is the sum of its phases; a nonlinear row map
+(:mod:`stochmix.engine.rowmap`) is node-local and sends nothing.
 
 So FedAvg's round with participants S sends 2|S| messages (the pull of the server model
-and the push of the update) and takes K|S| gradients; a decentralized iteration over W_k
-sends one message per edge of W_k and mixed block... per distinct (sender, receiver);
-under activation only the active nodes' pulls and pushes count.
+and the push of the update) and takes K|S| gradients; a decentralized iteration sends one
+message per off-diagonal nonzero of W_k in each phase that mixes with it; under
+activation only the active nodes' pulls and pushes count.
 """
 
 from __future__ import annotations
@@ -24,9 +26,8 @@ __all__ = ["NO_TRAFFIC", "PhaseTraffic", "phase_traffic", "round_traffic"]
 
 
 class PhaseTraffic:
-    """One phase's cost: ``gradients`` (distinct clients), ``messages`` (distinct
-    (sender, receiver) node pairs) and ``rows`` (block -> distinct (source row,
-    receiver) pairs: the rows sent)."""
+    """One phase's cost: ``gradients`` (gradient evaluations), ``messages`` and ``rows``
+    (block -> the rows of that block sent), counted as the module docstring says."""
 
     __slots__ = ("gradients", "messages", "rows")
 

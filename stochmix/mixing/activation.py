@@ -179,12 +179,13 @@ def expected_activated_matrix(
 ) -> sp.csr_array:
     """``E[M]``, the expected activated matrix of W (an (n, n) matrix) under ``process``.
 
-    Node activation (a process without ``activates = "edges"``) with known marginals
-    ``p = process.probabilities`` has the closed forms ``P W + I - P`` (pull) and ``W P +
-    I - P`` (push), ``P = diag(p)`` (D and W are independent, and M is linear in D).
-    Edge activation: :meth:`RandomEdge.expected_matrix` where it is exact (pairwise
+    Node activation (a process without ``activates = "edges"``) has the closed forms
+    ``P W + I - P`` (pull) and ``W P + I - P`` (push), ``P = diag(p)`` (M is linear in
+    D), with the process's marginals ``p``, or, where it has none, their estimate over
+    ``rounds`` rounds of ``seed`` (the same as the mean of those rounds' matrices). Edge
+    activation: :meth:`RandomEdge.expected_matrix` where it is exact (pairwise
     averaging), else the mean of :func:`edge_matrix` over ``rounds`` draws of
-    ``process.activations(seed)``, as for node activation without marginals.
+    ``process.activations(seed)``.
 
     Args:
         W: the method's mixing matrix (NumPy or SciPy, square).
@@ -204,36 +205,20 @@ def expected_activated_matrix(
     mixing = getattr(process, "mixing", "pairwise")
     if edges and mixing == "pairwise" and hasattr(process, "expected_matrix"):
         return sp.csr_array(process.expected_matrix())
-    p = None if edges else process.probabilities
-    if p is not None:
+    if not edges:  # M is linear in D: E[M] is M at D = E[D] = diag(p)
+        p = process.probabilities
+        if p is None:
+            p = process.estimate_probabilities(int(rounds), seed)
         P = sp.diags_array(np.asarray(p, dtype=float))
         eye = sp.eye_array(n)
         return sp.csr_array((P @ W if direction == "pull" else W @ P) + eye - P)
     weights = RowSparse.whole(W) if mixing == "weights" else None
-    total = sp.csr_array((n, n))
+    parts: list = []  # the entries of W_E - I, round by round
     records = process.activations(seed)
     for _ in range(int(rounds)):
         record = next(records)
-        nodes = record.nodes
-        if record.edges is not None:
-            op = edge_matrix(n, record.edges, nodes, weights)
-            rows, cols, vals = op.entries()
-        else:
-            whole = RowSparse.whole(W)
-            if direction == "pull":
-                rows, cols, vals = pulled(whole, nodes).entries()
-            else:
-                active, others = pushed(whole, nodes)
-                parts = [active.entries()] + ([] if others is None else [others.entries()])
-                rows = np.concatenate([r for r, _, _ in parts])
-                cols = np.concatenate([c for _, c, _ in parts])
-                vals = np.concatenate([v for _, _, v in parts])
-                rest = np.setdiff1d(np.arange(n), nodes)
-                rows, cols = np.concatenate([rows, rest]), np.concatenate([cols, rest])
-                vals = np.concatenate([vals, np.ones(rest.size)])
-        kept = np.setdiff1d(np.arange(n), np.unique(rows))  # rows left as the identity
-        rows = np.concatenate([rows, kept])
-        cols = np.concatenate([cols, kept])
-        vals = np.concatenate([vals, np.ones(kept.size)])
-        total = total + sp.csr_array((vals, (rows, cols)), shape=(n, n))
-    return sp.csr_array(total / int(rounds))
+        rows, cols, vals = edge_matrix(n, record.edges, record.nodes, weights).entries()
+        parts.append((rows, cols, vals - (rows == cols)))
+    rows, cols, vals = (np.concatenate(column) for column in zip(*parts, strict=True))
+    change = sp.csr_array((vals / int(rounds), (rows, cols)), shape=(n, n))
+    return sp.csr_array(sp.eye_array(n) + change)
