@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from .._validate import as_float
 from ..engine import Method, RunContext
 from ..engine.rowmap import RowMap
-from .decentralized import DecentralizedMethod
+from .decentralized_base import DecentralizedMethod
 
 __all__ = [
     "ChannelNoise",

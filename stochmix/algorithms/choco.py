@@ -8,7 +8,7 @@ from .._validate import as_float
 from ..engine import Block, RunContext, grad
 from ..mixing.compression import Compressor, compressor
 from ..mixing.sequences import RULES, GraphSequence
-from .decentralized import DecentralizedMethod
+from .decentralized_base import DecentralizedMethod
 
 __all__ = [
     "CHOCO",

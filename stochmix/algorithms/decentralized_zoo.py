@@ -15,7 +15,8 @@ import numpy as np
 from .._validate import as_float, choice
 from ..engine import Block, RunContext, grad
 from ..mixing.sequences import RULES, GraphSequence
-from .decentralized import DecentralizedMethod, PushSumModels, _Tracking
+from .decentralized import PushSumModels, _Tracking
+from .decentralized_base import DecentralizedMethod
 
 __all__ = [
     "D2",

@@ -9,7 +9,7 @@ from .._arrays import Array
 from .._validate import as_float, as_int, choice
 from ..engine import Block, RunContext, grad
 from ..mixing.sequences import RULES, GraphSequence
-from .decentralized import DecentralizedMethod
+from .decentralized_base import DecentralizedMethod
 
 __all__ = [
     "KGT",

@@ -1,0 +1,326 @@
+"""What every decentralized method shares: the graph sequence, checked and activated
+mixing, and the network-average output (:class:`DecentralizedMethod`).
+
+Peer i holds client i's objective (``client_node = 0``). One "round" is one iteration
+k, whose mixing matrix is ``graphs.matrix(k, rule)`` from a
+:class:`~stochmix.mixing.GraphSequence` (edge j -> i with weight w means W[i, j] = w).
+With ``participation.Full(n)`` every peer computes in every iteration; any other process
+activates some nodes (or, for gossip processes, some edges) in each iteration, and the
+method's whole-block equations hold for the active nodes only, each mixing term pulling
+or pushing as the method declares (:attr:`DecentralizedMethod.mixes`; the rules are in
+:mod:`stochmix.engine.activated` and :mod:`stochmix.mixing.activation`). The reported
+model is the network average; ``consensus`` records the spread around it.
+
+Each method states what its convergence needs of its mixing (:attr:`DecentralizedMethod.needs`:
+which rule attribute must give row-, column- or doubly stochastic matrices) and checks
+every matrix it builds (once per distinct matrix: periodic sequences are checked over one
+period) and that the graphs are strongly connected, over each period for periodic
+sequences and at every step otherwise. A violation is a ValueError naming the step, the
+rule and what fails; ``check_mixing=False`` turns the checks off, for research on broken
+mixing.
+
+Every method writes its iteration in the equation form (:mod:`stochmix.engine.equations`),
+the mixing included: ``x[:] = W @ x - lr * y`` is one phase over whole blocks, and
+``grad()`` is every node's gradient at its point.
+
+Cost: W_k is taken from the sequence without a copy (``graphs.matrix(k, rule,
+copy=False)``) and wrapped once per distinct matrix (:meth:`DecentralizedMethod.mixing`),
+so equations written with the same W_k give the same phase object back from the run's
+phase cache (:mod:`stochmix.engine.phase_cache`): static and periodic graphs are planned
+once per distinct matrix. The mixing phases rewrite whole blocks, so the engine applies
+W_k to a block as one sparse product (see :mod:`stochmix.engine.blockwise`). A
+non-periodic sequence pays for building (and checking) its matrix, and planning its
+phases, each step (its W_k are marked not reusable, so nothing keeps them).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from .._arrays import row_sums
+from .._validate import as_bool, as_float, show
+from ..engine import Equations, Method, RunContext
+from ..mixing.activation import edge_matrix
+from ..mixing.checks import KINDS, stochasticity_problem
+from ..mixing.rowsparse import RowSparse
+from ..mixing.sequences import GraphSequence
+
+__all__ = ["DecentralizedMethod"]
+
+
+def _activation_kind(participation) -> str:
+    """ "everyone" (every node in every iteration), "edges" (a process that activates
+    edges: gossip) or "nodes" (any other process: node activation)."""
+    if getattr(participation, "activates", "nodes") == "edges":
+        return "edges"
+    p = participation.probabilities
+    if p is None:  # no closed-form marginals: a recorded trace shows them, else unknown
+        masks = getattr(participation, "masks_array", None)
+        if masks is None:
+            return "unknown"
+        return "everyone" if bool(np.all(masks)) else "nodes"
+    return "everyone" if bool(np.all(p == 1.0)) else "nodes"
+
+
+def _step_size(lr: float, decay: float, k: int) -> float:
+    return lr / (k + 1) ** decay
+
+
+def _average(models):
+    """The mean of the rows of ``models`` (n, d), NumPy rows summed by
+    :func:`~stochmix._arrays.row_sums` (fast for small d; the same result to rounding as
+    ``mean(axis=0)``)."""
+    if not isinstance(models, np.ndarray):
+        return models.mean(axis=0)
+    return row_sums(models) / models.shape[0]
+
+
+class DecentralizedMethod(Method):
+    """Shared parts: the graph sequence, W_k as a row-sparse operator, the checks of what
+    the mixing must satisfy, and the outputs.
+
+    A subclass states :attr:`needs`: for each attribute naming a weight rule, the kind of
+    stochastic matrix its convergence needs ("row", "column" or "doubly"); :meth:`mixing`
+    builds W_k under a rule and checks it against that need.
+    """
+
+    client_node = 0
+    reports_node_average = True  # output and consensus_error: of node_models, below
+    #: rule attribute -> "row" | "column" | "doubly": what each rule's matrices must be.
+    needs: dict = {}
+
+    #: caches a run fills (mixing operators), left out of the fingerprint
+    _run_state = Method._run_state | {"_mixings", "_edges", "_repeats", "_unchecked"}
+
+    def __init__(self, lr, graphs: GraphSequence, decay=0.0, check_mixing=True):
+        self.lr = as_float(lr, "lr", positive=True)
+        if not isinstance(graphs, GraphSequence):
+            raise TypeError(
+                f"graphs must be a GraphSequence, got {type(graphs).__name__}: {show(graphs)}"
+            )
+        self.graphs = graphs
+        self.decay = as_float(decay, "decay", nonnegative=True)
+        self.check_mixing = as_bool(check_mixing, "check_mixing")
+        self._checked: set = set()
+        self._mixings: dict = {}  # (k mod period, rule[, direction]) -> RowSparse
+        self._edges: tuple | None = None  # (edges, nodes, mixing) of an edge-activated round
+        self._unchecked = False  # a process whose activation is known only round by round
+
+    def start(self, ctx: RunContext) -> None:
+        if self.graphs.n_nodes != ctx.n_clients:
+            raise ValueError(
+                f"graphs has {self.graphs.n_nodes} nodes but the problem has "
+                f"{ctx.n_clients} clients"
+            )
+        self._checked = set()
+        self._mixings = {}
+        self._edges = None
+
+    def _step(self, k: int):
+        """What identifies the graph of step k: ``k mod period``, or k itself."""
+        period = self.graphs.period
+        return k % period if period else k
+
+    @property
+    def mixes(self) -> dict:
+        """Rule attribute -> how its mixing is activated when only some nodes are active:
+        "pull" (``D W + I - D``) for a row- or doubly stochastic need, "push" (``W D + I -
+        D``) for a column-stochastic one (see :mod:`stochmix.mixing.activation`)."""
+        return {
+            attribute: "push" if kind == "column" else "pull"
+            for attribute, kind in self.needs.items()
+        }
+
+    def direction(self, rule: str) -> str:
+        """How ``mixing(k, rule)`` is activated: that of the first rule attribute of
+        :attr:`needs` set to ``rule`` (see :attr:`mixes`), "pull" if none is."""
+        for attribute, direction in self.mixes.items():
+            if getattr(self, attribute, None) == rule:
+                return direction
+        return "pull"
+
+    def mixing(self, k: int, rule: str, direction: str | None = None) -> RowSparse:
+        """W_k under ``rule``, as an operator on every node (the sequence's own read-only
+        matrix, not a copy); checked (see :attr:`needs`) and wrapped once per distinct
+        matrix: once per ``(k mod period, rule)`` for a periodic sequence, once per step
+        otherwise (then marked not ``reusable``: no phase built from it is kept).
+
+        ``W @ x`` in an equation applies it to the whole block ``x``. ``direction``
+        ("pull" or "push"; by default :meth:`direction` of ``rule``) is how the equations
+        activate it when only some nodes are active (:mod:`stochmix.engine.activated`).
+        In a round of edge activation (gossip), the operator is the activated edges'
+        matrix instead (:func:`~stochmix.mixing.activation.edge_matrix`: pairwise
+        averaging, or W_k on those edges when the process says ``mixing="weights"``)."""
+        direction = self.direction(rule) if direction is None else direction
+        if self._edges is not None:
+            edges, nodes, weights = self._edges
+            base = self._whole(k, rule) if weights == "weights" else None
+            op = edge_matrix(self.graphs.n_nodes, edges, nodes, base)
+            op.mixes = direction
+            return op
+        key = (self._step(k), rule, direction)
+        found = self._mixings.get(key)
+        if found is None:
+            found = copy.copy(self._whole(k, rule))
+            found.mixes = direction
+            self._mixings[key] = found
+        return found
+
+    def _whole(self, k: int, rule: str) -> RowSparse:
+        """W_k under ``rule`` as a RowSparse over every node, checked once (see
+        :meth:`mixing`)."""
+        key = (self._step(k), rule)
+        op = self._mixings.get(key)
+        if op is None:
+            w = self.graphs.matrix(k, rule, copy=False)
+            if self.check_mixing:
+                self._check(k, rule, w)
+            op = RowSparse.whole(w)
+            if self.graphs.period is None:
+                self._mixings.clear()  # a step's matrix never comes back
+                op.reusable = False
+            self._mixings[key] = op
+        return op
+
+    def _check(self, k: int, rule: str, w) -> None:
+        period = self.graphs.period
+        key = (k % period if period else k, rule)
+        if period and key in self._checked:
+            return
+        for attribute, kind in self.needs.items():
+            if getattr(self, attribute) != rule:
+                continue
+            problem = stochasticity_problem(w, kind, 1e-10)
+            if problem is not None:
+                raise ValueError(
+                    f"{self.name}: W_{k} under {attribute}={rule!r} is not {KINDS[kind]} "
+                    f"({problem}); {self.name} needs {KINDS[kind]} mixing there "
+                    "(check_mixing=False runs it anyway)"
+                )
+        if not period:
+            self._check_connected(k, 1, w)
+        elif k % period == period - 1 and ("union", k % period) not in self._checked:
+            self._check_connected(k - period + 1, period, w)
+            self._checked.add(("union", k % period))
+        if period:
+            self._checked.add(key)
+
+    def _check_connected(self, start: int, length: int, last) -> None:
+        """The union of the graphs of steps start..start+length-1 is strongly connected."""
+        union = abs(last)
+        for j in range(start, start + length - 1):
+            union = union + self.graphs.adjacency(j)
+        from scipy.sparse.csgraph import connected_components  # imported when first needed
+
+        count, _ = connected_components(union, directed=True, connection="strong")
+        if count > 1:
+            span = f"step {start}" if length == 1 else f"steps {start}..{start + length - 1}"
+            raise ValueError(
+                f"{self.name}: the graph of {span} is not strongly connected ({count} "
+                "strongly connected components): information cannot reach every node "
+                "(check_mixing=False runs it anyway)"
+            )
+
+    #: Whether the iterations after the first build the same phases up to which nodes
+    #: take part (no coefficient changes with k): then small gossip rounds may run in
+    #: compiled segments (:meth:`segment_key`). The built-in methods say so.
+    rounds_repeat = False
+
+    def segment_key(self, r: int):
+        """``r == 0`` (the first iteration may differ: trackers start, EXTRA's first step)
+        where :attr:`rounds_repeat` holds, the step does not decay, and gradients are
+        taken at, and nodes report, the model rows; None otherwise."""
+        repeats = self.__dict__.get("_repeats")
+        if repeats is None:
+            plain = type(self).points is Method.points
+            plain = plain and type(self).node_models is DecentralizedMethod.node_models
+            repeats = self.rounds_repeat and not getattr(self, "decay", 0.0) and plain
+            self.__dict__["_repeats"] = repeats
+        return (r == 0) if repeats else None
+
+    def round_equations(self, participants: np.ndarray, ctx: RunContext) -> Equations:
+        """The equations of this iteration, activated for its active nodes.
+
+        Each ``round_phases`` calls this first, then writes its iteration over whole
+        blocks into the returned equations (``eq.blocks(...)``, ``x[:] = W @ x - a *
+        grad()``, ``eq.build(label)``). With every node active (``Full(n)``) they are the
+        plain equations; otherwise they hold for the active nodes only, each mixing
+        operator activated by its direction (:mod:`stochmix.engine.activated`): the
+        inactive nodes keep every row, but for what active nodes push to them. In a
+        round of edge activation (``ctx.activation.edges``), :meth:`mixing` gives the
+        activated edges' matrix.
+
+        Args:
+            participants (np.ndarray): int64 array of shape (m,), the round's active
+                nodes (sorted node indices in ``[0, n)``).
+            ctx (RunContext): the run's context; ``ctx.n_clients`` is the number of
+                nodes n, ``ctx.activation`` the round's activation record (or None).
+
+        Returns:
+            Equations: fresh :class:`~stochmix.engine.equations.Equations` of this run
+            (``self.equations(ctx)``), nodes numbered from row 0 (``client_node = 0``),
+            activated when m < n.
+        """
+        activation = getattr(ctx, "activation", None)
+        edges = None if activation is None else activation.edges
+        self._edges = None if edges is None else (edges, participants, ctx.edge_mixing)
+        eq = self.equations(ctx)
+        if participants.size != ctx.n_clients:
+            if self._unchecked and edges is None and self.check_mixing:
+                self._refuse_node_activation("a process without known marginals")
+            eq.activate(participants)
+        return eq
+
+    def check_everyone(self, participants: np.ndarray, ctx: RunContext) -> Equations:
+        """The former name of :meth:`round_equations` (it no longer refuses partial
+        participation); kept for methods written against it."""
+        return self.round_equations(participants, ctx)
+
+    def check_participation(self, participation) -> None:
+        """Refuse, before any work, an activation that breaks what :attr:`needs` asks of
+        the mixing: node activation keeps row-stochastic pulls (``D W + I - D``) and
+        column-stochastic pushes (``W D + I - D``), never a doubly stochastic matrix
+        (edge activation, gossip, keeps it). ``check_mixing=False`` allows it."""
+        kind = _activation_kind(participation)
+        self._unchecked = kind == "unknown"  # checked at the first partial round instead
+        if kind != "nodes" or not self.check_mixing:
+            return
+        self._refuse_node_activation(participation)
+
+    def _refuse_node_activation(self, participation) -> None:
+        who = participation if isinstance(participation, str) else repr(participation)
+        keeps = {"pull": "row", "push": "column"}
+        for attribute, need in self.needs.items():
+            direction = self.mixes.get(attribute, "pull")
+            if need != keeps[direction]:
+                raise ValueError(
+                    f"participation: {self.name} needs {KINDS[need]} mixing "
+                    f"({attribute}={getattr(self, attribute)!r}), but node activation by "
+                    f"{who} makes its {direction} matrix D W + I - D "
+                    f"{'row' if direction == 'pull' else 'column'}-stochastic only; use "
+                    "edge activation (RandomEdge, RandomMatching, OnePeerPermutation), "
+                    "which keeps it doubly stochastic, Full(n), or check_mixing=False"
+                )
+
+    def node_models(self, z, ctx: RunContext):
+        """The model each node reports, shape (n, dim)."""
+        return z[ctx.layout.slice(self.model_block)]
+
+    # Method declares a plain class attribute, which subclasses set in their bodies; here it
+    # follows model_block. Nothing assigns it on an instance, the one thing a property
+    # would refuse.
+    @property
+    def checked_by_output(self) -> tuple[str, ...]:  # type: ignore[override]
+        """The model block: the network average sums every row of it (as ``x / w`` for
+        push-sum), so a NaN or Inf there shows in the reported model."""
+        return (self.model_block,)
+
+    def output(self, z, ctx: RunContext):
+        """The network average of the node models, shape (dim,)."""
+        return _average(self.node_models(z, ctx))
+
+    def consensus_error(self, z, ctx: RunContext) -> float:
+        models = self.node_models(z, ctx)
+        return float(((models - models.mean(axis=0)) ** 2).sum(axis=1).mean())
