@@ -8,8 +8,10 @@ from .decentralized import DGD, DecentralizedMethod, GradientTracking, PushPull,
 from .decentralized_zoo import D2, EXTRA, NIDS, ExactDiffusion, PushDIGing
 from .fedavg import FedAvg
 from .feddyn import FedDyn
+from .fednova import FedNova
 from .fedprox import FedProx
 from .focus import FOCUS
+from .local_steps import ClientSteps, LocalSteps, RandomSteps
 from .local_tracking import KGT
 from .momentum import FedAvgM
 from .scaffnew import Scaffnew
@@ -34,7 +36,11 @@ __all__ = [
     "FedAdaptive",
     "FedAvg",
     "FedAvgM",
+    "ClientSteps",
     "FedDyn",
+    "FedNova",
+    "LocalSteps",
+    "RandomSteps",
     "FedProx",
     "FedStale",
     "FedVARP",

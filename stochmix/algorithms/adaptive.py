@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import as_float, as_int, choice
+from .._validate import as_float, choice
 from ..engine import Block, Equations, Method, RunContext, dot
-from .local_training import pull_and_train
+from .local_training import LocalTraining, pull_and_train
 
 __all__ = [
     "FedAdagrad",
@@ -48,7 +48,7 @@ class _ServerStep:
         return x0 + self.server_lr * m / (np.sqrt(v) + self.tau)
 
 
-class FedAdaptive(Method):
+class FedAdaptive(LocalTraining, Method):
     r"""FedAdagrad, FedAdam or FedYogi (``kind``): FedAvg's local training with an adaptive
     server optimizer (Reddi et al. 2021, Algorithm 2), over blocks ``x`` (row 0 server,
     row i+1 client i), ``m``, ``v`` and ``delta`` (one row each, zero at the start).
@@ -104,7 +104,7 @@ class FedAdaptive(Method):
         initial_v=None,
     ):
         self.lr = as_float(lr, "lr", positive=True)
-        self.local_steps = as_int(local_steps, "local_steps", minimum=1)
+        self._set_local_steps(local_steps)
         self.server_lr = as_float(server_lr, "server_lr", positive=True)
         self.kind = choice(kind, "kind", KINDS)
         self.name = {"adam": "FedAdam", "yogi": "FedYogi", "adagrad": "FedAdagrad"}[self.kind]
@@ -138,7 +138,7 @@ class FedAdaptive(Method):
         ctx.memory["server_updates"] = ctx.memory.get("server_updates", 0) + 1
         second = _SecondMoment(self.kind, self.beta2, self.initial_v if first else 0.0)
         return [
-            *pull_and_train(S, ctx, self.lr, self.local_steps),
+            *pull_and_train(S, ctx, self.lr, self.round_steps(r, S, ctx)),
             eq.build("pseudo-gradient"),
             ctx.map("v", [0], second, "v", "delta", round=r, label="second moment"),
             ctx.map(

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import as_float, as_int, choice
+from .._validate import as_float, choice
 from ..engine import Block, Method, RunContext
 from ..mixing.federated import average_rows
 from .aggregation import WEIGHT_RULES, InverseProbabilities, round_weights
-from .local_training import pull_and_train
+from .local_training import LocalTraining, pull_and_train
 
 __all__ = [
     "FedAvg",
 ]
 
 
-class FedAvg(Method):
+class FedAvg(LocalTraining, Method):
     r"""Federated averaging over one model block ``x`` (row 0 server, row i+1 client i).
 
     One round with participants S and weights q:
@@ -23,7 +23,8 @@ class FedAvg(Method):
     .. math::
 
         x &\leftarrow A_S\,x \quad\text{(participants pull the server model)}\\
-        x &\leftarrow x - \gamma\,D_S\,\nabla F(x) \quad\text{($K$ times)}\\
+        x &\leftarrow x - \gamma\,D_{S_t}\,\nabla F(x) \quad\text{(step $t = 0..K-1$,
+            $S_t = \{i \in S: K_i > t\}$)}\\
         x_0 &\leftarrow x_0 + \eta \sum_{i\in S} q_i\,(x_i - x_0)
 
     Weights: ``"uniform"`` q_i = ``1/|S|``; ``"unbiased"`` q_i = 1/(N p_i) with p the given
@@ -39,7 +40,10 @@ class FedAvg(Method):
 
     Args:
         lr: local step size gamma.
-        local_steps: K, the local steps each participant takes in a round.
+        local_steps: K, the local steps each participant takes in a round: an int, an
+            array of one int per client (K_i) or a
+            :class:`~stochmix.algorithms.RandomSteps` (drawn per round); see
+            :mod:`stochmix.algorithms.local_steps`.
         server_lr: eta.
         weights: aggregation rule.
         probabilities: p_i for ``"unbiased"`` (optional).
@@ -68,7 +72,7 @@ class FedAvg(Method):
         timing="authors",
     ):
         self.lr = as_float(lr, "lr", positive=True)
-        self.local_steps = as_int(local_steps, "local_steps", minimum=1)
+        self._set_local_steps(local_steps)
         self.server_lr = as_float(server_lr, "server_lr", positive=True)
         self.weights = choice(weights, "weights", WEIGHT_RULES)
         self.probabilities = probabilities
@@ -81,17 +85,18 @@ class FedAvg(Method):
         return [Block("x", n_clients + 1, "model")]
 
     def phase_key(self, r: int, participants: np.ndarray):
-        return None if self.weights == "fedau" else participants.tobytes()
+        return None if self.weights == "fedau" else self.steps_key(participants.tobytes())
 
     def template_key(self, r: int, participants: np.ndarray):
-        return participants.size if self.weights == "uniform" else None
+        return self.steps_template_key(participants.size) if self.weights == "uniform" else None
 
     def start(self, ctx: RunContext) -> None:
         if self.weights != "uniform":
             self._inverse.start(ctx, self.name)
 
-    def aggregate(self, r: int, participants: np.ndarray, ctx: RunContext):
-        """The averaging phase of round r: x_0 <- x_0 + eta sum_S q_i (x_i - x_0)."""
+    def aggregate(self, r: int, participants: np.ndarray, ctx: RunContext, steps=None):
+        """The averaging phase of round r: x_0 <- x_0 + eta sum_S q_i (x_i - x_0)
+        (``steps``: the round's local steps, which FedAvg's weights do not read)."""
         q = round_weights(self.weights, r, participants, ctx, self._inverse)
         avg = average_rows(participants, q, ctx.n_clients, self.server_lr)
         return ctx.phase("average").apply("x", "x", avg).build()
@@ -99,6 +104,7 @@ class FedAvg(Method):
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         if participants.size == 0:
             return []
-        return pull_and_train(participants, ctx, self.lr, self.local_steps) + [
-            self.aggregate(r, participants, ctx)
+        steps = self.round_steps(r, participants, ctx)
+        return pull_and_train(participants, ctx, self.lr, steps) + [
+            self.aggregate(r, participants, ctx, steps)
         ]

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import as_float, as_int
+from .._validate import as_float
 from ..engine import Block, Method, RunContext
 from ..engine.equations import Equations, grad, mean, total
+from .local_training import LocalTraining, train
 
 __all__ = [
     "FedDyn",
 ]
 
 
-class FedDyn(Method):
+class FedDyn(LocalTraining, Method):
     r"""FedDyn over blocks ``x`` (row 0 the server model theta, row i+1 client i's model
     theta_i), ``g`` (N rows: client i's linear-term memory, the paper's
     :math:`\nabla L_i(\theta_i^{t-1})`, zero at the start) and ``h`` (one row: the
@@ -61,7 +62,7 @@ class FedDyn(Method):
 
     def __init__(self, lr, local_steps=1, alpha=0.1):
         self.lr = as_float(lr, "lr", positive=True)
-        self.local_steps = as_int(local_steps, "local_steps", minimum=1)
+        self._set_local_steps(local_steps)
         self.alpha = as_float(alpha, "alpha", positive=True)
 
     def blocks(self, n_clients: int) -> list[Block]:
@@ -72,10 +73,10 @@ class FedDyn(Method):
         ]
 
     def phase_key(self, r: int, participants: np.ndarray):
-        return participants.tobytes()
+        return self.steps_key(participants.tobytes())
 
     def template_key(self, r: int, participants: np.ndarray):
-        return participants.size
+        return self.steps_template_key(participants.size)
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         S = participants
@@ -84,14 +85,14 @@ class FedDyn(Method):
         lr, alpha, n = self.lr, self.alpha, ctx.n_clients
         eq = Equations(ctx)
         x, g, h = eq.blocks("x", "g", "h")
-        x[S] = x.server  # the participants pull the server model
-        pull = eq.build("assign")
-        # a gradient step on f_i(t) - <g_i, t> + alpha/2 ||t - theta_0||^2
-        x[S] -= lr * (grad(S) - g[S] + alpha * (x[S] - x.server))
-        step = eq.build("regularised local step")
+
+        def step(G):  # a gradient step on f_i(t) - <g_i, t> + alpha/2 ||t - theta_0||^2
+            x[G] -= lr * (grad(G) - g[G] + alpha * (x[G] - x.server))
+
+        local = train(eq, S, self.round_steps(r, S, ctx), step, "regularised local step")
         g[S] -= alpha * (x[S] - x.server)
         h.server -= alpha / n * total(x[S] - x.server)
         memory = eq.build("memory")
         x.server = mean(x[S]) - h.server / alpha
         server = eq.build("server model")
-        return [pull, *[step] * self.local_steps, memory, server]
+        return [*local, memory, server]

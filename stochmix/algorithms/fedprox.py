@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import as_float, as_int, choice
+from .._validate import as_float, choice
 from ..engine import Block, Equations, Method, RunContext, grad
 from ..mixing.federated import average_rows
+from .local_training import LocalTraining, train
 
 __all__ = [
     "FedProx",
@@ -66,7 +67,7 @@ class _ExactProx:
         return np.linalg.solve(h + mu * eye, (rhs + mu * x0)[..., None])[..., 0]
 
 
-class FedProx(Method):
+class FedProx(LocalTraining, Method):
     r"""FedProx over one model block ``x`` (row 0 server, row i+1 client i).
 
     Client i in S minimises the proximal objective
@@ -109,7 +110,7 @@ class FedProx(Method):
     def __init__(self, lr, mu=0.01, local_steps=1, server_lr=1.0, solver="gradient") -> None:
         self.lr = as_float(lr, "lr", positive=True)
         self.mu = as_float(mu, "mu", nonnegative=True)
-        self.local_steps = as_int(local_steps, "local_steps", minimum=1)
+        self._set_local_steps(local_steps)
         self.server_lr = as_float(server_lr, "server_lr", positive=True)
         self.solver = choice(solver, "solver", SOLVERS)
         self._prox_cache: dict = {}
@@ -118,10 +119,10 @@ class FedProx(Method):
         return [Block("x", n_clients + 1, "model")]
 
     def phase_key(self, r: int, participants: np.ndarray):
-        return participants.tobytes() if self.solver == "gradient" else None
+        return self.steps_key(participants.tobytes()) if self.solver == "gradient" else None
 
     def template_key(self, r: int, participants: np.ndarray):
-        return participants.size if self.solver == "gradient" else None
+        return self.steps_template_key(participants.size) if self.solver == "gradient" else None
 
     def start(self, ctx: RunContext) -> None:
         self._prox_cache = {}
@@ -137,7 +138,9 @@ class FedProx(Method):
             return [ctx.map("x", S + 1, prox, ("x", [0]), round=r, label="exact prox"), aggregate]
         eq = Equations(ctx)
         (x,) = eq.blocks("x")
-        x[S] = x.server  # the participants pull the server model
-        pull = eq.build("assign")
-        x[S] -= self.lr * (grad(S) + self.mu * (x[S] - x.server))
-        return [pull, *[eq.build("proximal step")] * self.local_steps, aggregate]
+
+        def step(G):  # after the pull x[G] = x.server
+            x[G] -= self.lr * (grad(G) + self.mu * (x[G] - x.server))
+
+        steps = self.round_steps(r, S, ctx)
+        return [*train(eq, S, steps, step, "proximal step"), aggregate]

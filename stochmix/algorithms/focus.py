@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import as_bool, as_float, as_int
+from .._validate import as_bool, as_float
 from ..engine import Block, Method, RunContext
 from ..engine.equations import Equations, grad
 from ..mixing.federated import collect_rows
+from .local_training import LocalTraining, step_groups
 
 __all__ = [
     "FOCUS",
 ]
 
 
-class FOCUS(Method):
+class FOCUS(LocalTraining, Method):
     r"""Push-pull over blocks ``x`` (models), ``y`` (gradient trackers) and ``g`` (the
     gradient each client last computed); all zero at the start except ``x``.
 
@@ -54,7 +55,7 @@ class FOCUS(Method):
 
     def __init__(self, lr, local_steps=1, skip_empty_rounds=True):
         self.lr = as_float(lr, "lr", positive=True)
-        self.local_steps = as_int(local_steps, "local_steps", minimum=1)
+        self._set_local_steps(local_steps)
         self.skip_empty_rounds = as_bool(skip_empty_rounds, "skip_empty_rounds")
 
     def blocks(self, n_clients: int) -> list[Block]:
@@ -65,10 +66,10 @@ class FOCUS(Method):
         ]
 
     def phase_key(self, r: int, participants: np.ndarray):
-        return participants.tobytes()
+        return self.steps_key(participants.tobytes())
 
     def template_key(self, r: int, participants: np.ndarray):
-        return participants.size > 0
+        return self.steps_template_key(participants.size > 0)
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         n, S, lr = ctx.n_clients, participants, self.lr
@@ -78,15 +79,16 @@ class FOCUS(Method):
         x, y, g = eq.blocks("x", "y", "g")
         phases = []
         if S.size:
-            x[S] = x.server  # the participants pull the server model
-            phases.append(eq.build("assign"))
-            x[S] -= lr * y[S]
-            move = eq.build("local step")
-            y[S] += grad(S) - g[S]  # the tracker takes the change of the gradient
-            g[S] = grad(S)
-            track = eq.build("track")
-            phases.append(track)
-            phases += [move, track] * (self.local_steps - 1)
+            for G, k in step_groups(S, self.round_steps(r, S, ctx)):
+                x[G] = x.server  # the participants pull the server model
+                phases.append(eq.build("assign"))
+                x[G] -= lr * y[G]
+                move = eq.build("local step")
+                y[G] += grad(G) - g[G]  # the tracker takes the change of the gradient
+                g[G] = grad(G)
+                track = eq.build("track")
+                phases.append(track)
+                phases += [move, track] * (k - 1)
             phases.append(ctx.phase("collect").apply("y", "y", collect_rows(S, n)).build())
         x.server -= lr * y.server
         return phases + [eq.build("server step")]

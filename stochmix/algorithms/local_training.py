@@ -1,4 +1,6 @@
-"""Phases shared by the federated methods: pull the server model, then train locally."""
+"""What the federated methods with local training share: their local-step counts (one K,
+K_i per client, or drawn per round; see :mod:`.local_steps`) and the phases that pull the
+server model and train on it."""
 
 from __future__ import annotations
 
@@ -6,21 +8,104 @@ import numpy as np
 
 from ..engine import Phase, RunContext
 from ..engine.equations import Equations, grad
+from .local_steps import LocalSteps, as_local_steps
 
 __all__ = [
+    "LocalTraining",
     "pull_and_train",
+    "step_groups",
 ]
 
 
+def step_groups(participants: np.ndarray, steps) -> list[tuple[np.ndarray, int]]:
+    """The participants grouped by their local steps: ``[(G, k), ...]`` with G the sorted
+    participants that take k steps, k increasing (one group for an int ``steps``).
+
+    Clients train independently between the pull and the aggregation, so a method writes
+    each group's local phases in turn (a pull and k steps over G): the phases of one group
+    are one run of node-local phases over the same rows, which the engine streams through
+    memory once, and the round costs sum_i K_i gradient evaluations."""
+    if isinstance(steps, (int, np.integer)):
+        return [(participants, int(steps))]
+    counts = np.asarray(steps)
+    present = np.flatnonzero(np.bincount(counts))  # the counts that occur, increasing
+    return [(participants[counts == k], int(k)) for k in present]
+
+
+def train(eq: Equations, participants: np.ndarray, local_steps, step, label: str = "local step",
+          block: str = "x") -> list[Phase]:  # fmt: skip
+    """The phases of local training: for each group (G, k) of :func:`step_groups`, the
+    pull ``x[G] = x.server`` then k times the phase that ``step(G)`` writes with ``eq``'s
+    handles (one phase, applied k times)."""
+    x = eq.block(block)
+    phases: list[Phase] = []
+    for G, k in step_groups(participants, local_steps):
+        x[G] = x.server
+        phases.append(eq.build("assign"))
+        step(G)
+        phases += [eq.build(label)] * k
+    return phases
+
+
 def pull_and_train(
-    participants: np.ndarray, ctx: RunContext, lr: float, local_steps: int, block: str = "x"
+    participants: np.ndarray, ctx: RunContext, lr: float, local_steps, block: str = "x"
 ) -> list[Phase]:
-    r"""``x_i <- x_0`` (the pull, ``x <- A_S x``) then ``local_steps`` times ``x_i <- x_i -
-    lr grad F_i(x_i)``, i in S."""
-    S = participants
+    r"""``x_i <- x_0`` (the pull, ``x <- A_S x``) then ``K_i`` local steps ``x_i <- x_i - lr
+    grad F_i(x_i)``, i in S (``local_steps``: an int K, the same for all, or the K_i of the
+    participants, in their order; see :func:`step_groups`)."""
     eq = Equations(ctx)
-    (x,) = eq.blocks(block)
-    x[S] = x.server
-    pull = eq.build("assign")
-    x[S] -= lr * grad(S)
-    return [pull] + [eq.build("local step")] * local_steps
+    x = eq.block(block)
+
+    def step(G):
+        x[G] -= lr * grad(G)
+
+    return train(eq, participants, local_steps, step, block=block)
+
+
+class LocalTraining:
+    """Mixin of the federated methods whose participants train locally: their
+    ``local_steps`` (an int, an array of one int per client or a
+    :class:`~stochmix.algorithms.local_steps.LocalSteps` rule) and the counts of each
+    round. A round record with ``steps`` (a clock's deadline: the steps each client
+    completed) overrules the rule for that round."""
+
+    local_steps: int | LocalSteps
+
+    def _set_local_steps(self, value) -> None:
+        self.local_steps = as_local_steps(value)
+
+    @property
+    def uneven_steps(self) -> bool:
+        """Whether participants may take different numbers of local steps."""
+        return not isinstance(self.local_steps, int)
+
+    def round_steps(self, r: int, participants: np.ndarray, ctx: RunContext):
+        """The local steps of round ``r``'s participants: an int when they are all the same
+        (the uniform form of the phases), else an int64 array in the participants' order."""
+        given = getattr(ctx.activation, "steps", None)
+        if given is not None and np.array_equal(ctx.activation.nodes, participants):
+            steps = given
+        elif isinstance(self.local_steps, int):
+            return self.local_steps
+        else:
+            steps = self.local_steps.counts(r, participants, ctx.seed)
+        if steps.size and (steps == steps[0]).all():
+            return int(steps[0])
+        return steps
+
+    def steps_key(self, key):
+        """A phase key that still holds with these local steps (None when the counts
+        change from round to round)."""
+        rule = self.local_steps
+        return key if isinstance(rule, int) or not rule.random else None
+
+    def steps_template_key(self, key):
+        """A template key that still holds (None unless every participant takes the same K:
+        the step phases over subsets of the participants are no shifted copy of them)."""
+        return key if isinstance(self.local_steps, int) else None
+
+    def check_participation(self, participation) -> None:
+        if not isinstance(self.local_steps, int):
+            n = getattr(participation, "n_clients", None)
+            if n is not None:
+                self.local_steps.check_clients(int(n))

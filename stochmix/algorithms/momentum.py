@@ -83,7 +83,7 @@ class FedAvgM(FedAvg):
         S = participants
         if S.size == 0 and self.skip_empty_rounds:
             return []
-        phases = pull_and_train(S, ctx, self.lr, self.local_steps) if S.size else []
+        phases = pull_and_train(S, ctx, self.lr, self.round_steps(r, S, ctx)) if S.size else []
         q = round_weights(self.weights, r, S, ctx, self._inverse)
         eq = Equations(ctx)
         x, v = eq.blocks("x", "v")

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import as_float, as_int
+from .._validate import as_float
 from ..engine import Block, Method, RunContext
 from ..engine.equations import Equations, grad, mean, total
+from .local_training import LocalTraining, train
 
 __all__ = [
     "SCAFFOLD",
 ]
 
 
-class SCAFFOLD(Method):
+class SCAFFOLD(LocalTraining, Method):
     r"""SCAFFOLD with option II control variates.
 
     Blocks: ``x`` (server + clients) and ``c`` (row 0 the server control c, row i+1
@@ -42,33 +43,35 @@ class SCAFFOLD(Method):
 
     def __init__(self, lr, local_steps=1, server_lr=1.0):
         self.lr = as_float(lr, "lr", positive=True)
-        self.local_steps = as_int(local_steps, "local_steps", minimum=1)
+        self._set_local_steps(local_steps)
         self.server_lr = as_float(server_lr, "server_lr", positive=True)
 
     def blocks(self, n_clients: int) -> list[Block]:
         return [Block("x", n_clients + 1, "model"), Block("c", n_clients + 1)]
 
     def phase_key(self, r: int, participants: np.ndarray):
-        return participants.tobytes()
+        return self.steps_key(participants.tobytes())
 
     def template_key(self, r: int, participants: np.ndarray):
-        return participants.size
+        return self.steps_template_key(participants.size)
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         if participants.size == 0:
             return []
         n, S = ctx.n_clients, participants
-        lr, k, eta = self.lr, self.local_steps, self.server_lr
+        lr, k, eta = self.lr, self.round_steps(r, S, ctx), self.server_lr
         eq = Equations(ctx)
         x, c = eq.blocks("x", "c")
-        x[S] = x.server  # the participants pull the server model
-        pull = eq.build("assign")
-        x[S] -= lr * (grad(S) - c[S] + c.server)  # y_i <- y_i - lr (g_i(y_i) - c_i + c)
-        step = eq.build("corrected local step")
-        # c_i+ - c_i = -c + (x - y_i) / (K lr) (option II), for i in S
-        dc = -c.server + 1.0 / (k * lr) * (x.server - x[S])
+
+        def step(G):  # y_i <- y_i - lr (g_i(y_i) - c_i + c), after the pull y_i = x
+            x[G] -= lr * (grad(G) - c[G] + c.server)
+
+        local = train(eq, S, k, step, "corrected local step")
+        # c_i+ - c_i = -c + (x - y_i) / (K_i lr) (option II), for i in S
+        scale = 1.0 / (k * lr)  # a number, or one per participant
+        dc = -c.server + scale * (x.server - x[S])
         c[S] += dc
         c.server += total(dc) / n  # c <- c + 1/N sum_S (c_i+ - c_i)
         x.server += eta * mean(x[S] - x.server)  # x <- x + eta/|S| sum_S (y_i - x)
         server = eq.build("controls and server step")
-        return [pull] + [step] * k + [server]
+        return [*local, server]

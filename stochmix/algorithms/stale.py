@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import as_bool, as_float, as_int
+from .._validate import as_bool, as_float
 from ..engine import Block, Method, RunContext
 from ..engine.equations import Equations, dot, total
 from .aggregation import InverseProbabilities
-from .local_training import pull_and_train
+from .local_training import LocalTraining, pull_and_train
 
 __all__ = [
     "FedStale",
@@ -17,7 +17,7 @@ __all__ = [
 ]
 
 
-class FedStale(Method):
+class FedStale(LocalTraining, Method):
     r"""FedAvg mixing fresh and stale client updates (Rodio & Neglia 2024, Algorithm 2).
 
     Blocks: ``x`` (server + clients), ``h`` (N rows: the last update Delta_i the server
@@ -71,7 +71,7 @@ class FedStale(Method):
         timing="authors",
     ):
         self.lr = as_float(lr, "lr", positive=True)
-        self.local_steps = as_int(local_steps, "local_steps", minimum=1)
+        self._set_local_steps(local_steps)
         self.beta = as_float(beta, "beta", nonnegative=True, maximum=1.0)
         self.server_lr = as_float(server_lr, "server_lr", positive=True)
         self.probabilities = probabilities
@@ -86,7 +86,7 @@ class FedStale(Method):
         ]
 
     def phase_key(self, r: int, participants: np.ndarray):
-        return None if self._inverse.learned else participants.tobytes()
+        return None if self._inverse.learned else self.steps_key(participants.tobytes())
 
     def start(self, ctx: RunContext) -> None:
         self._inverse.start(ctx, self.name)
@@ -100,7 +100,7 @@ class FedStale(Method):
         if S.size == 0 and self.skip_empty_rounds:
             return []
         eta, beta = self.server_lr, self.beta
-        phases = pull_and_train(S, ctx, self.lr, self.local_steps) if S.size else []
+        phases = pull_and_train(S, ctx, self.lr, self.round_steps(r, S, ctx)) if S.size else []
         w = eta / n * self.inverse_probabilities(r, S, ctx)  # eta / (N p_i)
         eq = Equations(ctx, "stale update")
         x, h, hsum = eq.blocks("x", "h", "hsum")

@@ -19,6 +19,7 @@ participation process (``n_clients``, ``probabilities`` and ``masks(seed)`` or
 
 from __future__ import annotations
 
+import warnings
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -88,6 +89,7 @@ def run(
     evaluate_every="auto",
     divergence_threshold: float = 1e50,
     storage="auto",
+    clock=None,
 ) -> Result:
     """Run ``method`` on ``problem`` for ``rounds`` rounds of ``participation``.
 
@@ -166,6 +168,15 @@ def run(
             may read any row; with "compact" it gets the kept rows, laid out by
             ``ctx.layout``).
 
+        clock: a :class:`~stochmix.timing.Clock`: simulated time. Each round's cohort
+            then takes the time its clients need (compute per local step, download and
+            upload latencies), the server waits up to the clock's deadline (late clients
+            are dropped, or contribute the steps they completed), and the Result gets a
+            ``time`` column (seconds at the end of each round). Asynchronous methods
+            (:class:`~stochmix.algorithms.FedBuff`, :class:`~stochmix.algorithms.FedAsync`)
+            take their arrival order from it (every client 1 s a step when None).
+            NumPy and Torch backends.
+
     Returns:
         A :class:`Result`; ``result.server[r]`` is the model after round r.
     """
@@ -176,6 +187,7 @@ def run(
     choice(storage, "storage", ("auto", "full", "compact"))
     as_float_dtype(dtype)
     compiled = flag_or_choice(compiled, "compiled", ("auto",))
+    clock = _checked_clock(clock, method, participation)
     back = _backend(backend, dtype, device, mixing, compiled)
     # Torch's intra-op threads at the run's count, restored however the run ends
     threads = back.threads if hasattr(back, "threads") else resolve_threads()
@@ -185,14 +197,27 @@ def run(
             metrics=metrics, on_divergence=on_divergence, callback=callback, progress=progress,
             checkpoint=checkpoint, checkpoint_every=checkpoint_every,
             evaluate_every=evaluate_every, divergence_threshold=divergence_threshold,
-            compiled=compiled, storage=storage,
+            compiled=compiled, storage=storage, clock=clock,
         )  # fmt: skip
+
+
+def _checked_clock(clock, method, participation):
+    """``clock`` checked before any work (a Clock over the participation's clients, on a
+    single-process backend), or the default clock of an asynchronous method, or None."""
+    from ..timing import Clock, TimeModel  # the timing layer sits above the engine
+
+    if clock is None:
+        return Clock(TimeModel()) if getattr(method, "asynchronous", False) else None
+    if not isinstance(clock, Clock):
+        raise TypeError(f"clock must be a stochmix.timing.Clock, got {type(clock).__name__}")
+    clock.check_clients(int(participation.n_clients))
+    return clock
 
 
 def _run(
     method, problem, participation, rounds, back, *, x0, seed, dtype, metrics,
     on_divergence, callback, progress, checkpoint, checkpoint_every, evaluate_every,
-    divergence_threshold, compiled, storage,
+    divergence_threshold, compiled, storage, clock=None,
 ) -> Result:  # fmt: skip
     """The run on its built backend, arguments checked (see :func:`run`)."""
     n = int(problem.n_clients)
@@ -200,6 +225,10 @@ def _run(
     if caps.sharded:  # backend="distributed": a shard per rank
         from .distributed import run_sharded
 
+        if clock is not None:
+            raise ValueError(
+                "clock is not supported by backend='distributed' (yet); use numpy or torch"
+            )
         return run_sharded(
             method, problem, participation, rounds, back, x0=x0, seed=seed, dtype=dtype,
             metrics=metrics, on_divergence=on_divergence, callback=callback, progress=progress,
@@ -222,11 +251,13 @@ def _run(
     if hasattr(problem, "reseed"):  # stochastic gradients restart with the run's seed
         problem.reseed(seed if isinstance(seed, int) else None)
     stream = participant_stream(participation, seed)
+    if clock is not None:
+        stream = clock.stream(stream, method, ctx, seed)
     bar = None if progress is False else Progress(rounds, method.name, force=progress is True)
 
     saved = None if saver is None else saver.load(rounds)
     check = PlanCheck(layout, method, n) if layout.scratch else (lambda plan, r: plan)
-    return run_rounds(
+    result = run_rounds(
         lambda r, participants, z: execute(
             check(planner.plan(r, participants), r), z, back, problem, method, ctx, rows, caps
         ),
@@ -235,11 +266,19 @@ def _run(
         seed=seed, dtype=dtype, callback=callback, bar=bar,
         divergence_threshold=divergence_threshold, on_divergence=on_divergence,
         traffic=lambda: planner.traffic,
-        segments=segmenter(
+        segments=None if clock is not None else segmenter(
             method, problem, participation, layout, ctx, back, caps, dtype, callback,
             lambda: planner.phases,
         ),
     )  # fmt: skip
+    if clock is not None and clock.deadline is not None and result.participants[1:].sum() == 0:
+        warnings.warn(
+            f"no client met deadline={clock.deadline!r} in any of the {rounds} rounds: the "
+            "model never moved (give the clients more time)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return result
 
 
 def _backend(backend, dtype, device, mixing, compiled):

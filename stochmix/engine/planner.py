@@ -83,7 +83,7 @@ class RoundPlanner:
         """The plan of round ``r`` (sorted int64 ``participants``): from its template when
         the method has a verified one for the round, else cached or built."""
         self.phases = None  # the round's phases, where it is built in full
-        key = self.method.template_key(r, participants)
+        key = None if _overrides(self.ctx) else self.method.template_key(r, participants)
         if key is None or participants.size < 2:
             # one participant's rows are single rows of the state: such rounds are always
             # built in full, so that a run gives the same numbers with or without templates
@@ -122,7 +122,7 @@ class RoundPlanner:
         """The round's plan from the plan cache, or built (and kept if its key came
         twice)."""
         key = None
-        if participants.size <= CACHE_MAX_PARTICIPANTS:
+        if participants.size <= CACHE_MAX_PARTICIPANTS and not _overrides(self.ctx):
             key = self.method.phase_key(r, participants)
         if key is None:
             return self.build(r, participants)
@@ -149,3 +149,12 @@ class RoundPlanner:
         self.phases = phases
         self.traffic = round_traffic(phases, self.method, self.ctx.dim)
         return plan_round(phases, self.backend, self.method, self.ctx, self.caps, notes=self.notes)
+
+
+def _overrides(ctx: RunContext) -> bool:
+    """Whether the round's record carries what a method's keys cannot see (a clock's
+    local-step counts, an asynchronous round's launches): such rounds are built in full."""
+    record = ctx.activation
+    return record is not None and (
+        getattr(record, "steps", None) is not None or getattr(record, "launched", None) is not None
+    )

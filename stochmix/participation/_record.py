@@ -40,6 +40,14 @@ class Activation:
             ``(j, i)``. ``None`` for plain node activation.
         time: the continuous (simulated) time at the end of the round (a clock tick), or
             ``None`` when the process has no clock.
+        steps: the local steps each node of ``nodes`` takes this round (a clock's deadline:
+            the steps each client completed in time), int64 ``(k,)``, or ``None``: the
+            method's own ``local_steps``.
+        launched: for an asynchronous round (:class:`~stochmix.participation.Asynchronous`),
+            the clients that pull the server model after this round's update and start
+            training on it, sorted, int64; ``None`` otherwise.
+        staleness: for an asynchronous round, the staleness of each arriving update (the
+            server updates since its client pulled), int64 ``(k,)``; ``None`` otherwise.
 
     The arrays are read-only (a writeable array given to the constructor is copied first).
     Two records are equal when their nodes, edges and times are.
@@ -48,6 +56,9 @@ class Activation:
     nodes: Int[np.ndarray, " k"]
     edges: Int[np.ndarray, "e 2"] | None = None
     time: float | None = None
+    steps: Int[np.ndarray, " k"] | None = None
+    launched: Int[np.ndarray, " m"] | None = None
+    staleness: Int[np.ndarray, " k"] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", _frozen(self.nodes, "nodes", 1))
@@ -58,6 +69,18 @@ class Activation:
             object.__setattr__(self, "edges", edges)
         if self.time is not None:
             object.__setattr__(self, "time", as_float(self.time, "time"))
+        for name in ("steps", "staleness"):
+            value = getattr(self, name)
+            if value is not None:
+                arr = _frozen(value, name, 1)
+                if arr.shape != self.nodes.shape:
+                    raise ValueError(
+                        f"{name} must hold one entry per node ({self.nodes.size}), got shape "
+                        f"{arr.shape}"
+                    )
+                object.__setattr__(self, name, arr)
+        if self.launched is not None:
+            object.__setattr__(self, "launched", _frozen(self.launched, "launched", 1))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Activation):
@@ -66,6 +89,10 @@ class Activation:
             return False
         if not np.array_equal(self.nodes, other.nodes):
             return False
+        for name in ("steps", "launched", "staleness"):
+            a, b = getattr(self, name), getattr(other, name)
+            if (a is None) != (b is None) or (a is not None and not np.array_equal(a, b)):
+                return False
         if self.edges is None or other.edges is None:
             return True  # both None (checked above)
         return np.array_equal(self.edges, other.edges)
@@ -84,6 +111,9 @@ def _activation(nodes: np.ndarray, edges: np.ndarray | None, time: float | None)
     _set(record, "nodes", nodes)
     _set(record, "edges", edges)
     _set(record, "time", time)
+    _set(record, "steps", None)
+    _set(record, "launched", None)
+    _set(record, "staleness", None)
     return record
 
 
