@@ -2,6 +2,7 @@
 
 from .adaptive import FedAdagrad, FedAdam, FedAdaptive, FedYogi
 from .amplified import AmplifiedFedAvg
+from .asynchronous import FedAsync, FedBuff, Staleness
 from .channel import ChannelNoise
 from .choco import CHOCO
 from .decentralized import DGD, DecentralizedMethod, GradientTracking, PushPull, PushSum
@@ -32,6 +33,8 @@ __all__ = [
     "DecentralizedMethod",
     "ExactDiffusion",
     "FedAdagrad",
+    "FedAsync",
+    "FedBuff",
     "FedAdam",
     "FedAdaptive",
     "FedAvg",
@@ -51,4 +54,5 @@ __all__ = [
     "PushPull",
     "PushSum",
     "Scaffnew",
+    "Staleness",
 ]

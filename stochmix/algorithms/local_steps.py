@@ -145,10 +145,13 @@ class RandomSteps:
         return cls(np.arange(low, high + 1))
 
     def counts(self, r: int, participants: np.ndarray, seed) -> np.ndarray:
-        rng = map_generator(seed, r, STEPS_LABEL)
+        return self.draw(map_generator(seed, r, STEPS_LABEL), participants.size)
+
+    def draw(self, rng: np.random.Generator, size: int) -> np.ndarray:
+        """``size`` independent counts from ``rng``, int64."""
         if self._uniform:
-            return self.values[rng.integers(0, self.values.size, participants.size)]
-        u = rng.random(participants.size)
+            return self.values[rng.integers(0, self.values.size, size)]
+        u = rng.random(size)
         return self.values[
             np.searchsorted(self._cdf, u, side="right").clip(0, self.values.size - 1)
         ]

@@ -211,6 +211,11 @@ def _checked_clock(clock, method, participation):
     if not isinstance(clock, Clock):
         raise TypeError(f"clock must be a stochmix.timing.Clock, got {type(clock).__name__}")
     clock.check_clients(int(participation.n_clients))
+    if getattr(method, "asynchronous", False) and clock.deadline is not None:
+        raise ValueError(
+            f"clock.deadline must be None for {method.name}: an asynchronous server waits "
+            f"for no cohort, got deadline={clock.deadline!r}"
+        )
     return clock
 
 

@@ -29,6 +29,7 @@ import numpy as np
 from .._validate import as_bool, as_float, show
 from ..engine.rowmap import map_generator
 from ..participation._record import Activation
+from .arrivals import arrival_records
 from .model import TimeModel
 
 __all__ = [
@@ -94,6 +95,12 @@ class Clock:
         """The run's round records: each cohort of ``draws`` (participant indices or
         records) with the method's local steps (``method.round_steps``, 1 for a method
         without local training) through :meth:`round`, the time running on."""
+        if getattr(method, "asynchronous", False):  # rounds from the arrival schedule
+            yield from arrival_records(
+                ctx.n_clients, method.concurrency, method.buffer, self.time_model,
+                method.local_steps, seed,
+            )  # fmt: skip
+            return
         steps_of = getattr(method, "round_steps", None)
         start, r = 0.0, 0
         for drawn in draws:

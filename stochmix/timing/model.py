@@ -58,14 +58,19 @@ class TimeModel:
                 f"speeds must hold one factor per client ({n_clients}), got {self.speeds.size}"
             )
 
+    def draw(self, rng: np.random.Generator, count: int) -> tuple:
+        """``(latency, per_step)`` of ``count`` rounds or tasks: download + upload, and the
+        seconds one local step takes before any speed factor, float64 ``(count,)``."""
+        per_step = self.compute.draw(rng, count)
+        latency = self.download.draw(rng, count) + self.upload.draw(rng, count)
+        return latency, per_step
+
     def parts(self, rng: np.random.Generator, clients: np.ndarray) -> tuple:
-        """``(latency, per_step)`` of ``clients`` for one round: download + upload, and
-        the seconds one local step takes (speed factor included), float64 ``(k,)``."""
-        k = clients.size
-        per_step = self.compute.draw(rng, k)
+        """``(latency, per_step)`` of ``clients`` for one round (see :meth:`draw`), the
+        speed factors applied."""
+        latency, per_step = self.draw(rng, clients.size)
         if self.speeds is not None:
             per_step = per_step * self.speeds[clients]
-        latency = self.download.draw(rng, k) + self.upload.draw(rng, k)
         return latency, per_step
 
     def fastest(self) -> float:
