@@ -61,7 +61,7 @@ class Staleness:
         if self.kind == "constant":
             return np.ones_like(tau)
         if self.kind == "polynomial":
-            return (tau + 1.0) ** (-self.a)
+            return np.asarray((tau + 1.0) ** (-self.a))
         return np.where(tau <= self.b, 1.0, 1.0 / (self.a * (tau - self.b) + 1.0))
 
     def __repr__(self) -> str:

@@ -29,6 +29,8 @@ point, which every client row already holds.
 
 from __future__ import annotations
 
+from typing import no_type_check
+
 import numpy as np
 
 from ..engine.rowmap import map_generator
@@ -44,6 +46,7 @@ ARRIVALS_LABEL = "arrivals"
 TASK_BLOCK = 1 << 14  # tasks whose random numbers are drawn at once
 
 
+@no_type_check  # compiled by Numba: no runtime type checks wrapped around it
 def _simulate(want, buffer, free, where, heap, slots, bufs, state, now, u, latency, per_step,
               steps, speeds, client_steps, out_client, out_stale, out_steps, out_time,
               launch_client, launch_version, launch_duration):  # fmt: skip
