@@ -74,7 +74,7 @@ def test_uneven_fedavg_and_fednova_match_their_references(seed, compiled):
         )  # fmt: skip
         expected = reference(problem, masks, steps, np.zeros(D), lr, server_lr=0.8)
         assert np.abs(result.server - expected).max() < 1e-12
-        assert result.gradients[1:].tolist() == [int(s[m].sum()) for m, s in zip(masks, steps)]
+        assert result.gradients[1:].tolist() == [int(s[m].sum()) for m, s in zip(masks, steps, strict=True)]
 
 
 def test_client_step_array_and_random_steps_are_what_each_client_takes():
@@ -235,8 +235,10 @@ def test_fedbuff_matches_the_event_driven_reference(buffer, concurrency, model):
     lr = 0.1 / problem.smoothness
     method = FedBuff(lr, 2, server_lr=0.9, buffer=buffer, concurrency=concurrency)
     result, records, launches, durations = _replay(method, problem, model, 25, 5)
-    models, times = ref_async.fedbuff(problem, np.zeros(D), lr, 2, 0.9, buffer, concurrency,
-                                      launches, durations, 25, staleness=method.staleness)  # fmt: skip
+    models, times = ref_async.fedbuff(
+        problem, np.zeros(D), lr, 2, 0.9, buffer, concurrency, launches, durations, 25,
+        staleness=method.staleness,
+    )  # fmt: skip
     assert np.abs(models - result.server).max() < 1e-12
     np.testing.assert_array_equal(times, result.time)
     for record in records:  # clients in flight or buffered are never launched again
@@ -262,7 +264,7 @@ def test_fedbuff_with_equal_clients_and_m_equal_c_is_synchronous_fedavg():
     result, records, launches, _ = _replay(FedBuff(lr, 3, 0.7, C, C), problem, TimeModel(), 20,
                                            9, local_steps=3)  # fmt: skip
     cohorts = [np.sort(launches[r * C : (r + 1) * C]) for r in range(20)]
-    assert all(np.array_equal(c, rec.nodes) for c, rec in zip(cohorts, records))
+    assert all(np.array_equal(c, rec.nodes) for c, rec in zip(cohorts, records, strict=True))
     masks = np.zeros((20, N), bool)
     for r, c in enumerate(cohorts):
         masks[r, c] = True

@@ -19,6 +19,7 @@ PACKAGES = (
     ("stochmix.algorithms", "Methods"),
     ("stochmix.problems", "Problems, stochastic gradients and data"),
     ("stochmix.participation", "Participation processes and weights"),
+    ("stochmix.timing", "Simulated time: delays, clocks and asynchronous arrivals"),
     ("stochmix.mixing", "Mixing: graphs, matrices and building blocks"),
     ("stochmix.mixing.spectral", "Spectral tools"),
     ("stochmix.analysis", "Analysis: operators, fixed points and rates"),

@@ -82,8 +82,9 @@ class LocalTraining:
     def round_steps(self, r: int, participants: np.ndarray, ctx: RunContext):
         """The local steps of round ``r``'s participants: an int when they are all the same
         (the uniform form of the phases), else an int64 array in the participants' order."""
-        given = getattr(ctx.activation, "steps", None)
-        if given is not None and np.array_equal(ctx.activation.nodes, participants):
+        record = ctx.activation
+        given = getattr(record, "steps", None)
+        if given is not None and np.array_equal(getattr(record, "nodes", None), participants):
             steps = given
         elif isinstance(self.local_steps, int):
             return self.local_steps
