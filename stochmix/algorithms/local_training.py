@@ -84,7 +84,7 @@ class LocalTraining:
         (the uniform form of the phases), else an int64 array in the participants' order."""
         record = ctx.activation
         given = getattr(record, "steps", None)
-        if given is not None and np.array_equal(getattr(record, "nodes", None), participants):
+        if given is not None and np.array_equal(getattr(record, "nodes", ()), participants):
             steps = given
         elif isinstance(self.local_steps, int):
             return self.local_steps
