@@ -173,10 +173,20 @@ def as_local_steps(value, name: str = "local_steps") -> int | LocalSteps:
     ``name`` otherwise."""
     if isinstance(value, LocalSteps) and not isinstance(value, type):
         return value
+    if isinstance(value, (list, tuple, np.ndarray)) and np.ndim(value) > 0:
+        return ClientSteps(value)
+    if isinstance(value, dict):  # a configuration's table: {low, high} or {values, ...}
+        table = dict(value)
+        if set(table) == {"low", "high"}:
+            return RandomSteps.uniform(table["low"], table["high"])
+        if set(table) in ({"values"}, {"values", "probabilities"}):
+            return RandomSteps(**table)
+        raise ValueError(
+            f"{name} as a table takes low and high, or values (and probabilities), got "
+            f"keys {sorted(table)}"
+        )
     if is_scalar(value) and not isinstance(value, str):
         return as_int(value, name, minimum=1)
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return ClientSteps(value)
     raise TypeError(
         f"{name} must be an int, an array of one int per client or a RandomSteps, got {show(value)}"
     )

@@ -65,6 +65,8 @@ class Experiment:
     lr_choice: dict = field(
         default_factory=lambda: {"best_lr_by": "rounds_to_tolerance", "tolerance": 1e-8}
     )
+    #: the ``[clock]``'s :class:`~stochmix.timing.Clock` (simulated time), or None
+    clock: object = None
 
     @property
     def run_options(self) -> dict:
@@ -74,6 +76,8 @@ class Experiment:
             options["dtype"] = np.dtype(options["dtype"]).type
         if "metrics" in options:
             options["metrics"] = tuple(options["metrics"])
+        if self.clock is not None:
+            options["clock"] = self.clock
         return options
 
     def resolved(self) -> dict:

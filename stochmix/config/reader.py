@@ -9,6 +9,7 @@ from typing import Any
 from .._toml import tomllib
 from ..problems import LeastSquares
 from . import plugins
+from .clock import clock_table
 from .experiment import Experiment
 from .parsing import DEFAULT_SEED, ConfigError
 from .registry import EVERY_CLIENT
@@ -71,9 +72,13 @@ def parse(raw: dict, default_name: str = "experiment") -> Experiment:
     tables = {"problem": problem_table, "participation": participation_table}
     if graphs is not None:
         tables["graphs"] = graphs_table
+    clock, clock_resolved = clock_table(raw)
+    if clock is not None:
+        tables["clock"] = clock_resolved
     return Experiment(
-        name, problem, process, methods, rounds, seeds, backend, settings, tables, lr_choice
-    )
+        name, problem, process, methods, rounds, seeds, backend, settings, tables, lr_choice,
+        clock,
+    )  # fmt: skip
 
 
 def load(path) -> Experiment:

@@ -52,11 +52,15 @@ FEDERATED: dict[str, tuple[Callable[..., Method], dict[str, Any]]] = {
     "fedyogi": (algorithms.FedYogi, {}),
     "fedadagrad": (algorithms.FedAdagrad, {}),
     "fedprox": (algorithms.FedProx, {}),
+    "fednova": (algorithms.FedNova, {}),
+    "fedbuff": (algorithms.FedBuff, {}),
+    "fedasync": (algorithms.FedAsync, {}),
 }
 
-#: Federated methods whose papers run every client in every round: like the decentralized
-#: ones they take ``full`` participation only.
-EVERY_CLIENT = ("scaffnew",)
+#: Federated methods whose papers run every client in every round (Scaffnew) or draw
+#: their own clients as updates arrive (FedBuff, FedAsync, from the ``[clock]``'s arrival
+#: schedule): like the decentralized ones they take ``full`` participation only.
+EVERY_CLIENT = ("scaffnew", "fedbuff", "fedasync")
 
 #: Decentralized methods (they take the [graphs] sequence): kind -> (constructor, fixed).
 DECENTRALIZED: dict[str, tuple[type[algorithms.DecentralizedMethod], dict[str, Any]]] = {

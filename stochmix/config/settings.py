@@ -44,6 +44,7 @@ TOP_LEVEL = {
     "participation",
     "activation",
     "graphs",
+    "clock",
     "methods",
 }
 

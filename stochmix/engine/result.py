@@ -238,6 +238,11 @@ class Result:
         if self.objective is not None:
             out["final_objective"] = self.last("objective")
         out["seconds_per_round"] = float(self.wall_time[-1] / max(self.rounds, 1))
+        if self.time is not None:  # simulated seconds (a clock), and to 1e-8
+            out["virtual_time"] = float(self.time[-1])
+            if self.distance is not None:
+                hit = out["rounds_to_1e-8"]
+                out["virtual_time_to_1e-8"] = None if hit is None else float(self.time[hit])
         out["diverged_at"] = self.diverged_at
         return out
 

@@ -44,7 +44,8 @@ MARKER = "done"
 #: the method: the step size (the best of a grid), the final errors, the rounds to 1e-8
 #: (on the relative error) and to the configuration's ``tolerance`` (on the run's error
 #: metric, as the step-size choice counts them), the linear rate and the round at which a
-#: run diverged (empty where none did).
+#: run diverged (empty where none did); with a ``[clock]``, the simulated seconds a run took
+#: and took to 1e-8 (``virtual_time``, ``virtual_time_to_1e-8``; empty without a clock).
 SUMMARY_FIELDS = (
     "lr",
     "final_relative_error",
@@ -54,6 +55,8 @@ SUMMARY_FIELDS = (
     "rounds_to_tolerance",
     "rate",
     "diverged_at",
+    "virtual_time",
+    "virtual_time_to_1e-8",
 )
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]")
