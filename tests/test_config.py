@@ -36,6 +36,8 @@ METHOD_OPTIONS = {
     "amplified_fedavg": {"local_steps": 2, "amplification": 1.5, "period": 3},
     "fedstale": {"beta": 0.3},
     "fedavg": {"weights": "unbiased"},
+    "fedbuff": {"buffer": 2, "concurrency": 3},
+    "fedasync": {"concurrency": 3},
 }
 
 

@@ -173,14 +173,17 @@ def as_local_steps(value, name: str = "local_steps") -> int | LocalSteps:
     ``name`` otherwise."""
     if isinstance(value, LocalSteps) and not isinstance(value, type):
         return value
-    if isinstance(value, (list, tuple, np.ndarray)) and np.ndim(value) > 0:
+    if isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim > 0):
         return ClientSteps(value)
     if isinstance(value, dict):  # a configuration's table: {low, high} or {values, ...}
         table = dict(value)
-        if set(table) == {"low", "high"}:
-            return RandomSteps.uniform(table["low"], table["high"])
-        if set(table) in ({"values"}, {"values", "probabilities"}):
-            return RandomSteps(**table)
+        try:
+            if set(table) == {"low", "high"}:
+                return RandomSteps.uniform(table["low"], table["high"])
+            if set(table) in ({"values"}, {"values", "probabilities"}):
+                return RandomSteps(**table)
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"{name}.{error}") from None
         raise ValueError(
             f"{name} as a table takes low and high, or values (and probabilities), got "
             f"keys {sorted(table)}"

@@ -56,16 +56,17 @@ def parse(raw: dict, default_name: str = "experiment") -> Experiment:
     ]
     for spec in methods:
         spec.channel_noise = float(graphs_table.get("channel_noise", 0.0))
-    for spec in methods:  # an activation that breaks a method's mixing, before any run
-        if spec.kind in decentralized:
-            try:
-                spec.build(spec.lrs[0]).check_participation(process)
-            except ValueError as error:
-                table = "activation" if "activation" in raw else "participation"
-                raise ConfigError(
-                    f"{table}.kind = {participation_table.get('kind')!r} cannot drive "
-                    f"{spec.label}: {str(error).removeprefix('participation: ')}"
-                ) from None
+    for index, spec in enumerate(methods):  # what a method refuses to run under, now
+        try:
+            spec.build(spec.lrs[0]).check_participation(process)
+        except ValueError as error:
+            if spec.kind not in decentralized:
+                raise ConfigError(f"methods[{index}] ({spec.label}): {error}") from None
+            table = "activation" if "activation" in raw else "participation"
+            raise ConfigError(
+                f"{table}.kind = {participation_table.get('kind')!r} cannot drive "
+                f"{spec.label}: {str(error).removeprefix('participation: ')}"
+            ) from None
     labels = [m.label for m in methods]
     if len(set(labels)) != len(labels):
         raise ConfigError(f"methods need distinct labels (add label = ...), got {labels}")
