@@ -241,7 +241,7 @@ class Result:
         if self.time is not None:  # simulated seconds (a clock), and to 1e-8
             out["virtual_time"] = float(self.time[-1])
             if self.distance is not None:
-                hit = out["rounds_to_1e-8"]
+                hit = self.rounds_to(1e-8)
                 out["virtual_time_to_1e-8"] = None if hit is None else float(self.time[hit])
         out["diverged_at"] = self.diverged_at
         return out
