@@ -294,3 +294,55 @@ def test_asynchronous_arguments_are_checked_before_any_work():
     with pytest.raises(ValueError, match="deadline must be None"):
         sm.run(FedBuff(0.1, buffer=2, concurrency=3), problem, sm.participation.Full(N), 1,
                clock=Clock(TimeModel(), deadline=5.0), progress=False)  # fmt: skip
+
+
+# ------------------------------------------------------------------ lost uploads
+def _drops(seed, p=0.3):
+    process = sm.participation.UplinkDrops(sm.participation.Bernoulli(np.full(N, 0.6)), p)
+    records = list(islice(process.activations(seed), 30))
+    worked = np.zeros((30, N), bool)
+    arrived = np.zeros((30, N), bool)
+    for r, record in enumerate(records):
+        worked[r, record.nodes] = True
+        arrived[r, record.received] = True
+    return process, worked, arrived
+
+
+def test_a_lost_upload_leaves_the_server_as_a_non_participant_would():
+    from tests.reference.fedavg import fedavg
+    from tests.reference.mifa import mifa
+
+    problem = _problem(6)
+    lr = 0.2 / problem.smoothness
+    process, worked, arrived = _drops(3)
+    assert (worked & ~arrived).any() and (arrived <= worked).all()
+    result = sm.run(FedAvg(lr, 2), problem, process, 30, seed=3, progress=False)
+    expected = fedavg(problem, arrived, np.zeros(D), lr, 2)
+    assert np.abs(result.server - expected).max() < 1e-12
+    assert result.gradients[1:].tolist() == (2 * worked.sum(1)).tolist()  # all worked
+    memory = sm.run(sm.algorithms.MIFA(lr, 2), problem, process, 30, seed=3, progress=False)
+    expected = mifa(problem, arrived, np.zeros(D), lr, 2)
+    assert np.abs(memory.server - expected).max() < 1e-12
+
+
+def test_focus_with_lost_uploads_matches_its_reference_and_stays_exact():
+    """Ying et al.'s FOCUS keeps its exactness when uploads are lost after the local work
+    (each arrives with positive probability): the lost tracker stays with its client."""
+    from tests.reference.focus import focus
+
+    problem = _problem(7)
+    lr = 0.05 / problem.smoothness
+    process, worked, arrived = _drops(4)
+    result = sm.run(FOCUS(lr, 3), problem, process, 30, seed=4, progress=False)
+    expected = focus(problem, worked, np.zeros(D), lr, 3, received=arrived)
+    assert np.abs(result.server - expected).max() < 1e-10
+    long = sm.run(FOCUS(0.2 / problem.smoothness, 3), problem, process, 1500, seed=4,
+                  progress=False)  # fmt: skip
+    assert long.relative_error[-1] < 1e-12
+
+
+def test_uplink_drops_are_checked():
+    with pytest.raises(ValueError, match="p must be < 1"):
+        sm.participation.UplinkDrops(sm.participation.Full(N), 1.0)
+    with pytest.raises(TypeError, match="process"):
+        sm.participation.UplinkDrops("full", 0.1)

@@ -128,6 +128,10 @@ class FedAdaptive(LocalTraining, Method):
         S = participants
         if S.size == 0:
             return []
+        local = pull_and_train(S, ctx, self.lr, self.round_steps(r, S, ctx))
+        S, _ = self.uploads(S, ctx)  # the server sees the uploads that arrived
+        if S.size == 0:
+            return local
         q = np.full(S.size, 1.0 / S.size)
         eq = Equations(ctx)
         x, m, delta = eq.blocks("x", "m", "delta")
@@ -138,7 +142,7 @@ class FedAdaptive(LocalTraining, Method):
         ctx.memory["server_updates"] = ctx.memory.get("server_updates", 0) + 1
         second = _SecondMoment(self.kind, self.beta2, self.initial_v if first else 0.0)
         return [
-            *pull_and_train(S, ctx, self.lr, self.round_steps(r, S, ctx)),
+            *local,
             eq.build("pseudo-gradient"),
             ctx.map("v", [0], second, "v", "delta", round=r, label="second moment"),
             ctx.map(

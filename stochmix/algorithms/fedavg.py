@@ -105,6 +105,7 @@ class FedAvg(LocalTraining, Method):
         if participants.size == 0:
             return []
         steps = self.round_steps(r, participants, ctx)
+        received, sent = self.uploads(participants, ctx, steps)
         return pull_and_train(participants, ctx, self.lr, steps) + [
-            self.aggregate(r, participants, ctx, steps)
+            self.aggregate(r, received, ctx, sent)
         ]

@@ -90,9 +90,14 @@ class FedDyn(LocalTraining, Method):
             x[G] -= lr * (grad(G) - g[G] + alpha * (x[G] - x.server))
 
         local = train(eq, S, self.round_steps(r, S, ctx), step, "regularised local step")
-        g[S] -= alpha * (x[S] - x.server)
-        h.server -= alpha / n * total(x[S] - x.server)
+        g[S] -= alpha * (x[S] - x.server)  # each client's own state
+        R, _ = self.uploads(S, ctx)  # the server sees the uploads that arrived
+        if R.size != S.size:  # the clients' states, then the server's from R's
+            local.append(eq.build("client memory"))
+        if R.size == 0:
+            return local
+        h.server -= alpha / n * total(x[R] - x.server)
         memory = eq.build("memory")
-        x.server = mean(x[S]) - h.server / alpha
+        x.server = mean(x[R]) - h.server / alpha
         server = eq.build("server model")
         return [*local, memory, server]

@@ -131,7 +131,9 @@ class FedProx(LocalTraining, Method):
         S = participants
         if S.size == 0:
             return []
-        average = average_rows(S, np.full(S.size, 1.0 / S.size), ctx.n_clients, self.server_lr)
+        R, _ = self.uploads(S, ctx)  # the server averages the uploads that arrived
+        average = average_rows(R, np.full(R.size, 1.0 / max(R.size, 1)), ctx.n_clients,
+                               self.server_lr)  # fmt: skip
         aggregate = ctx.phase("average").apply("x", "x", average).build()
         if self.solver == "exact":
             prox = _ExactProx(self.mu, self._prox_cache)

@@ -89,6 +89,7 @@ class FOCUS(LocalTraining, Method):
                 track = eq.build("track")
                 phases.append(track)
                 phases += [move, track] * (k - 1)
-            phases.append(ctx.phase("collect").apply("y", "y", collect_rows(S, n)).build())
+            R, _ = self.uploads(S, ctx)  # the trackers that reach the server
+            phases.append(ctx.phase("collect").apply("y", "y", collect_rows(R, n)).build())
         x.server -= lr * y.server
         return phases + [eq.build("server step")]

@@ -94,6 +94,20 @@ class LocalTraining:
             return int(steps[0])
         return steps
 
+    def uploads(self, participants: np.ndarray, ctx: RunContext, steps=None):
+        """The participants whose uploads reach the server this round, and their local
+        steps: all of them, unless the round's record says some uploads were lost after
+        the local work (``received``, e.g. :class:`~stochmix.participation.UplinkDrops`):
+        the server then sees those clients as non-participants, while their own rows
+        (FOCUS's trackers, SCAFFOLD's and FedDyn's local states) keep the work done."""
+        record = ctx.activation
+        received = getattr(record, "received", None)
+        if received is None or not np.array_equal(getattr(record, "nodes", ()), participants):
+            return participants, steps
+        if steps is not None and not isinstance(steps, (int, np.integer)):
+            steps = np.asarray(steps)[np.isin(participants, received)]
+        return received, steps
+
     def steps_key(self, key):
         """A phase key that still holds with these local steps (None when the counts
         change from round to round)."""

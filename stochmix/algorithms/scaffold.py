@@ -70,8 +70,14 @@ class SCAFFOLD(LocalTraining, Method):
         # c_i+ - c_i = -c + (x - y_i) / (K_i lr) (option II), for i in S
         scale = 1.0 / (k * lr)  # a number, or one per participant
         dc = -c.server + scale * (x.server - x[S])
-        c[S] += dc
-        c.server += total(dc) / n  # c <- c + 1/N sum_S (c_i+ - c_i)
-        x.server += eta * mean(x[S] - x.server)  # x <- x + eta/|S| sum_S (y_i - x)
+        c[S] += dc  # each client's own control
+        R, sent = self.uploads(S, ctx, k)  # the server sees the uploads that arrived
+        if R.size == 0:
+            return [*local, eq.build("controls")]
+        if R.size != S.size:  # the clients' controls, then the server's from R's
+            local.append(eq.build("controls"))
+            dc = -c.server + 1.0 / (sent * lr) * (x.server - x[R])
+        c.server += total(dc) / n  # c <- c + 1/N sum_R (c_i+ - c_i)
+        x.server += eta * mean(x[R] - x.server)  # x <- x + eta/|R| sum_R (y_i - x)
         server = eq.build("controls and server step")
         return [*local, server]

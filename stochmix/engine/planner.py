@@ -153,8 +153,9 @@ class RoundPlanner:
 
 def _overrides(ctx: RunContext) -> bool:
     """Whether the round's record carries what a method's keys cannot see (a clock's
-    local-step counts, an asynchronous round's launches): such rounds are built in full."""
+    local-step counts, an asynchronous round's launches, the uploads that arrived): such
+    rounds are built in full."""
     record = ctx.activation
-    return record is not None and (
-        getattr(record, "steps", None) is not None or getattr(record, "launched", None) is not None
+    return record is not None and any(
+        getattr(record, name, None) is not None for name in ("steps", "launched", "received")
     )

@@ -26,6 +26,7 @@ from .statistics import (
     period_averaged_weights,
     weight_variance,
 )
+from .uplink import UplinkDrops
 from .weights import unbiased_weights, uniform_weights
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "Periodic",
     "Markov",
     "Trace",
+    "UplinkDrops",
     "Activation",
     "ActivationStream",
     "PoissonClocks",

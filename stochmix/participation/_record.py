@@ -48,6 +48,9 @@ class Activation:
             training on it, sorted, int64; ``None`` otherwise.
         staleness: for an asynchronous round, the staleness of each arriving update (the
             server updates since its client pulled), int64 ``(k,)``; ``None`` otherwise.
+        received: the nodes whose uploads reach the server (a sorted subset of ``nodes``:
+            the others worked, but their uploads were lost; :class:`UplinkDrops`), or
+            ``None``: every upload arrives.
 
     The arrays are read-only (a writeable array given to the constructor is copied first).
     Two records are equal when their nodes, edges and times are.
@@ -59,6 +62,7 @@ class Activation:
     steps: Int[np.ndarray, " k"] | None = None
     launched: Int[np.ndarray, " m"] | None = None
     staleness: Int[np.ndarray, " k"] | None = None
+    received: Int[np.ndarray, " r"] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nodes", _frozen(self.nodes, "nodes", 1))
@@ -81,6 +85,11 @@ class Activation:
                 object.__setattr__(self, name, arr)
         if self.launched is not None:
             object.__setattr__(self, "launched", _frozen(self.launched, "launched", 1))
+        if self.received is not None:
+            received = _frozen(self.received, "received", 1)
+            if not np.isin(received, self.nodes).all():
+                raise ValueError("received must be a subset of nodes")
+            object.__setattr__(self, "received", received)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Activation):
@@ -89,7 +98,7 @@ class Activation:
             return False
         if not np.array_equal(self.nodes, other.nodes):
             return False
-        for name in ("steps", "launched", "staleness"):
+        for name in ("steps", "launched", "staleness", "received"):
             a, b = getattr(self, name), getattr(other, name)
             if (a is None) != (b is None) or (a is not None and not np.array_equal(a, b)):
                 return False
@@ -114,6 +123,7 @@ def _activation(nodes: np.ndarray, edges: np.ndarray | None, time: float | None)
     _set(record, "steps", None)
     _set(record, "launched", None)
     _set(record, "staleness", None)
+    _set(record, "received", None)
     return record
 
 

@@ -29,6 +29,7 @@ point, which every client row already holds.
 
 from __future__ import annotations
 
+import functools
 from typing import no_type_check
 
 import numpy as np
@@ -156,12 +157,16 @@ def _simulate(want, buffer, free, where, heap, slots, bufs, state, now, u, laten
     return out
 
 
-try:  # one compiled loop over the events where Numba is installed
-    import numba
-
-    _simulate = numba.njit(cache=True, nogil=True)(_simulate)
-except ImportError:  # pragma: no cover - the plain loop gives the same schedule
-    pass
+@functools.cache
+def _simulator():
+    """The event loop, compiled by Numba where it is installed (imported on first use,
+    so that importing stochmix does not load Numba); else the plain loop, which gives the
+    same schedule."""
+    try:
+        import numba
+    except ImportError:  # pragma: no cover
+        return _simulate
+    return numba.njit(cache=True, nogil=True)(_simulate)
 
 
 def arrival_records(
@@ -183,6 +188,7 @@ def arrival_records(
             launch order (for a per-task replay of the schedule).
     """
     n, C, M = int(n_clients), int(concurrency), int(buffer)
+    simulate = _simulator()
     rng = map_generator(seed, 0, ARRIVALS_LABEL)
     client_steps = np.zeros(0, np.int64)
     if hasattr(local_steps, "steps"):  # K_i per client
@@ -223,7 +229,7 @@ def arrival_records(
         state[7] = 0
         done = 0
         while done < block:
-            done += _simulate(
+            done += simulate(
                 block - done, M, free, where, heap, slots, bufs, state, now, u, latency,
                 per_step, k, speeds, client_steps, out_client[done * M :],
                 out_stale[done * M :], out_steps[done * M :], out_time[done:], launch_client,

@@ -24,6 +24,8 @@ were all empty says so with a warning.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from .._validate import as_bool, as_float, show
@@ -114,6 +116,9 @@ class Clock:
             ctx.activation = None
             steps = 1 if steps_of is None else steps_of(r, cohort, ctx)
             record = self.round(r, cohort, steps, seed, start)
+            received = getattr(drawn, "received", None)
+            if received is not None:  # uploads lost after the work (UplinkDrops)
+                record = replace(record, received=np.intersect1d(record.nodes, received))
             start, r = record.time, r + 1
             yield record
 

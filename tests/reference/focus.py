@@ -8,14 +8,19 @@ A round nobody joins: the authors' server waits for a participant, so by default
 import numpy as np
 
 
-def focus(problem, masks, x0, lr, local_steps, skip_empty_rounds=True):
-    """Server model after each round, shape (rounds + 1, dim)."""
+def focus(problem, masks, x0, lr, local_steps, skip_empty_rounds=True, received=None):
+    """Server model after each round, shape (rounds + 1, dim).
+
+    ``received``: optional masks of the participants whose uploads arrive (the others
+    trained, but their tracker was lost on the way: they keep it, and start their next
+    round from it)."""
     n = problem.n_clients
     x_server = np.array(x0, dtype=float)
     y_server = np.zeros_like(x_server)
     stored = [np.zeros_like(x_server) for _ in range(n)]
+    kept = [np.zeros_like(x_server) for _ in range(n)]  # trackers whose upload was lost
     history = [x_server.copy()]
-    for mask in masks:
+    for r, mask in enumerate(masks):
         if not mask.any() and skip_empty_rounds:
             history.append(x_server.copy())
             continue
@@ -23,14 +28,18 @@ def focus(problem, masks, x0, lr, local_steps, skip_empty_rounds=True):
             if not mask[i]:
                 continue
             x = x_server.copy()
-            y = np.zeros_like(x_server)
+            y = kept[i]
             for k in range(local_steps):
                 if k > 0:
                     x = x - lr * y
                 g = problem.gradients(np.array([i]), x[None, :])[0]
                 y = y + g - stored[i]
                 stored[i] = g
-            y_server = y_server + y
+            if received is None or received[r][i]:
+                y_server = y_server + y
+                kept[i] = np.zeros_like(x_server)
+            else:
+                kept[i] = y
         x_server = x_server - lr * y_server
         history.append(x_server.copy())
     return np.array(history)
