@@ -346,3 +346,49 @@ def test_uplink_drops_are_checked():
         sm.participation.UplinkDrops(sm.participation.Full(N), 1.0)
     with pytest.raises(TypeError, match="process"):
         sm.participation.UplinkDrops("full", 0.1)
+
+
+# ------------------------------------------------------------------ compressed uplinks
+@pytest.mark.parametrize("error_feedback", [False, True])
+def test_compressed_uplink_matches_its_reference(error_feedback):
+    from tests.reference.uplink import fedavg_uplink
+
+    problem = sm.problems.Quadratic.random(N, 8, seed=8)
+    lr = 0.3 / problem.smoothness
+    masks, _ = _masks_and_steps(9, 20)
+    method = sm.algorithms.CompressedUplink(FedAvg(lr, 2), "top_k:3", error_feedback)
+    result = sm.run(method, problem, sm.participation.Trace(masks), 20, progress=False)
+    expected = fedavg_uplink(problem, masks, np.zeros(8), lr, 2, 3, error_feedback)
+    assert np.abs(result.server - expected).max() < 1e-12
+
+
+def test_ef21_converges_where_plain_top_k_stalls():
+    """Richtárik et al. (2021): with a contractive compressor (top-k), EF21 keeps the
+    method's fixed point (here FedAvg with one local step, full participation: gradient
+    descent, whose fixed point is x*), where compressing the updates alone stalls."""
+    problem = sm.problems.Quadratic.random(10, 20, seed=1)
+    lr = 0.5 / problem.smoothness
+    full = sm.participation.Full(10)
+    errors = {}
+    for feedback in (False, True):
+        method = sm.algorithms.CompressedUplink(FedAvg(lr, 1), "top_k:2", feedback)
+        errors[feedback] = sm.run(method, problem, full, 2000, progress=False).relative_error
+    assert errors[True][-1] < 1e-12
+    assert errors[False][-1] > 0.1  # stalls far from x*
+    noisy = sm.algorithms.CompressedUplink(FedAvg(lr, 1), "none", noise=0.01)
+    floor = sm.run(noisy, problem, full, 2000, progress=False).relative_error[-1]
+    assert 1e-4 < floor < 0.2  # additive noise: a noise floor
+
+
+def test_compressed_uplinks_wrap_the_delta_uploaders_only():
+    with pytest.raises(TypeError, match="whose upload is known"):
+        sm.algorithms.CompressedUplink(FOCUS(0.1), "top_k:2")
+    with pytest.raises(ValueError, match="noise"):
+        sm.algorithms.CompressedUplink(FedAvg(0.1), "top_k:2", noise=-1.0)
+    problem = _problem()
+    process = sm.participation.UplinkDrops(sm.participation.Bernoulli(np.full(N, 0.7)), 0.2)
+    for method in (FedNova(0.05, [1, 2, 3, 1, 2, 3, 1, 2, 3]), sm.algorithms.MIFA(0.05, 2),
+                   sm.algorithms.FedAdam(0.05, 2), FedProx(0.05, 0.1, 2)):  # fmt: skip
+        wrapped = sm.algorithms.CompressedUplink(method, "rand_k:2", True, noise=1e-3)
+        result = sm.run(wrapped, problem, process, 20, progress=False)
+        assert np.isfinite(result.server).all()

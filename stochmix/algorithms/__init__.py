@@ -18,6 +18,7 @@ from .momentum import FedAvgM
 from .scaffnew import Scaffnew
 from .scaffold import SCAFFOLD
 from .stale import MIFA, FedStale, FedVARP
+from .uplink import CompressedUplink
 
 __all__ = [
     "CHOCO",
@@ -30,6 +31,7 @@ __all__ = [
     "SCAFFOLD",
     "AmplifiedFedAvg",
     "ChannelNoise",
+    "CompressedUplink",
     "DecentralizedMethod",
     "ExactDiffusion",
     "FedAdagrad",

@@ -132,6 +132,7 @@ class FedAdaptive(LocalTraining, Method):
         S, _ = self.uploads(S, ctx)  # the server sees the uploads that arrived
         if S.size == 0:
             return local
+        local = local + self.sent(S, ctx)
         q = np.full(S.size, 1.0 / S.size)
         eq = Equations(ctx)
         x, m, delta = eq.blocks("x", "m", "delta")

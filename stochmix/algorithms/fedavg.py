@@ -106,6 +106,8 @@ class FedAvg(LocalTraining, Method):
             return []
         steps = self.round_steps(r, participants, ctx)
         received, sent = self.uploads(participants, ctx, steps)
-        return pull_and_train(participants, ctx, self.lr, steps) + [
-            self.aggregate(r, received, ctx, sent)
+        return [
+            *pull_and_train(participants, ctx, self.lr, steps),
+            *self.sent(received, ctx),
+            self.aggregate(r, received, ctx, sent),
         ]

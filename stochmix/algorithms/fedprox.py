@@ -145,4 +145,4 @@ class FedProx(LocalTraining, Method):
             x[G] -= self.lr * (grad(G) + self.mu * (x[G] - x.server))
 
         steps = self.round_steps(r, S, ctx)
-        return [*train(eq, S, steps, step, "proximal step"), aggregate]
+        return [*train(eq, S, steps, step, "proximal step"), *self.sent(R, ctx), aggregate]

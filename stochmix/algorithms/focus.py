@@ -90,6 +90,7 @@ class FOCUS(LocalTraining, Method):
                 phases.append(track)
                 phases += [move, track] * (k - 1)
             R, _ = self.uploads(S, ctx)  # the trackers that reach the server
+            phases += self.sent(R, ctx)
             phases.append(ctx.phase("collect").apply("y", "y", collect_rows(R, n)).build())
         x.server -= lr * y.server
         return phases + [eq.build("server step")]

@@ -108,6 +108,13 @@ class LocalTraining:
             steps = np.asarray(steps)[np.isin(participants, received)]
         return received, steps
 
+    def sent(self, received: np.ndarray, ctx: RunContext) -> list:
+        """The phases that turn the received participants' uploads into what the server
+        reads: none, unless the method runs inside a
+        :class:`~stochmix.algorithms.CompressedUplink` (``ctx.uplink``)."""
+        uplink = getattr(ctx, "uplink", None)
+        return [] if uplink is None or received.size == 0 else uplink(received)
+
     def steps_key(self, key):
         """A phase key that still holds with these local steps (None when the counts
         change from round to round)."""

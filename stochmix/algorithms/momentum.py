@@ -85,6 +85,7 @@ class FedAvgM(FedAvg):
             return []
         phases = pull_and_train(S, ctx, self.lr, self.round_steps(r, S, ctx)) if S.size else []
         S, _ = self.uploads(S, ctx)  # the server sees the uploads that arrived
+        phases += self.sent(S, ctx)
         q = round_weights(self.weights, r, S, ctx, self._inverse)
         eq = Equations(ctx)
         x, v = eq.blocks("x", "v")

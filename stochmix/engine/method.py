@@ -61,6 +61,9 @@ class RunContext:
     #: the matrix of an edge-activated round: "pairwise" averaging or the method's
     #: "weights" on the activated edges (the process's ``mixing``)
     edge_mixing: str = "pairwise"
+    #: while a :class:`~stochmix.algorithms.CompressedUplink` builds its method's round:
+    #: ``uplink(received)`` gives the row maps that turn the uploads into what arrives
+    uplink: object = field(default=None, repr=False, compare=False)
 
     def phase(self, label: str = "") -> PhaseBuilder:
         """A fresh :class:`PhaseBuilder` over this run's layout."""

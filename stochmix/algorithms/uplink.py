@@ -1,0 +1,191 @@
+r"""Lossy uplinks for federated methods: compression (with or without EF21 error feedback)
+and additive noise on what each participant uploads.
+
+:class:`CompressedUplink` wraps a federated method whose participants upload their model
+change (FedAvg and its weighted variants, FedAvgM, FedStale/FedVARP/MIFA, FedAdam/FedYogi/
+FedAdagrad, FedProx, FedNova: the update Delta_i = x_i - x_0). (FOCUS's trackers are
+left out: the server's tracker is exact only if it receives the sum of the clients'
+gradient changes, which a compressed upload, with or without EF21, breaks.) After the
+local steps, a row map replaces each participant's upload u_i by what the
+server receives:
+
+.. math::
+
+    \text{plain:}\quad \hat u_i = Q(u_i) + \sigma\,\xi_i, \qquad
+    \text{EF21:}\quad e_i \leftarrow e_i + Q(u_i - e_i),\ \ \hat u_i = e_i + \sigma\,\xi_i
+
+with Q a compressor of :mod:`stochmix.mixing.compression` (top-k, rand-k, QSGD) and
+xi_i ~ N(0, I). EF21 (Richtárik, Sokolov and Fatkhullin, NeurIPS 2021) keeps, on each
+client, e_i (zero at the start; a block ``uplink_memory`` of one row per client) as its
+running estimate of its own upload and sends only the compressed correction; the server's
+estimate is the same e_i. The server then aggregates the received uploads as the method
+always does (the model rows become x_0 + \hat u_i; FOCUS's trackers \hat u_i). The maps'
+draws come from the run's seed, the round and the label ``"uplink"``
+(:mod:`stochmix.engine.rowmap`).
+
+Lost uploads are a participation matter (:class:`~stochmix.participation.UplinkDrops`);
+both combine.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validate import as_bool, as_float
+from ..engine import Block, Method, RunContext
+from ..mixing.compression import Compressor, compressor
+
+__all__ = [
+    "CompressedUplink",
+]
+
+#: what each kind of federated method uploads: block, and whether it is a change from the
+#: server row (the model delta) or the row itself (a tracker)
+UPLOADS = {
+    "FedAvg": ("x", True),
+    "FedNova": ("x", True),
+    "AmplifiedFedAvg": ("x", True),
+    "FedAvgM": ("x", True),
+    "FedStale": ("x", True),
+    "FedVARP": ("x", True),
+    "MIFA": ("x", True),
+    "FedAdaptive": ("x", True),
+    "FedAdam": ("x", True),
+    "FedYogi": ("x", True),
+    "FedAdagrad": ("x", True),
+    "FedProx": ("x", True),
+}
+
+
+class _Send:
+    """The row map of plain compression: u -> Q(u) + sigma xi (``delta``: u is x_i - x_0
+    and the result is written back as x_0 + ...)."""
+
+    def __init__(self, q: Compressor, noise: float, delta: bool):
+        self.q, self.noise, self.delta = q, noise, delta
+        self.name = f"{q.name} uplink"
+
+    def __call__(self, rows, *server, info):
+        base = server[0] if self.delta else 0.0
+        sent = self.q(rows - base, info.rng)
+        if self.noise:
+            sent = sent + self.noise * info.rng.standard_normal(sent.shape)
+        return base + sent
+
+
+class _Feedback:
+    """EF21's client memory: e <- e + Q(u - e)."""
+
+    def __init__(self, q: Compressor, delta: bool):
+        self.q, self.delta = q, delta
+        self.name = f"{q.name} EF21 memory"
+
+    def __call__(self, memory, rows, *server, info):
+        upload = rows - server[0] if self.delta else rows
+        return memory + self.q(upload - memory, info.rng)
+
+
+class _Receive:
+    """What the server reads after EF21: e (+ sigma xi), written as x_0 + ... or as is."""
+
+    def __init__(self, noise: float, delta: bool):
+        self.noise, self.delta = noise, delta
+        self.name = "EF21 upload"
+
+    def __call__(self, rows, memory, *server, info):
+        sent = memory
+        if self.noise:
+            sent = sent + self.noise * info.rng.standard_normal(sent.shape)
+        return (server[0] if self.delta else 0.0) + sent
+
+
+class CompressedUplink(Method):
+    """``method`` whose participants' uploads are compressed (and noisy), with or without
+    EF21 error feedback (see the module docstring).
+
+    Everything else is ``method``'s: its blocks (plus ``uplink_memory`` with error
+    feedback), local steps, aggregation and outputs.
+
+    Args:
+        method: a federated method of :data:`UPLOADS`.
+        compression: a :class:`~stochmix.mixing.compression.Compressor` or a spec string
+            (``"top_k:K"``, ``"rand_k:K"``, ``"qsgd:S"``, ``"none"``).
+        error_feedback: EF21 (True) or plain compression (False).
+        noise: sigma >= 0, the standard deviation of the additive noise per entry.
+
+    References:
+        - P. Richtárik, I. Sokolov and I. Fatkhullin (2021), "EF21: a new, simpler,
+          theoretically better, and practically faster error feedback", NeurIPS 2021.
+    """
+
+    def __init__(self, method: Method, compression="none", error_feedback=False, noise=0.0):
+        kind = next((c.__name__ for c in type(method).__mro__ if c.__name__ in UPLOADS), None)
+        if kind is None:
+            raise TypeError(
+                f"method must be a federated method whose upload is known ({sorted(UPLOADS)}), "
+                f"got {type(method).__name__}"
+            )
+        self.method = method
+        self.compression = compressor(compression)
+        self.error_feedback = as_bool(error_feedback, "error_feedback")
+        self.noise = as_float(noise, "noise", nonnegative=True)
+        self._block, self._delta = UPLOADS[kind]
+        feedback = " + EF21" if self.error_feedback else ""
+        self.name = f"{method.name} + {self.compression.name}{feedback} uplink"
+        self.model_block = method.model_block
+        self.client_node = method.client_node
+
+    def __getattr__(self, name):  # lr, local_steps, ... of the wrapped method
+        if name == "method":
+            raise AttributeError(name)
+        return getattr(self.method, name)
+
+    def blocks(self, n_clients: int) -> list[Block]:
+        extra = [Block("uplink_memory", n_clients, first_node=1)] if self.error_feedback else []
+        return self.method.blocks(n_clients) + extra
+
+    def start(self, ctx: RunContext) -> None:
+        self.method.start(ctx)
+
+    def check_participation(self, participation) -> None:
+        self.method.check_participation(participation)
+
+    def sent_floats(self, block: str, dim: int) -> int:
+        return self.compression.floats(dim) if block == "uplink_memory" else dim
+
+    def fingerprint(self) -> str:
+        from .._fingerprint import digest
+
+        return digest(type(self).__qualname__, repr(self.compression), self.error_feedback,
+                      self.noise, self.method.fingerprint())  # fmt: skip
+
+    def send(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
+        """The row maps that turn the participants' uploads into what the server reads."""
+        S, block = participants, self._block
+        rows = S + 1  # the clients' rows of the model (or tracker) block
+        server = ((block, [0]),) if self._delta else ()
+        if not self.error_feedback:
+            send = _Send(self.compression, self.noise, self._delta)
+            return [ctx.map(block, rows, send, block, *server, round=r, label="uplink")]
+        memory = S  # uplink_memory: row i is client i
+        feedback = _Feedback(self.compression, self._delta)
+        receive = _Receive(self.noise, self._delta)
+        return [
+            ctx.map("uplink_memory", memory, feedback, "uplink_memory", (block, rows), *server,
+                    round=r, label="uplink"),
+            ctx.map(block, rows, receive, block, ("uplink_memory", memory), *server,
+                    round=r, label="uplink noise"),
+        ]  # fmt: skip
+
+    def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
+        ctx.uplink = lambda S: self.send(r, S, ctx)
+        try:
+            return self.method.round_phases(r, participants, ctx)
+        finally:
+            ctx.uplink = None
+
+    def __repr__(self) -> str:
+        return (
+            f"CompressedUplink({self.method!r}, compression={self.compression.name!r}, "
+            f"error_feedback={self.error_feedback!r}, noise={self.noise!r})"
+        )
