@@ -392,3 +392,37 @@ def test_compressed_uplinks_wrap_the_delta_uploaders_only():
         wrapped = sm.algorithms.CompressedUplink(method, "rand_k:2", True, noise=1e-3)
         result = sm.run(wrapped, problem, process, 20, progress=False)
         assert np.isfinite(result.server).all()
+
+
+def test_on_off_availability_follows_the_continuous_time_law():
+    """A client seen on at t is on at t + h with probability
+    pi + (1 - pi) exp(-(1/mean_on + 1/mean_off) h); the stationary fraction is pi."""
+    from stochmix.timing import OnOff
+
+    law = OnOff(mean_on=2.0, mean_off=1.0)
+    tracker = law.tracker(40_000)
+    rng = np.random.default_rng(0)
+    everyone = np.arange(40_000)
+    first = tracker.available(everyone, 0.0, rng)
+    second = tracker.available(everyone, 0.5, rng)
+    pi = law.stationary
+    assert abs(first.mean() - pi) < 4 * np.sqrt(pi * (1 - pi) / 40_000)
+    stay = pi + (1 - pi) * np.exp(-(0.5 + 1.0) * 0.5)
+    measured = second[first].mean()
+    assert abs(measured - stay) < 4 * np.sqrt(stay * (1 - stay) / first.sum())
+    assert abs(measured - pi) > 0.1  # the law remembers over short gaps
+
+
+def test_a_clock_with_availability_keeps_the_clients_that_are_on():
+    from stochmix.timing import OnOff
+
+    clock = Clock(TimeModel(compute=1.0), availability=OnOff(5.0, 5.0))
+    result = sm.run(FedAvg(0.05, 2), _problem(), sm.participation.Full(N), 40, clock=clock,
+                    progress=False)  # fmt: skip
+    counts = result.participants[1:]
+    assert counts.min() < N and 0.2 * N < counts.mean() < 0.8 * N
+    with pytest.raises(ValueError, match="availability must be None"):
+        sm.run(FedBuff(0.1, buffer=2, concurrency=3), _problem(), sm.participation.Full(N), 1,
+               clock=clock, progress=False)  # fmt: skip
+    with pytest.raises(ValueError, match="mean_on"):
+        OnOff(0.0, 1.0)

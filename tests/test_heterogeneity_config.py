@@ -109,3 +109,12 @@ def test_a_study_reports_the_simulated_time_of_each_run(tmp_path):
     rows = list(csv.DictReader((tmp_path / "study" / "study.csv").open()))
     times = [float(r["virtual_time"]) for r in rows]
     assert len(times) == 2 and 0 < times[0] < times[1] <= 20 * 2.0
+
+
+def test_the_clock_table_takes_on_off_availability():
+    exp = parse(clocked(availability={"mean_on": 4.0, "mean_off": 2.0}))
+    assert exp.clock.availability.stationary == pytest.approx(2 / 3)
+    assert exp.resolved()["clock"]["availability"] == {"mean_on": 4.0, "mean_off": 2.0}
+    assert parse(tomllib.loads(dumps(exp.resolved()))).resolved() == exp.resolved()
+    with pytest.raises(ConfigError, match="clock.availability"):
+        parse(clocked(availability={"mean_on": 4.0}))

@@ -8,6 +8,7 @@
     upload = { kind = "exponential", mean = 0.5 }
     deadline = 2.0          # optional: the server waits at most this long
     partial_work = false    # late clients contribute the steps they completed
+    availability = { mean_on = 60.0, mean_off = 30.0 }  # optional: on/off periods
 
 Each delay is a number of seconds or a table with ``kind`` (``constant``,
 ``exponential``, ``lognormal``, ``pareto``) and the arguments of that class of
@@ -17,7 +18,7 @@ resolved table writes every default out.
 
 from __future__ import annotations
 
-from ..timing import Clock, Constant, Exponential, LogNormal, Pareto, TimeModel
+from ..timing import Clock, Constant, Exponential, LogNormal, OnOff, Pareto, TimeModel
 from .parsing import ConfigError, _call, _first_line, _kind, _section, _with_defaults
 
 __all__ = [
@@ -33,7 +34,7 @@ DELAYS = {
     "pareto": Pareto,
 }
 
-_KEYS = {"compute", "download", "upload", "speeds", "deadline", "partial_work"}
+_KEYS = {"compute", "download", "upload", "speeds", "deadline", "partial_work", "availability"}
 
 
 def _delay(value, where: str) -> tuple:
@@ -61,9 +62,18 @@ def clock_table(raw: dict) -> tuple:
     delays = {}
     for name, default in (("compute", 1.0), ("download", 0.0), ("upload", 0.0)):
         delays[name], resolved[name] = _delay(table.get(name, default), f"clock.{name}")
+    availability = None
+    if "availability" in table:
+        given = table["availability"]
+        if not isinstance(given, dict):
+            raise ConfigError(
+                f"clock.availability must be a table (mean_on, mean_off), got {given!r}"
+            )
+        availability = _call(OnOff, "clock.availability", dict(given), also=())
+        resolved_availability = {"mean_on": availability.mean_on, "mean_off": availability.mean_off}
     try:
         model = TimeModel(**delays, speeds=table.get("speeds"))
-        clock = Clock(model, table.get("deadline"), table.get("partial_work", False))
+        clock = Clock(model, table.get("deadline"), table.get("partial_work", False), availability)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"clock: {_first_line(error)}") from None
     if "speeds" in table:
@@ -71,4 +81,6 @@ def clock_table(raw: dict) -> tuple:
     if clock.deadline is not None:
         resolved["deadline"] = clock.deadline
     resolved["partial_work"] = clock.partial_work
+    if availability is not None:
+        resolved["availability"] = resolved_availability
     return clock, resolved

@@ -216,6 +216,11 @@ def _checked_clock(clock, method, participation):
             f"clock.deadline must be None for {method.name}: an asynchronous server waits "
             f"for no cohort, got deadline={clock.deadline!r}"
         )
+    if getattr(method, "asynchronous", False) and clock.availability is not None:
+        raise ValueError(
+            f"clock.availability must be None for {method.name}: its arrival schedule draws "
+            f"from every client, got availability={clock.availability!r}"
+        )
     return clock
 
 

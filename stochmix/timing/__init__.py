@@ -1,6 +1,7 @@
 """Simulated time: delays, the clients' time model, the virtual clock of synchronous
 rounds (deadlines) and the arrival schedule of asynchronous aggregation."""
 
+from .availability import OnOff
 from .clock import Clock
 from .delays import Constant, Delay, Exponential, LogNormal, Pareto
 from .model import TimeModel
@@ -10,6 +11,7 @@ __all__ = [
     "Constant",
     "Delay",
     "Exponential",
+    "OnOff",
     "LogNormal",
     "Pareto",
     "TimeModel",

@@ -32,6 +32,7 @@ from .._validate import as_bool, as_float, show
 from ..engine.rowmap import map_generator
 from ..participation._record import Activation
 from .arrivals import arrival_records
+from .availability import OnOff
 from .model import TimeModel
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
 ]
 
 CLOCK_LABEL = "clock"
+AVAILABILITY_LABEL = "availability"
 
 
 class Clock:
@@ -48,14 +50,23 @@ class Clock:
         time_model: the clients' delays (a :class:`~stochmix.timing.TimeModel`).
         deadline: seconds the server waits for a cohort (None: it waits for everyone).
         partial_work: whether a late client contributes the local steps it completed.
+        availability: an :class:`~stochmix.timing.OnOff` law: of each cohort, only the
+            clients on when the round starts take part (None: the participation process
+            alone says who is available).
     """
 
-    def __init__(self, time_model: TimeModel, deadline=None, partial_work: bool = False):
+    def __init__(
+        self, time_model: TimeModel, deadline=None, partial_work: bool = False,
+        availability=None,
+    ):  # fmt: skip
         if not isinstance(time_model, TimeModel):
             raise TypeError(f"time_model must be a TimeModel, got {show(time_model)}")
         self.time_model = time_model
         self.deadline = None if deadline is None else as_float(deadline, "deadline", positive=True)
         self.partial_work = as_bool(partial_work, "partial_work")
+        if availability is not None and not isinstance(availability, OnOff):
+            raise TypeError(f"availability must be an OnOff law or None, got {show(availability)}")
+        self.availability = availability
         if self.deadline is not None and self.deadline < time_model.fastest():
             raise ValueError(
                 f"deadline={self.deadline!r} is below the fastest possible round "
@@ -105,6 +116,7 @@ class Clock:
             return
         steps_of = getattr(method, "round_steps", None)
         start, r = 0.0, 0
+        tracker = None if self.availability is None else self.availability.tracker(ctx.n_clients)
         for drawn in draws:
             if getattr(drawn, "edges", None) is not None:
                 raise ValueError(
@@ -113,6 +125,9 @@ class Clock:
                 )
             cohort = getattr(drawn, "nodes", None)
             cohort = np.asarray(drawn if cohort is None else cohort, dtype=np.int64)
+            if tracker is not None:  # the cohort's clients that are on at the round's start
+                rng = map_generator(seed, r, AVAILABILITY_LABEL)
+                cohort = cohort[tracker.available(cohort, start, rng)]
             ctx.activation = None
             steps = 1 if steps_of is None else steps_of(r, cohort, ctx)
             record = self.round(r, cohort, steps, seed, start)
@@ -125,5 +140,5 @@ class Clock:
     def __repr__(self) -> str:
         return (
             f"Clock({self.time_model!r}, deadline={self.deadline!r}, "
-            f"partial_work={self.partial_work!r})"
+            f"partial_work={self.partial_work!r}, availability={self.availability!r})"
         )
