@@ -388,10 +388,13 @@ def test_compressed_uplinks_wrap_the_delta_uploaders_only():
     problem = _problem()
     process = sm.participation.UplinkDrops(sm.participation.Bernoulli(np.full(N, 0.7)), 0.2)
     for method in (FedNova(0.05, [1, 2, 3, 1, 2, 3, 1, 2, 3]), sm.algorithms.MIFA(0.05, 2),
-                   sm.algorithms.FedAdam(0.05, 2), FedProx(0.05, 0.1, 2)):  # fmt: skip
-        wrapped = sm.algorithms.CompressedUplink(method, "rand_k:2", True, noise=1e-3)
+                   sm.algorithms.FedAdam(0.05, 2), FedProx(0.05, 0.1, 2),
+                   FedProx(0.05, 0.1, solver="exact")):  # fmt: skip
+        wrapped = sm.algorithms.CompressedUplink(method, "top_k:1", True, noise=1e-3)
         result = sm.run(wrapped, problem, process, 20, progress=False)
+        plain = sm.run(method, problem, process, 20, progress=False)
         assert np.isfinite(result.server).all()
+        assert np.abs(result.server[-1] - plain.server[-1]).max() > 1e-6  # it compressed
 
 
 def test_on_off_availability_follows_the_continuous_time_law():
@@ -426,3 +429,86 @@ def test_a_clock_with_availability_keeps_the_clients_that_are_on():
                clock=clock, progress=False)  # fmt: skip
     with pytest.raises(ValueError, match="mean_on"):
         OnOff(0.0, 1.0)
+
+
+def test_uneven_rounds_are_templated_per_group_and_give_the_same_bits(monkeypatch):
+    from stochmix.engine.template import RoundTemplate
+
+    answers, original = [], RoundTemplate.matches
+
+    def matches(self, plan, participants, bases=()):
+        answers.append(original(self, plan, participants, bases))
+        return answers[-1]
+
+    monkeypatch.setattr(RoundTemplate, "matches", matches)
+    problem = sm.problems.Quadratic.random(400, 3, seed=1)
+    process = sm.participation.UniformSample(400, 120)
+    method = FedAvg(0.1 / problem.smoothness, RandomSteps.uniform(1, 4))
+
+    class NoTemplate(FedAvg):
+        def template_key(self, r, participants):
+            return None
+
+    plain = NoTemplate.__new__(NoTemplate)
+    plain.__dict__.update(method.__dict__)
+    templated = sm.run(method, problem, process, 12, progress=False)
+    built = sm.run(plain, problem, process, 12, progress=False)
+    np.testing.assert_array_equal(templated.server, built.server)
+    np.testing.assert_array_equal(templated.gradients, built.gradients)
+    np.testing.assert_array_equal(templated.messages, built.messages)
+    assert answers and all(answers)
+
+
+def test_review_fixes_lost_uploads_and_clocks_are_refused_or_counted():
+    problem = _problem()
+    lossy = sm.participation.UplinkDrops(sm.participation.Full(N), 0.5)
+    with pytest.raises(ValueError, match="loses uploads"):
+        sm.run(FedBuff(0.1, buffer=2, concurrency=3), problem, lossy, 2, progress=False)
+    # every upload of a round lost: FedAvgM skips the round as if nobody had joined
+    one = sm.participation.UplinkDrops(sm.participation.UniformSample(N, 1), 0.5)
+    records = list(islice(one.activations(3), 25))
+    arrived = np.zeros((25, N), bool)
+    for r, record in enumerate(records):
+        arrived[r, record.received] = True
+    assert (~arrived.any(1)).any()
+    for method in (sm.algorithms.FedAvgM(0.05, 2),
+                   sm.algorithms.FedStale(0.05, 2, probabilities=np.full(N, 0.2))):  # fmt: skip
+        lost = sm.run(method, problem, one, 25, seed=3, progress=False)
+        seen = sm.run(method, problem, sm.participation.Trace(arrived), 25, progress=False)
+        assert np.abs(lost.server - seen.server).max() < 1e-12
+    # FedAsync with every client training at once (C + M = N + 1)
+    result = sm.run(FedAsync(0.05, 1, concurrency=N), problem, sm.participation.Full(N), 20,
+                    progress=False)  # fmt: skip
+    assert np.isfinite(result.server).all()
+    with pytest.raises(ValueError, match="n_clients \\+ 1"):
+        next(arrival_records(6, 5, 3, TimeModel(), 1, 0))
+    # staleness functions written for one number, and ones that cannot take arrays
+    FedBuff(0.1, staleness=lambda tau: 1.0)
+    import math
+
+    with pytest.raises(TypeError, match="staleness must take an array"):
+        FedBuff(0.1, staleness=lambda tau: 1 / math.sqrt(1 + tau))
+    # a clock times Scaffnew's rounds by their local steps
+    scaffnew = sm.algorithms.Scaffnew(0.05, p=0.3, seed=2)
+    timed = sm.run(scaffnew, problem, sm.participation.Full(N), 10, progress=False,
+                   clock=Clock(TimeModel(compute=1.0)))  # fmt: skip
+    steps = [scaffnew.local_steps(r) for r in range(10)]
+    np.testing.assert_array_equal(np.diff(timed.time), steps)
+
+
+def test_a_checkpoint_resumes_only_under_the_same_clock(tmp_path):
+    problem = _problem()
+    process = sm.participation.UniformSample(N, 4)
+    clock = Clock(TimeModel(compute=Exponential(1.0)), deadline=1.0)
+    path = tmp_path / "run.ckpt"
+    sm.run(FedAvg(0.05, 2), problem, process, 10, clock=clock, checkpoint=path,
+           checkpoint_every=5, progress=False)  # fmt: skip
+    whole = sm.run(FedAvg(0.05, 2), problem, process, 20, clock=clock, progress=False)
+    resumed = sm.run(FedAvg(0.05, 2), problem, process, 20, clock=clock, checkpoint=path,
+                     checkpoint_every=5, progress=False)  # fmt: skip
+    assert resumed.config["resumed_from"] == 10
+    np.testing.assert_array_equal(resumed.server, whole.server)
+    np.testing.assert_array_equal(resumed.time, whole.time)
+    with pytest.raises(Exception, match="checkpoint"):
+        sm.run(FedAvg(0.05, 2), problem, process, 20, checkpoint=path, checkpoint_every=5,
+               progress=False)  # fmt: skip

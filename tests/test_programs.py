@@ -177,8 +177,8 @@ def _spy_on_template_checks(monkeypatch) -> list:
 
     answers, original = [], RoundTemplate.matches
 
-    def matches(self, plan, participants):
-        answers.append(original(self, plan, participants))
+    def matches(self, plan, participants, bases=()):
+        answers.append(original(self, plan, participants, bases))
         return answers[-1]
 
     monkeypatch.setattr(RoundTemplate, "matches", matches)

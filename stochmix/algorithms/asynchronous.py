@@ -75,12 +75,24 @@ def as_staleness(value, name: str = "staleness"):
         return Staleness(value)
     if not callable(value):
         raise TypeError(f"{name} must be one of {STALENESS_KINDS} or a function, got {show(value)}")
-    values = np.asarray(value(np.arange(1001)), dtype=float)
-    if values.shape != (1001,) or not ((values > 0) & (values <= 1)).all():
+    try:
+        values = staleness_weights(value, np.arange(1001))
+    except (TypeError, ValueError) as error:
+        raise TypeError(
+            f"{name} must take an array of staleness values tau (vectorized), got an error: {error}"
+        ) from None
+    if not ((values > 0) & (values <= 1)).all():
         raise ValueError(
             f"{name} must map every staleness tau >= 0 into (0, 1], got {show(values)}"
         )
     return value
+
+
+def staleness_weights(function, tau: np.ndarray) -> np.ndarray:
+    """``function(tau)`` as one float per entry of ``tau`` (a function that returns one
+    number for every tau is broadcast)."""
+    tau = np.asarray(tau)
+    return np.array(np.broadcast_to(np.asarray(function(tau), dtype=float), tau.shape))
 
 
 class _Asynchronous(LocalTraining, Method):
@@ -88,10 +100,17 @@ class _Asynchronous(LocalTraining, Method):
     the pulled rows, the pull of the launched clients after the server's update."""
 
     asynchronous = True  #: rounds come from the clock's arrival schedule
+    reads_uploads = False  #: its rounds are arrivals: no lost uploads
 
     def __init__(self, lr, local_steps, buffer, concurrency, staleness):
         self.lr = as_float(lr, "lr", positive=True)
         self._set_local_steps(local_steps)
+        rule = self.local_steps
+        if not isinstance(rule, int) and not hasattr(rule, "steps") and not hasattr(rule, "draw"):
+            raise TypeError(
+                "local_steps of an asynchronous method must be an int, an array of one int "
+                f"per client or a RandomSteps (drawn per task), got {show(rule)}"
+            )
         self.concurrency = as_int(concurrency, "concurrency", minimum=1)
         self.buffer = as_int(buffer, "buffer", minimum=1)
         if self.buffer > self.concurrency:
@@ -111,10 +130,10 @@ class _Asynchronous(LocalTraining, Method):
                 f"{type(self).__name__}: its rounds come from the clock's arrival schedule, "
                 f"got {show(participation)}"
             )
-        if self.concurrency + self.buffer > n:
+        if self.concurrency + self.buffer > n + 1:
             raise ValueError(
-                f"concurrency + buffer must be <= n_clients = {n} (clients training and "
-                f"waiting in the buffer are not drawn again), got {self.concurrency} + "
+                f"concurrency + buffer must be <= n_clients + 1 = {n + 1} (clients training "
+                f"and waiting in the buffer are not drawn again), got {self.concurrency} + "
                 f"{self.buffer}"
             )
 
@@ -196,7 +215,7 @@ class FedBuff(_Asynchronous):
         eq = Equations(ctx)
         x, p = eq.blocks("x", "p")
         phases = self._train(eq, record, S)
-        w = self.server_lr / self.buffer * self.staleness(record.staleness)
+        w = self.server_lr / self.buffer * staleness_weights(self.staleness, record.staleness)
         x.server += dot(w, x[S] - p[S])
         phases.append(eq.build("buffered update"))
         return phases + self._pull(eq, record.launched, ("x", "p"))
@@ -243,7 +262,7 @@ class FedAsync(_Asynchronous):
         eq = Equations(ctx)
         x = eq.block("x")
         phases = self._train(eq, record, S)
-        w = self.alpha * self.staleness(record.staleness)
+        w = self.alpha * staleness_weights(self.staleness, record.staleness)
         x.server += dot(w, x[S] - x.server)
         phases.append(eq.build("asynchronous update"))
         return phases + self._pull(eq, record.launched)

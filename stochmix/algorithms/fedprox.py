@@ -137,7 +137,8 @@ class FedProx(LocalTraining, Method):
         aggregate = ctx.phase("average").apply("x", "x", average).build()
         if self.solver == "exact":
             prox = _ExactProx(self.mu, self._prox_cache)
-            return [ctx.map("x", S + 1, prox, ("x", [0]), round=r, label="exact prox"), aggregate]
+            local = ctx.map("x", S + 1, prox, ("x", [0]), round=r, label="exact prox")
+            return [local, *self.sent(R, ctx), aggregate]
         eq = Equations(ctx)
         (x,) = eq.blocks("x")
 

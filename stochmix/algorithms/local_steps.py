@@ -19,7 +19,7 @@ steps to take, ``S_t = {i in S : K_i > t}``,
     x \leftarrow x - \gamma\,D_{S_t}\,\nabla F(x),
 
 so a round costs sum_i K_i gradient evaluations, what its participants' steps cost. A
-clock with a deadline (:mod:`stochmix.participation.clock`) may overrule the counts of a
+clock with a deadline (:mod:`stochmix.timing.clock`) may overrule the counts of a
 round with the steps each client completed in time (the round record's ``steps``).
 
 The draws of a :class:`RandomSteps` come from the run's seed and the round alone

@@ -70,6 +70,8 @@ class LocalTraining:
     completed) overrules the rule for that round."""
 
     local_steps: int | LocalSteps
+    #: whether the method's server reads a round record's ``received`` set (lost uploads)
+    reads_uploads: bool = True
 
     def _set_local_steps(self, value) -> None:
         self.local_steps = as_local_steps(value)
@@ -122,9 +124,18 @@ class LocalTraining:
         return key if isinstance(rule, int) or not rule.random else None
 
     def steps_template_key(self, key):
-        """A template key that still holds (None unless every participant takes the same K:
-        the step phases over subsets of the participants are no shifted copy of them)."""
-        return key if isinstance(self.local_steps, int) else None
+        """A template key that still holds: the same (with uneven steps the engine extends
+        it with the round's step counts, :meth:`template_groups`)."""
+        return key
+
+    def template_groups(self, r: int, participants: np.ndarray, ctx: RunContext):
+        """With uneven local steps, the round's groups of participants by step count and
+        the counts present (see :func:`step_groups`); None with an int K."""
+        if isinstance(self.local_steps, int):
+            return None
+        steps = self.round_steps(r, participants, ctx)
+        groups = step_groups(participants, steps)
+        return tuple(k for _, k in groups), tuple(G for G, _ in groups)
 
     def check_participation(self, participation) -> None:
         if not isinstance(self.local_steps, int):

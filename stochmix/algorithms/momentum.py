@@ -85,6 +85,8 @@ class FedAvgM(FedAvg):
             return []
         phases = pull_and_train(S, ctx, self.lr, self.round_steps(r, S, ctx)) if S.size else []
         S, _ = self.uploads(S, ctx)  # the server sees the uploads that arrived
+        if S.size == 0 and self.skip_empty_rounds:  # as a round nobody joined
+            return phases
         phases += self.sent(S, ctx)
         q = round_weights(self.weights, r, S, ctx, self._inverse)
         eq = Equations(ctx)

@@ -76,6 +76,10 @@ class Scaffnew(Method):
             return 1
         return int(np.random.default_rng((self.seed, int(r))).geometric(self.p))
 
+    def round_steps(self, r: int, participants: np.ndarray, ctx) -> int:
+        """The local steps every client takes in round r (L_r; what a clock times)."""
+        return self.local_steps(r)
+
     def phase_key(self, r: int, participants: np.ndarray):
         return (self.local_steps(r), participants.size)
 

@@ -102,6 +102,8 @@ class FedStale(LocalTraining, Method):
         eta, beta = self.server_lr, self.beta
         phases = pull_and_train(S, ctx, self.lr, self.round_steps(r, S, ctx)) if S.size else []
         S, _ = self.uploads(S, ctx)  # the server sees the uploads that arrived
+        if S.size == 0 and self.skip_empty_rounds:  # as a round nobody joined
+            return phases
         phases += self.sent(S, ctx)
         w = eta / n * self.inverse_probabilities(r, S, ctx)  # eta / (N p_i)
         eq = Equations(ctx, "stale update")

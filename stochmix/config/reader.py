@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .._toml import tomllib
+from ..engine.loop import checked_clock
 from ..problems import LeastSquares
 from . import plugins
 from .clock import clock_table
@@ -76,6 +77,11 @@ def parse(raw: dict, default_name: str = "experiment") -> Experiment:
     clock, clock_resolved = clock_table(raw)
     if clock is not None:
         tables["clock"] = clock_resolved
+        for index, spec in enumerate(methods):  # what the clock cannot drive, now
+            try:
+                checked_clock(clock, spec.build(spec.lrs[0]), process)
+            except (TypeError, ValueError) as error:
+                raise ConfigError(f"clock: methods[{index}] ({spec.label}): {error}") from None
     return Experiment(
         name, problem, process, methods, rounds, seeds, backend, settings, tables, lr_choice,
         clock,

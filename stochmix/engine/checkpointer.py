@@ -62,14 +62,19 @@ def resume_message(path, done: int, rounds: int) -> str:
 
 
 def run_identity(
-    method, problem, participation, seed, backend, x0, metrics, compiled, evaluate_every
-) -> dict:
+    method, problem, participation, seed, backend, x0, metrics, compiled, evaluate_every,
+    clock=None,
+) -> dict:  # fmt: skip
     """What a checkpoint must share with the run that resumes it: every input that changes
     the run's numbers, as JSON-able fingerprints (``seed`` as :func:`~stochmix._validate.
-    as_seed` gives it; ``backend`` the run's backend object)."""
+    as_seed` gives it; ``backend`` the run's backend object; ``clock`` the run's
+    :class:`~stochmix.timing.Clock`, recorded only where there is one, so that checkpoints
+    of runs without a clock keep their identity)."""
     fingerprint = getattr(problem, "fingerprint", None)
     dtype = capabilities(backend).dtype
+    extra = {} if clock is None else {"clock": digest(clock)}
     return {
+        **extra,
         "method": type(method).__qualname__,
         "method_parameters": method.fingerprint(),
         "problem": fingerprint() if callable(fingerprint) else digest(problem),
@@ -122,7 +127,8 @@ class Checkpointer:
         theirs = saved.get("identity")
         if not isinstance(theirs, dict):
             theirs = {}
-        diff = [k for k in self.identity if theirs.get(k) != self.identity[k]]
+        keys = [*self.identity, *(k for k in ("clock",) if k in theirs and k not in self.identity)]
+        diff = [k for k in keys if theirs.get(k) != self.identity.get(k)]
         if diff:
             raise ValueError(
                 f"checkpoint {str(self.path)!r} was written by a different run "

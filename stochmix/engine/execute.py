@@ -50,6 +50,7 @@ from .program import LocalProgram, ProgramCache
 from .rowmap import RowMap, apply_map
 from .rowwise import RowwiseProgram, numba_available, numba_unavailable
 from .slowpath import SlowPaths
+from .traffic import round_traffic
 
 __all__ = [
     "LocalStep",
@@ -429,6 +430,8 @@ class LocalStep:
     clients: np.ndarray | None
     outside: tuple
     labels: tuple = ()  #: the labels of the run's phases, in order (for messages)
+    #: (gradient evaluations, messages, floats) of the run's phases (for templates)
+    traffic: tuple | None = None
 
 
 def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
@@ -445,6 +448,7 @@ def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
         next((lf.clients for lf in forms if lf.takes_gradients), None),
         tuple(sorted(outside)),
         tuple(ph.label for ph in run.phases),
+        round_traffic(run.phases, method, ctx.dim),
     )
 
 

@@ -36,7 +36,7 @@ from .execute import (
     row_gradient,
     runs_rowwise,
 )
-from .loop import _backend, _checked, _checked_clock, participant_stream, prepare, run
+from .loop import _backend, _checked, checked_clock, participant_stream, prepare, run
 from .phase import Phase
 from .planner import NOT_TEMPLATED
 from .rowmap import RowMap
@@ -254,7 +254,7 @@ def explain(method, problem, participation, rounds: int = 2, **run_options) -> E
     )  # fmt: skip
     planner, dim = setup.planner, int(problem.dim)
     stream = participant_stream(participation, seed)
-    clock = _checked_clock(opts["clock"], method, participation)
+    clock = checked_clock(opts["clock"], method, participation)
     if clock is not None:  # the rounds as the clock makes them (deadlines, arrivals)
         stream = clock.stream(stream, method, setup.ctx, seed)
     whole = hasattr(back, "apply_blockwise")

@@ -187,7 +187,7 @@ def run(
     choice(storage, "storage", ("auto", "full", "compact"))
     as_float_dtype(dtype)
     compiled = flag_or_choice(compiled, "compiled", ("auto",))
-    clock = _checked_clock(clock, method, participation)
+    clock = checked_clock(clock, method, participation)
     back = _backend(backend, dtype, device, mixing, compiled)
     # Torch's intra-op threads at the run's count, restored however the run ends
     threads = back.threads if hasattr(back, "threads") else resolve_threads()
@@ -201,7 +201,7 @@ def run(
         )  # fmt: skip
 
 
-def _checked_clock(clock, method, participation):
+def checked_clock(clock, method, participation):
     """``clock`` checked before any work (a Clock over the participation's clients, on a
     single-process backend), or the default clock of an asynchronous method, or None."""
     from ..timing import Clock, TimeModel  # the timing layer sits above the engine
@@ -255,8 +255,9 @@ def _run(
     saver = None
     if checkpoint is not None:
         identity = run_identity(
-            method, problem, participation, seed, back, x0, metrics, compiled, recorder.interval
-        )
+            method, problem, participation, seed, back, x0, metrics, compiled, recorder.interval,
+            clock,
+        )  # fmt: skip
         saver = Checkpointer(checkpoint, identity, checkpoint_every)
     if hasattr(problem, "reseed"):  # stochastic gradients restart with the run's seed
         problem.reseed(seed if isinstance(seed, int) else None)
@@ -379,6 +380,14 @@ def _checked(
             f"participation covers {participation.n_clients} clients but the problem has {n}"
         )
     method.check_participation(participation)
+    if getattr(participation, "loses_uploads", False) and not getattr(
+        method, "reads_uploads", False
+    ):
+        raise ValueError(
+            f"participation {participation!r} loses uploads, which {method.name} does not "
+            "model (federated methods with local training do; asynchronous and "
+            "decentralized methods, Scaffnew, do not)"
+        )
     x0 = _check_starting_point(x0, int(problem.dim), n, method)
     checkpoint_every = as_int(checkpoint_every, "checkpoint_every", minimum=1)
     if callback is not None and not callable(callback):

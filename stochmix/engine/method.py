@@ -169,6 +169,17 @@ class Method(ABC):
         """
         return None
 
+    def template_groups(self, r: int, participants: np.ndarray, ctx: RunContext):
+        """Groups of the participants that a round's node-local runs cover, for templates
+        whose runs are not all over the participants themselves: ``(key, groups)`` with
+        ``groups`` a tuple of sorted subsets of ``participants`` and ``key`` a hashable
+        description (rounds with equal ``template_key`` and ``key`` build the same phases up
+        to who is in each group), or None (the default). Methods with uneven local steps
+        return their step-count groups (see :mod:`stochmix.algorithms.local_steps`); the
+        engine then substitutes each round's groups, checks the claim on the second round
+        of each key as for any template, and counts each round's traffic per node."""
+        return None
+
     def segment_key(self, r: int):
         """A hashable key such that the rounds with equal keys build the same phases with
         the round's active nodes in the same places (and the same coefficients), or None

@@ -84,30 +84,41 @@ class RoundPlanner:
         the method has a verified one for the round, else cached or built."""
         self.phases = None  # the round's phases, where it is built in full
         key = None if _overrides(self.ctx) else self.method.template_key(r, participants)
+        bases: tuple = ()
+        if key is not None:  # a method may template rounds over groups of participants
+            found = self.method.template_groups(r, participants, self.ctx)
+            if found is not None:
+                extra, bases = found
+                key = (key, extra)
         if key is None or participants.size < 2:
             # one participant's rows are single rows of the state: such rounds are always
             # built in full, so that a run gives the same numbers with or without templates
             return self.cached(r, participants)
         template = self.templates.get(key)
         if template is not None and template is not False and template.verified:
-            plan = template.instantiate(participants)
+            plan = template.instantiate(participants, bases)
             if plan is not None:
                 self.source = "template"
-                self.traffic = self._traffics.get(("template", key), self.traffic)
+                counted = template.traffic(plan)
+                self.traffic = (
+                    self._traffics.get(("template", key), self.traffic)
+                    if counted is None
+                    else counted
+                )
                 return plan
         plan = self.cached(r, participants)
         self._traffics[("template", key)] = self.traffic
         if template is None:
             if len(self.templates) >= TEMPLATES:
                 self.templates.clear()
-            found = RoundTemplate.attempt(plan, participants)
+            found = RoundTemplate.attempt(plan, participants, bases)
             self.templates[key] = found if isinstance(found, RoundTemplate) else False
             whole = hasattr(self.backend, "apply_blockwise")
             # a phase on the general path has said why already (and stops the template)
             if isinstance(found, tuple) and not any(general_path(it, whole) for it in plan):
                 self.notes.add(found[0], NOT_TEMPLATED, found[1])
         elif template is not False and not template.verified:
-            template.verified = template.matches(plan, participants)
+            template.verified = template.matches(plan, participants, bases)
             if not template.verified:
                 self.templates[key] = False  # the method's rounds differ: never template it
                 self.notes.add(

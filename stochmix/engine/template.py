@@ -84,13 +84,42 @@ def _shift(indices, participants: np.ndarray):
     return k if np.array_equal(indices, participants + k) else None
 
 
+def _locate(indices, bases: tuple):
+    """``(b, k)`` with ``indices == bases[b] + k`` (the first base that fits), a marker
+    ("none", "empty") as :func:`_shift` gives, or None."""
+    for b, base in enumerate(bases):
+        if base.size == 0:
+            continue
+        k = _shift(indices, base)
+        if k is None:
+            continue
+        return k if isinstance(k, str) else (b, k)
+    return None
+
+
+def _per_node(traffic, nodes) -> tuple | None:
+    """A step's traffic per node (its gradients, messages and floats are multiples of its
+    node count), or None."""
+    if traffic is None or nodes is None or nodes.size == 0:
+        return None
+    n = nodes.size
+    if any(t % n for t in traffic):
+        return None
+    return tuple(t // n for t in traffic)
+
+
 class RoundTemplate:
     """A plan of :class:`~stochmix.engine.execute.LocalStep` s whose nodes and clients
     are the participants shifted by constants and whose coefficients are numbers."""
 
-    def __init__(self, steps: list):
+    def __init__(self, steps: list, bases: int = 0, traffic: list | None = None):
         self.steps = steps  # (program, node shift, coefs, client shift, outside, labels)
         self.verified = False
+        #: the number of extra index arrays (groups of the participants) the template's
+        #: node arrays may be shifted copies of, besides the participants themselves
+        self.bases = bases
+        #: per step, its (gradients, messages, floats) per node, where bases are used
+        self.per_node = traffic
 
     @classmethod
     def from_plan(cls, plan: list, participants: np.ndarray) -> RoundTemplate | None:
@@ -100,13 +129,20 @@ class RoundTemplate:
 
     @classmethod
     def attempt(
-        cls, plan: list, participants: np.ndarray
+        cls, plan: list, participants: np.ndarray, bases: tuple = ()
     ) -> RoundTemplate | tuple[str, str] | None:
         """The template of a planned round; or, when the plan is not one, ``(label, why)``:
         the phase that stops it (its label, "" for the round) and why, in words; None for
-        rounds of fewer than two participants (never templated, by design)."""
-        if participants.size < 2:
+        rounds of fewer than two participants (never templated, by design).
+
+        ``bases``: groups of the participants (the method's
+        :meth:`~stochmix.engine.method.Method.template_groups`) whose shifted copies a
+        step's nodes may also be; every group needs two members, and the template then
+        counts each round's traffic per node."""
+        if participants.size < 2 or any(b.size < 2 for b in bases):
             return None  # with one participant, node rows become single (absolute) rows
+        if bases:
+            return cls._attempt_groups(plan, participants, bases)
         steps = []
         for item in plan:
             if not isinstance(item, LocalStep):
@@ -127,36 +163,77 @@ class RoundTemplate:
             steps.append((item.program, node_shift, coefs, client_shift, item.outside, item.labels))
         return cls(steps)
 
-    def instantiate(self, participants: np.ndarray) -> list | None:
-        """The plan for ``participants``, or None if it would not be right."""
-        if participants.size == 0:
+    @classmethod
+    def _attempt_groups(cls, plan: list, participants: np.ndarray, bases: tuple):
+        """:meth:`attempt` with groups: node and client arrays located among
+        ``(participants, *bases)``, traffic kept per node."""
+        everything = (participants, *bases)
+        steps, per_node = [], []
+        for item in plan:
+            if not isinstance(item, LocalStep):
+                return getattr(item, "label", ""), "it is not part of a node-local segment"
+            coefs = tuple(_coefficient(c) for c in item.coefs)
+            if None in coefs:
+                label = _label_of_slot(item, coefs.index(None))
+                return label, (
+                    "it has per-client coefficients of several values (an array), which "
+                    "depend on who participates: a template needs numbers"
+                )
+            nodes, clients = _locate(item.nodes, everything), _locate(item.clients, everything)
+            traffic = _per_node(item.traffic, item.nodes)
+            if nodes is None or clients is None or traffic is None:
+                label = item.labels[0] if item.labels else ""
+                return label, "its rows are not one group of the participants, shifted"
+            steps.append((item.program, nodes, coefs, clients, item.outside, item.labels))
+            per_node.append(traffic)
+        return cls(steps, len(bases), per_node)
+
+    def traffic(self, plan: list) -> tuple[int, int, int] | None:
+        """The (gradients, messages, floats) of an instance ``plan`` of a template with
+        groups (per node times its nodes), or None for a template without."""
+        if self.per_node is None:
             return None
+        total = [0, 0, 0]
+        for step, unit in zip(plan, self.per_node, strict=True):
+            for j in range(3):
+                total[j] += unit[j] * step.nodes.size
+        return total[0], total[1], total[2]
+
+    def instantiate(self, participants: np.ndarray, bases: tuple = ()) -> list | None:
+        """The plan for ``participants`` (and the round's groups ``bases``, for a template
+        with groups), or None if it would not be right."""
+        if participants.size == 0 or len(bases) != self.bases:
+            return None
+        if any(b.size < 2 for b in bases):
+            return None
+        everything = (participants, *bases)
         plan: list = []
         shifted: dict = {}
         for program, node_shift, coefs, client_shift, outside, labels in self.steps:
-            nodes = self._indices(node_shift, participants, shifted)
+            nodes = self._indices(node_shift, everything, shifted)
             if nodes.size and any(bool((nodes == node).any()) for node in outside):
                 return None
-            clients = self._indices(client_shift, participants, shifted)
+            clients = self._indices(client_shift, everything, shifted)
             if any(isinstance(c, _Uniform) for c in coefs):
-                n = participants.size
+                n = nodes.size if nodes is not None and nodes.size else participants.size
                 coefs = tuple(np.full(n, float(c)) if isinstance(c, _Uniform) else c for c in coefs)
             plan.append(LocalStep(program, nodes, coefs, clients, outside, labels))
         return plan
 
     @staticmethod
-    def _indices(shift, participants, cache):
+    def _indices(shift, everything: tuple, cache):
         if shift == "none":
             return None
         if shift == "empty":
             return np.zeros(0, dtype=np.int64)
-        if shift not in cache:
-            cache[shift] = participants + shift if shift else participants
-        return cache[shift]
+        b, k = shift if isinstance(shift, tuple) else (0, shift)
+        if (b, k) not in cache:
+            cache[b, k] = everything[b] + k if k else everything[b]
+        return cache[b, k]
 
-    def matches(self, plan: list, participants: np.ndarray) -> bool:
+    def matches(self, plan: list, participants: np.ndarray, bases: tuple = ()) -> bool:
         """Whether a fully built plan equals this template's instance."""
-        mine = self.instantiate(participants)
+        mine = self.instantiate(participants, bases)
         if mine is None or len(mine) != len(plan):
             return False
         for a, b in zip(mine, plan, strict=True):

@@ -33,6 +33,9 @@ class UplinkDrops(ParticipationProcess):
         p: the probability that a participant's upload is lost, in [0, 1).
     """
 
+    #: runs refuse it for methods whose servers do not read the ``received`` set
+    loses_uploads = True
+
     def __init__(self, process: ParticipationProcess, p: float):
         if not isinstance(process, ParticipationProcess):
             raise TypeError(f"process must be a participation process, got {show(process)}")
@@ -44,8 +47,9 @@ class UplinkDrops(ParticipationProcess):
 
     @property
     def probabilities(self):
-        """The wrapped process's marginals: who works (see :attr:`delivery` for who
-        arrives)."""
+        """The wrapped process's marginals p_i: who works. An upload arrives with
+        probability (1 - p) p_i, so weights built from p_i (``weights="unbiased"``,
+        FedVARP's) are off by the factor 1 - p under drops."""
         return self.process.probabilities
 
     def _stream(self, rng):

@@ -34,6 +34,7 @@ from typing import no_type_check
 
 import numpy as np
 
+from .._validate import as_int
 from ..engine.rowmap import map_generator
 from ..participation._record import Activation
 
@@ -187,7 +188,17 @@ def arrival_records(
         log: a list to which every launched task's ``(client, duration)`` is appended, in
             launch order (for a per-task replay of the schedule).
     """
-    n, C, M = int(n_clients), int(concurrency), int(buffer)
+    n = as_int(n_clients, "n_clients", minimum=1)
+    C = as_int(concurrency, "concurrency", minimum=1)
+    M = as_int(buffer, "buffer", minimum=1, maximum=C)
+    if C + M > n + 1:
+        raise ValueError(
+            f"concurrency + buffer must be <= n_clients + 1 = {n + 1} (a launch needs a "
+            f"client neither training nor buffered), got {C} + {M}"
+        )
+    time_model.check_clients(n)
+    if hasattr(local_steps, "check_clients"):
+        local_steps.check_clients(n)
     simulate = _simulator()
     rng = map_generator(seed, 0, ARRIVALS_LABEL)
     client_steps = np.zeros(0, np.int64)
