@@ -6,16 +6,17 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validate import as_float
-from ..engine import Method, RunContext
+from ..engine import RunContext
 from ..engine.rowmap import RowMap
 from .decentralized_base import DecentralizedMethod
+from .wrapper import Wrapper
 
 __all__ = [
     "ChannelNoise",
 ]
 
 
-class ChannelNoise(Method):
+class ChannelNoise(Wrapper):
     r"""``method`` with additive Gaussian noise on every message its mixing sends.
 
     Wherever a phase of ``method`` mixes a whole block S with a matrix W (a term
@@ -40,25 +41,13 @@ class ChannelNoise(Method):
         sigma: the noise's standard deviation per entry (0: ``method`` unchanged).
     """
 
+    method: DecentralizedMethod
+
     def __init__(self, method: DecentralizedMethod, sigma):
         if not isinstance(method, DecentralizedMethod):
             raise TypeError(f"method must be a decentralized method, got {type(method).__name__}")
-        self.method = method
+        super().__init__(method, f"{method.name} + channel noise")
         self.sigma = as_float(sigma, "sigma", nonnegative=True)
-        self.name = f"{method.name} + channel noise"
-        self.model_block = method.model_block
-        self.client_node = method.client_node
-
-    def __getattr__(self, name):  # lr, graphs, ... of the wrapped method
-        if name == "method":
-            raise AttributeError(name)
-        return getattr(self.method, name)
-
-    def blocks(self, n_clients: int):
-        return self.method.blocks(n_clients)
-
-    def start(self, ctx: RunContext) -> None:
-        self.method.start(ctx)
 
     def points(self, z, ctx: RunContext, clients: np.ndarray):
         return self.method.points(z, ctx, clients)

@@ -34,6 +34,7 @@ import numpy as np
 from .._validate import as_bool, as_float
 from ..engine import Block, Method, RunContext
 from ..mixing.compression import Compressor, compressor
+from .wrapper import Wrapper
 
 __all__ = [
     "CompressedUplink",
@@ -99,7 +100,7 @@ class _Receive:
         return (server[0] if self.delta else 0.0) + sent
 
 
-class CompressedUplink(Method):
+class CompressedUplink(Wrapper):
     """``method`` whose participants' uploads are compressed (and noisy), with or without
     EF21 error feedback (see the module docstring).
 
@@ -125,30 +126,16 @@ class CompressedUplink(Method):
                 f"method must be a federated method whose upload is known ({sorted(UPLOADS)}), "
                 f"got {type(method).__name__}"
             )
-        self.method = method
         self.compression = compressor(compression)
         self.error_feedback = as_bool(error_feedback, "error_feedback")
         self.noise = as_float(noise, "noise", nonnegative=True)
         self._block, self._delta = UPLOADS[kind]
         feedback = " + EF21" if self.error_feedback else ""
-        self.name = f"{method.name} + {self.compression.name}{feedback} uplink"
-        self.model_block = method.model_block
-        self.client_node = method.client_node
-
-    def __getattr__(self, name):  # lr, local_steps, ... of the wrapped method
-        if name == "method":
-            raise AttributeError(name)
-        return getattr(self.method, name)
+        super().__init__(method, f"{method.name} + {self.compression.name}{feedback} uplink")
 
     def blocks(self, n_clients: int) -> list[Block]:
         extra = [Block("uplink_memory", n_clients, first_node=1)] if self.error_feedback else []
         return self.method.blocks(n_clients) + extra
-
-    def start(self, ctx: RunContext) -> None:
-        self.method.start(ctx)
-
-    def check_participation(self, participation) -> None:
-        self.method.check_participation(participation)
 
     def sent_floats(self, block: str, dim: int) -> int:
         return self.compression.floats(dim) if block == "uplink_memory" else dim

@@ -1,0 +1,36 @@
+"""What a method that runs another one with something added shares: delegation."""
+
+from __future__ import annotations
+
+from ..engine import Method, RunContext
+
+__all__ = [
+    "Wrapper",
+]
+
+
+class Wrapper(Method):
+    """A method that runs ``method`` with something added (noise on its messages, a lossy
+    uplink): its name, model block, client node, blocks, start and participation checks are
+    the wrapped method's, and so is every attribute it does not define itself (``lr``,
+    ``local_steps``, graphs, ...)."""
+
+    def __init__(self, method: Method, name: str):
+        self.method = method
+        self.name = name
+        self.model_block = method.model_block
+        self.client_node = method.client_node
+
+    def __getattr__(self, name):  # lr, graphs, ... of the wrapped method
+        if name == "method":
+            raise AttributeError(name)
+        return getattr(self.method, name)
+
+    def blocks(self, n_clients: int):
+        return self.method.blocks(n_clients)
+
+    def start(self, ctx: RunContext) -> None:
+        self.method.start(ctx)
+
+    def check_participation(self, participation) -> None:
+        self.method.check_participation(participation)
