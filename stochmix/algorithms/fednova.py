@@ -51,6 +51,10 @@ class FedNova(FedAvg):
         if weights == "fedau":
             self.name = "FedNova"
 
+    def template_key(self, r: int, participants: np.ndarray):
+        # with uneven steps its weights q_i / K_i differ per client: no template
+        return None if self.uneven_steps else super().template_key(r, participants)
+
     def aggregate(self, r: int, participants: np.ndarray, ctx: RunContext, steps=None):
         """x_0 <- x_0 + eta tau_eff sum_S (q_i / K_i) (x_i - x_0)."""
         q = round_weights(self.weights, r, participants, ctx, self._inverse)

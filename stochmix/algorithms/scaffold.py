@@ -53,7 +53,8 @@ class SCAFFOLD(LocalTraining, Method):
         return self.steps_key(participants.tobytes())
 
     def template_key(self, r: int, participants: np.ndarray):
-        return self.steps_template_key(participants.size)
+        # with uneven steps its controls scale by 1 / (K_i lr), per client: no template
+        return None if self.uneven_steps else participants.size
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         if participants.size == 0:
