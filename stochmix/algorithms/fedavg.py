@@ -88,7 +88,7 @@ class FedAvg(LocalTraining, Method):
         return None if self.weights == "fedau" else self.steps_key(participants.tobytes())
 
     def template_key(self, r: int, participants: np.ndarray):
-        return self.steps_template_key(participants.size) if self.weights == "uniform" else None
+        return participants.size if self.weights == "uniform" else None
 
     def start(self, ctx: RunContext) -> None:
         if self.weights != "uniform":

@@ -76,7 +76,7 @@ class FedDyn(LocalTraining, Method):
         return self.steps_key(participants.tobytes())
 
     def template_key(self, r: int, participants: np.ndarray):
-        return self.steps_template_key(participants.size)
+        return participants.size
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         S = participants

@@ -122,7 +122,7 @@ class FedProx(LocalTraining, Method):
         return self.steps_key(participants.tobytes()) if self.solver == "gradient" else None
 
     def template_key(self, r: int, participants: np.ndarray):
-        return self.steps_template_key(participants.size) if self.solver == "gradient" else None
+        return participants.size if self.solver == "gradient" else None
 
     def start(self, ctx: RunContext) -> None:
         self._prox_cache = {}

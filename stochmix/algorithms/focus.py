@@ -69,7 +69,7 @@ class FOCUS(LocalTraining, Method):
         return self.steps_key(participants.tobytes())
 
     def template_key(self, r: int, participants: np.ndarray):
-        return self.steps_template_key(participants.size > 0)
+        return participants.size > 0
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         n, S, lr = ctx.n_clients, participants, self.lr

@@ -123,11 +123,6 @@ class LocalTraining:
         rule = self.local_steps
         return key if isinstance(rule, int) or not rule.random else None
 
-    def steps_template_key(self, key):
-        """A template key that still holds: the same (with uneven steps the engine extends
-        it with the round's step counts, :meth:`template_groups`)."""
-        return key
-
     def template_groups(self, r: int, participants: np.ndarray, ctx: RunContext):
         """With uneven local steps, the round's groups of participants by step count and
         the counts present (see :func:`step_groups`); None with an int K."""

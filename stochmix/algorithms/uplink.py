@@ -19,7 +19,7 @@ xi_i ~ N(0, I). EF21 (Richtárik, Sokolov and Fatkhullin, NeurIPS 2021) keeps, o
 client, e_i (zero at the start; a block ``uplink_memory`` of one row per client) as its
 running estimate of its own upload and sends only the compressed correction; the server's
 estimate is the same e_i. The server then aggregates the received uploads as the method
-always does (the model rows become x_0 + \hat u_i; FOCUS's trackers \hat u_i). The maps'
+always does (the model rows become x_0 + \hat u_i). The maps'
 draws come from the run's seed, the round and the label ``"uplink"``
 (:mod:`stochmix.engine.rowmap`).
 
@@ -34,70 +34,58 @@ import numpy as np
 from .._validate import as_bool, as_float
 from ..engine import Block, Method, RunContext
 from ..mixing.compression import Compressor, compressor
+from .adaptive import FedAdaptive
+from .fedavg import FedAvg
+from .fedprox import FedProx
+from .stale import FedStale
 from .wrapper import Wrapper
 
 __all__ = [
     "CompressedUplink",
 ]
 
-#: what each kind of federated method uploads: block, and whether it is a change from the
-#: server row (the model delta) or the row itself (a tracker)
-UPLOADS = {
-    "FedAvg": ("x", True),
-    "FedNova": ("x", True),
-    "AmplifiedFedAvg": ("x", True),
-    "FedAvgM": ("x", True),
-    "FedStale": ("x", True),
-    "FedVARP": ("x", True),
-    "MIFA": ("x", True),
-    "FedAdaptive": ("x", True),
-    "FedAdam": ("x", True),
-    "FedYogi": ("x", True),
-    "FedAdagrad": ("x", True),
-    "FedProx": ("x", True),
-}
+#: the methods whose participants upload their model change x_i - x_0 (with their
+#: subclasses: FedNova, AmplifiedFedAvg, FedAvgM, FedVARP, MIFA, FedAdam, FedYogi, FedAdagrad)
+UPLOADS = (FedAvg, FedStale, FedAdaptive, FedProx)
 
 
 class _Send:
-    """The row map of plain compression: u -> Q(u) + sigma xi (``delta``: u is x_i - x_0
-    and the result is written back as x_0 + ...)."""
+    """The row map of plain compression: x_i <- x_0 + Q(x_i - x_0) + sigma xi."""
 
-    def __init__(self, q: Compressor, noise: float, delta: bool):
-        self.q, self.noise, self.delta = q, noise, delta
+    def __init__(self, q: Compressor, noise: float):
+        self.q, self.noise = q, noise
         self.name = f"{q.name} uplink"
 
-    def __call__(self, rows, *server, info):
-        base = server[0] if self.delta else 0.0
-        sent = self.q(rows - base, info.rng)
+    def __call__(self, rows, server, *, info):
+        sent = self.q(rows - server, info.rng)
         if self.noise:
             sent = sent + self.noise * info.rng.standard_normal(sent.shape)
-        return base + sent
+        return server + sent
 
 
 class _Feedback:
-    """EF21's client memory: e <- e + Q(u - e)."""
+    """EF21's client memory: e_i <- e_i + Q(x_i - x_0 - e_i)."""
 
-    def __init__(self, q: Compressor, delta: bool):
-        self.q, self.delta = q, delta
+    def __init__(self, q: Compressor):
+        self.q = q
         self.name = f"{q.name} EF21 memory"
 
-    def __call__(self, memory, rows, *server, info):
-        upload = rows - server[0] if self.delta else rows
-        return memory + self.q(upload - memory, info.rng)
+    def __call__(self, memory, rows, server, *, info):
+        return memory + self.q(rows - server - memory, info.rng)
 
 
 class _Receive:
-    """What the server reads after EF21: e (+ sigma xi), written as x_0 + ... or as is."""
+    """What the server reads after EF21: x_i <- x_0 + e_i + sigma xi."""
 
-    def __init__(self, noise: float, delta: bool):
-        self.noise, self.delta = noise, delta
+    def __init__(self, noise: float):
+        self.noise = noise
         self.name = "EF21 upload"
 
-    def __call__(self, rows, memory, *server, info):
+    def __call__(self, memory, server, *, info):
         sent = memory
         if self.noise:
             sent = sent + self.noise * info.rng.standard_normal(sent.shape)
-        return (server[0] if self.delta else 0.0) + sent
+        return server + sent
 
 
 class CompressedUplink(Wrapper):
@@ -108,7 +96,7 @@ class CompressedUplink(Wrapper):
     feedback), local steps, aggregation and outputs.
 
     Args:
-        method: a federated method of :data:`UPLOADS`.
+        method: a federated method of :data:`UPLOADS` (or a subclass).
         compression: a :class:`~stochmix.mixing.compression.Compressor` or a spec string
             (``"top_k:K"``, ``"rand_k:K"``, ``"qsgd:S"``, ``"none"``).
         error_feedback: EF21 (True) or plain compression (False).
@@ -120,25 +108,21 @@ class CompressedUplink(Wrapper):
     """
 
     def __init__(self, method: Method, compression="none", error_feedback=False, noise=0.0):
-        kind = next((c.__name__ for c in type(method).__mro__ if c.__name__ in UPLOADS), None)
-        if kind is None:
+        if not isinstance(method, UPLOADS):
+            known = ", ".join(c.__name__ for c in UPLOADS)
             raise TypeError(
-                f"method must be a federated method whose upload is known ({sorted(UPLOADS)}), "
-                f"got {type(method).__name__}"
+                f"method must be a federated method whose upload is known ({known} and their "
+                f"variants), got {type(method).__name__}"
             )
         self.compression = compressor(compression)
         self.error_feedback = as_bool(error_feedback, "error_feedback")
         self.noise = as_float(noise, "noise", nonnegative=True)
-        self._block, self._delta = UPLOADS[kind]
         feedback = " + EF21" if self.error_feedback else ""
         super().__init__(method, f"{method.name} + {self.compression.name}{feedback} uplink")
 
     def blocks(self, n_clients: int) -> list[Block]:
         extra = [Block("uplink_memory", n_clients, first_node=1)] if self.error_feedback else []
         return self.method.blocks(n_clients) + extra
-
-    def sent_floats(self, block: str, dim: int) -> int:
-        return self.compression.floats(dim) if block == "uplink_memory" else dim
 
     def fingerprint(self) -> str:
         from .._fingerprint import digest
@@ -148,19 +132,16 @@ class CompressedUplink(Wrapper):
 
     def send(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         """The row maps that turn the participants' uploads into what the server reads."""
-        S, block = participants, self._block
-        rows = S + 1  # the clients' rows of the model (or tracker) block
-        server = ((block, [0]),) if self._delta else ()
+        S = participants
+        rows, server = S + 1, ("x", [0])  # the clients' model rows, the server's
         if not self.error_feedback:
-            send = _Send(self.compression, self.noise, self._delta)
-            return [ctx.map(block, rows, send, block, *server, round=r, label="uplink")]
+            send = _Send(self.compression, self.noise)
+            return [ctx.map("x", rows, send, "x", server, round=r, label="uplink")]
         memory = S  # uplink_memory: row i is client i
-        feedback = _Feedback(self.compression, self._delta)
-        receive = _Receive(self.noise, self._delta)
         return [
-            ctx.map("uplink_memory", memory, feedback, "uplink_memory", (block, rows), *server,
-                    round=r, label="uplink"),
-            ctx.map(block, rows, receive, block, ("uplink_memory", memory), *server,
+            ctx.map("uplink_memory", memory, _Feedback(self.compression), "uplink_memory",
+                    ("x", rows), server, round=r, label="uplink"),
+            ctx.map("x", rows, _Receive(self.noise), ("uplink_memory", memory), server,
                     round=r, label="uplink noise"),
         ]  # fmt: skip
 
