@@ -226,7 +226,7 @@ def arrival_records(
 
     u, latency, per_step, k = draws(max(TASK_BLOCK, 2 * C))
     rows = block + C // M + 2  # rounds one call may write (several may end at one instant)
-    launched: dict[int, list] = {}  # version -> clients launched pulling it
+    launched: dict[int, list] = {}  # version -> arrays of the clients launched pulling it
     waiting: list = []  # rounds whose launches are not all known yet
     r = 0
     while True:
@@ -254,10 +254,12 @@ def arrival_records(
             log.extend(
                 zip(launch_client[:count].tolist(), launch_duration[:count].tolist(), strict=True)
             )
-        for c, v in zip(
-            launch_client[:count].tolist(), launch_version[:count].tolist(), strict=True
-        ):
-            launched.setdefault(v, []).append(c)
+        # launches come in time order, so their versions never decrease: one slice each
+        versions = launch_version[:count]
+        cuts = np.flatnonzero(np.diff(versions)) + 1
+        for start, stop in zip(np.r_[0, cuts], np.r_[cuts, count], strict=True):
+            if stop > start:
+                launched.setdefault(int(versions[start]), []).append(launch_client[start:stop])
         for j in range(done):
             part = slice(j * M, (j + 1) * M)
             waiting.append((out_client[part], out_stale[part], out_steps[part], out_time[j]))
@@ -266,12 +268,12 @@ def arrival_records(
         while waiting and r + 1 < version:
             clients, stale, steps, time = waiting.pop(0)
             order = np.argsort(clients, kind="stable")
-            pulled = launched.pop(r + 1, [])
+            pulled = launched.pop(r + 1, [np.zeros(0, np.int64)])
             yield Activation(
                 clients[order],
                 time=float(time),
                 steps=steps[order],
                 staleness=stale[order],
-                launched=np.sort(np.asarray(pulled, dtype=np.int64)),
+                launched=np.sort(np.concatenate(pulled)),
             )
             r += 1
