@@ -75,3 +75,29 @@ from .logistic import Logistic  # noqa: E402
 from .torch_model import TorchModel  # noqa: E402
 
 __all__ += ["Logistic", "TorchModel"]
+
+# Composite problems: a smooth problem plus a regularizer with a prox.
+from .composite import Composite, Subgradients  # noqa: E402
+from .regularizers import (  # noqa: E402
+    L1,
+    REGULARIZERS,
+    Box,
+    ElasticNet,
+    GroupLasso,
+    NonNegative,
+    Regularizer,
+    regularizer,
+)
+
+__all__ += [
+    "L1",
+    "REGULARIZERS",
+    "Box",
+    "Composite",
+    "ElasticNet",
+    "GroupLasso",
+    "NonNegative",
+    "Regularizer",
+    "Subgradients",
+    "regularizer",
+]
