@@ -1,6 +1,7 @@
 """Federated and decentralized methods, each as state blocks + the phases of a round."""
 
 from .adaptive import FedAdagrad, FedAdam, FedAdaptive, FedYogi
+from .admm import DLM, DecentralizedADMM
 from .amplified import AmplifiedFedAvg
 from .asynchronous import FedAsync, FedBuff, Staleness
 from .channel import ChannelNoise
@@ -9,12 +10,14 @@ from .decentralized import DGD, DecentralizedMethod, GradientTracking, PushPull,
 from .decentralized_zoo import D2, EXTRA, NIDS, ExactDiffusion, PushDIGing
 from .fedavg import FedAvg
 from .feddyn import FedDyn
+from .federated_composite import FedDualAvg, FedMid
 from .fednova import FedNova
 from .fedprox import FedProx
 from .focus import FOCUS
 from .local_steps import ClientSteps, LocalSteps, RandomSteps
 from .local_tracking import KGT
 from .momentum import FedAvgM
+from .proximal import PGEXTRA, ProxNIDS
 from .scaffnew import Scaffnew
 from .scaffold import SCAFFOLD
 from .stale import MIFA, FedStale, FedVARP
@@ -24,6 +27,8 @@ __all__ = [
     "CHOCO",
     "D2",
     "DGD",
+    "DLM",
+    "DecentralizedADMM",
     "EXTRA",
     "FOCUS",
     "MIFA",
@@ -42,7 +47,9 @@ __all__ = [
     "FedAvg",
     "FedAvgM",
     "ClientSteps",
+    "FedDualAvg",
     "FedDyn",
+    "FedMid",
     "FedNova",
     "LocalSteps",
     "RandomSteps",
@@ -52,6 +59,8 @@ __all__ = [
     "FedYogi",
     "GradientTracking",
     "KGT",
+    "PGEXTRA",
+    "ProxNIDS",
     "PushDIGing",
     "PushPull",
     "PushSum",

@@ -1013,6 +1013,7 @@ def run_sharded(
     shard = back.shard = Shard(back, layout, n, method, dim)
     _refuse(method, problem, shard)
     ctx = RunContext(layout, n, dim, participation.probabilities, seed=seed)
+    ctx.regularizer = getattr(problem, "regularizer", None)
     method.start(ctx)
     z = shard.initial(x0, back.dtype)
     reported = _reporter(method, shard, layout)

@@ -40,7 +40,7 @@ from .checkpointer import Checkpointer, CheckpointWarning, run_identity
 from .execute import RowGradient, execute, plan_round, row_gradient
 from .layout import Layout
 from .liveness import PlanCheck, find_scratch
-from .method import Method, RunContext
+from .method import Method, RunContext, check_regularizer
 from .planner import RoundPlanner
 from .progress import Progress
 from .recorder import METRICS, Recorder, check_schedule
@@ -341,6 +341,7 @@ def prepare(
             )  # fmt: skip
     layout = Layout(method.blocks(n), scratch, (method.client_node, n))
     ctx = RunContext(layout, n, dim, probabilities, seed=seed)
+    ctx.regularizer = getattr(problem, "regularizer", None)
     ctx.edge_mixing = getattr(participation, "mixing", "pairwise")
     method.start(ctx)
     notes = SlowPaths(method.name, warn=rounds > SLOW_PATH_MIN_ROUNDS if warn is None else warn)
@@ -380,6 +381,7 @@ def _checked(
             f"participation covers {participation.n_clients} clients but the problem has {n}"
         )
     method.check_participation(participation)
+    check_regularizer(method, problem)
     if getattr(participation, "loses_uploads", False) and not getattr(
         method, "reads_uploads", False
     ):

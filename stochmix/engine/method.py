@@ -64,6 +64,9 @@ class RunContext:
     #: while a :class:`~stochmix.algorithms.CompressedUplink` builds its method's round:
     #: ``uplink(received)`` gives the row maps that turn the uploads into what arrives
     uplink: object = field(default=None, repr=False, compare=False)
+    #: the problem's regularizer r (a :class:`~stochmix.problems.Composite`'s), or None for
+    #: a smooth problem: proximal methods apply its prox (the identity when None)
+    regularizer: object = field(default=None, repr=False, compare=False)
 
     def phase(self, label: str = "") -> PhaseBuilder:
         """A fresh :class:`PhaseBuilder` over this run's layout."""
@@ -110,6 +113,9 @@ class Method(ABC):
     """
 
     name: str = "method"
+    #: whether the method handles a composite problem's regularizer (its prox); a run
+    #: refuses a composite problem for the others, which would minimise the smooth part only
+    proximal: bool = False
     model_block: str = "x"
     client_node: int = 1
     checked_by_output: tuple[str, ...] = ()
@@ -231,3 +237,18 @@ class Method(ABC):
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={v!r}" for k, v in vars(self).items() if not k.startswith("_"))
         return f"{type(self).__name__}({params})"
+
+
+def check_regularizer(method: Method, problem) -> None:
+    """Refuse, before any work, a composite problem (one with a ``regularizer``) for a
+    method that is not :attr:`~Method.proximal`: it would minimise the smooth part alone
+    and report distances to the composite minimiser."""
+    regularizer = getattr(problem, "regularizer", None)
+    if regularizer is None or getattr(method, "proximal", False):
+        return
+    raise ValueError(
+        f"problem has a regularizer ({regularizer!r}) that {method.name} does not handle "
+        "(it would minimise the smooth part alone): use a proximal method (PGEXTRA, "
+        "ProxNIDS, FedMid, FedDualAvg, ...), problem.with_subgradients() for subgradient "
+        "steps, or problem.smooth"
+    )

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Any
 
 import numpy as np
 from jaxtyping import Float
@@ -153,7 +154,7 @@ class Composite(Problem):
                 f"Box), got {show(regularizer)}"
             )
         super().__init__(problem.n_clients, problem.dim)
-        self.smooth = problem
+        self.smooth: Any = problem  # a Problem, or a wrapper meeting its contract
         self.regularizer = regularizer
         self._solution: tuple | None = None
         if isinstance(regularizer, GroupLasso):
@@ -182,7 +183,7 @@ class Composite(Problem):
     def _slice_formula(self, dtype):
         return self.smooth._slice_formula(dtype)
 
-    @property
+    @property  # type: ignore[misc]
     def data(self):  # type: ignore[override]
         return self.smooth.data
 

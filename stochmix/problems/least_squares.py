@@ -363,6 +363,7 @@ class LeastSquares(Problem):
         noise: float = 0.1,
         seed=None,
         form: str = "auto",
+        support: int | None = None,
     ) -> LeastSquares:
         """A random heterogeneous instance.
 
@@ -371,6 +372,9 @@ class LeastSquares(Problem):
         b_i = A_i x_i + noise * e_i with e_i ~ N(0, I). ``rows_per_client`` is a fixed n_i
         or a pair (low, high): each n_i uniform on low..high inclusive. Strongly convex
         (almost surely) when the rows in all number at least d, or when ``reg > 0``.
+        ``support`` = s < d keeps s coordinates (drawn at random) of every x_i and zeroes the
+        others: sparse ground truths, for LASSO problems (:class:`~stochmix.problems.Composite`
+        with :class:`~stochmix.problems.L1`); the draws of the other arrays are unchanged.
         """
         n = as_int(n_clients, "n_clients", minimum=1)
         d = as_int(dim, "dim", minimum=1)
@@ -387,6 +391,13 @@ class LeastSquares(Problem):
             )
         truth = rng.standard_normal(d) + spread * rng.standard_normal((n, d))
         rows = rng.standard_normal((total, d))
+        if support is not None:
+            keep = as_int(support, "support", minimum=0)
+            if keep > d:
+                raise ValueError(f"support must be at most dim = {d}, got {support!r}")
+            mask = np.zeros(d)
+            mask[np.random.default_rng(rng.integers(2**63)).permutation(d)[:keep]] = 1.0
+            truth = truth * mask
         owner = np.repeat(np.arange(n), counts)
         rhs = np.einsum("rd,rd->r", rows, truth[owner]) + sigma * rng.standard_normal(total)
         return cls.from_stacked(rows, rhs, counts, reg, form=form)

@@ -260,6 +260,9 @@ class _Indicator(_Weighted):
 
     indicator = True
 
+    def prox(self, v, t):
+        raise NotImplementedError
+
     def subgradient(self, x):
         raise ValueError(
             f"the indicator regularizer {self!r} has no finite subgradient outside its set: "

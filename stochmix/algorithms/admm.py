@@ -1,0 +1,265 @@
+r"""Decentralized ADMM and its linearized form DLM, on the graph's Laplacian.
+
+Both keep a primal block x and a dual block ``alpha`` (one row per node, zero at the
+start) and work with node i's neighbours N_i (d_i = |N_i|) in the graph of the round:
+with A the 0/1 adjacency, D = diag(d_i) and L = D - A,
+
+.. math::
+
+    \text{ADMM:}\quad & \nabla f_i(x_i^{k+1}) + \alpha_i^k + 2 c\, d_i x_i^{k+1}
+        = c\,\big((D + A) x^k\big)_i,\\
+    \text{DLM:}\quad & x_i^{k+1} = x_i^k - \frac{\nabla f_i(x_i^k) + \alpha_i^k
+        + c (L x^k)_i}{2 c\, d_i + \rho},\\
+    \text{both:}\quad & \alpha^{k+1} = \alpha^k + c\, L x^{k+1}.
+
+The mixing terms are sparse products with c (D + A), c L and the diagonal matrices of
+the per-node coefficients, built once per distinct graph; the exact ADMM step is a
+batched linear solve over the nodes (a row map, as FedProx's exact solver), for problems
+with affine gradients (:class:`~stochmix.problems.Quadratic`,
+:class:`~stochmix.problems.LeastSquares`); ``solver="gradient"`` replaces it by K
+gradient steps on the same local problem (any problem). DLM is linear, so the
+exact-operator analysis covers it; ADMM with exact solves is an affine map of the state
+too but written as a row map, which the analysis refuses.
+
+Both are synchronous: every node updates in every iteration (``participation.Full(n)``);
+the papers' linear rates are for a fixed connected graph (a time-varying sequence runs
+with the graph of each round, outside their theorems).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._validate import as_float, as_int, choice
+from ..engine import Block, RunContext, grad
+from ..mixing.rowsparse import RowSparse
+from ..mixing.sequences import GraphSequence
+from .decentralized_base import DecentralizedMethod, _activation_kind
+from .fedprox import has_exact_prox
+
+__all__ = ["DLM", "DecentralizedADMM"]
+
+
+def _operator(matrix) -> RowSparse:
+    op = RowSparse.whole(sp.csr_array(matrix))
+    op.mixes = "pull"
+    return op
+
+
+class _Laplacian(DecentralizedMethod):
+    """Shared parts: the penalty c, the graph's Laplacian operators and full
+    participation."""
+
+    needs: dict = {}
+
+    def __init__(self, graphs: GraphSequence, penalty, check_mixing=True):
+        super().__init__(1.0, graphs, check_mixing=check_mixing)
+        self.penalty = as_float(penalty, "penalty", positive=True)
+
+    def blocks(self, n_clients: int) -> list[Block]:
+        return [Block("x", n_clients, "model"), Block("alpha", n_clients)]
+
+    def check_participation(self, participation) -> None:
+        if _activation_kind(participation) != "everyone":
+            raise ValueError(
+                f"participation must be Full(n) for {self.name} (a synchronous method: every "
+                f"node solves its local problem in every iteration), got {participation!r}"
+            )
+
+    def _operators(self, k: int, build) -> tuple:
+        """``build(adjacency, degrees)`` for the graph of step k, once per distinct graph."""
+        key = ("laplacian", self._step(k))
+        found = self._mixings.get(key)
+        if found is None:
+            adjacency = self.graphs.adjacency(k)
+            adjacency = ((adjacency + adjacency.T) > 0).astype(np.float64)  # undirected
+            if self.check_mixing:
+                self._check_connected(k, 1, adjacency)
+            degrees = np.asarray(adjacency.sum(axis=1)).ravel()
+            found = build(sp.csr_array(adjacency), degrees)
+            if self.graphs.period is None:
+                self._mixings.clear()
+                for op in found:
+                    if isinstance(op, RowSparse):
+                        op.reusable = False
+            self._mixings[key] = found
+        return found
+
+    def _dual_ascent(self, eq, laplacian) -> list:
+        x, alpha = eq.blocks("x", "alpha")
+        alpha[:] += laplacian @ x
+        return [eq.build("dual ascent")]
+
+
+class DLM(_Laplacian):
+    r"""DLM, the decentralized linearized ADMM (see the module docstring):
+
+    .. math::
+
+        x^{k+1} = x^k - \Lambda^{-1}\big(\nabla F(x^k) + \alpha^k + c L x^k\big),\quad
+        \alpha^{k+1} = \alpha^k + c L x^{k+1},\quad \Lambda = 2 c D + \rho I,
+
+    alpha^0 = 0. State: blocks ``x`` and ``alpha``, each (n, d); a round is "primal step"
+    (x from x, alpha and the n gradients: sparse products with I - c Lambda^{-1} L and
+    Lambda^{-1}) and "dual ascent" (alpha from the new x). Linear convergence with c and
+    rho as in the paper's theorem (strongly convex, L-smooth f_i; rho large enough).
+
+    Args:
+        graphs: the graph sequence (undirected; the adjacency is symmetrised).
+        penalty: c > 0.
+        rho: the proximal (linearization) parameter rho > 0.
+
+    References:
+        - Q. Ling, W. Shi, G. Wu and A. Ribeiro, "DLM: decentralized linearized
+          alternating direction method of multipliers", IEEE Transactions on Signal
+          Processing 63(15):4051-4064, 2015.
+    """
+
+    name = "DLM"
+
+    def __init__(self, graphs: GraphSequence, penalty=1.0, rho=1.0, check_mixing=True):
+        super().__init__(graphs, penalty, check_mixing)
+        self.rho = as_float(rho, "rho", positive=True)
+
+    def _build(self, adjacency, degrees) -> tuple:
+        c, n = self.penalty, degrees.size
+        laplacian = sp.diags_array(degrees) - adjacency
+        inverse = 1.0 / (2.0 * c * degrees + self.rho)
+        scaled = sp.diags_array(inverse)
+        keep = sp.eye_array(n) - c * (scaled @ laplacian)
+        return _operator(keep), _operator(scaled), _operator(c * laplacian), inverse
+
+    def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
+        keep, scaled, laplacian, inverse = self._operators(r, self._build)
+        eq = self.round_equations(participants, ctx)
+        x, alpha = eq.blocks("x", "alpha")
+        everyone = np.arange(ctx.n_clients)
+        x[:] = keep @ x - scaled @ alpha - inverse * grad(everyone)
+        return [eq.build("primal step"), *self._dual_ascent(eq, laplacian)]
+
+
+class _AffineSolve:
+    """x_i = (H_i + 2 c d_i I)^{-1} (c_i + v_i) for the nodes ``rows``, grad f_i(x) =
+    H_i x - c_i, one batched solve (elementwise for diagonal Hessians)."""
+
+    name = "exact local solve"
+
+    def __init__(self, shift: np.ndarray, cache: dict):
+        self.shift = shift  # 2 c d_i, every node
+        self.cache = cache
+
+    def _affine(self, problem):
+        found = self.cache.get(id(problem))
+        if found is None or found[0] is not problem:
+            self.cache.clear()
+            if hasattr(problem, "hessians") and hasattr(problem, "centers"):
+                h = np.asarray(problem.hessians, dtype=np.float64)
+                z = np.asarray(problem.centers, dtype=np.float64)
+                lin = h * z if h.ndim == 2 else np.einsum("kij,kj->ki", h, z)
+            else:
+                h, lin = problem.hessians_and_linear_terms()
+            found = self.cache[id(problem)] = (problem, h, lin)
+        return found[1], found[2]
+
+    def __call__(self, v, *, info):
+        if not has_exact_prox(info.problem):
+            raise ValueError(
+                f'DecentralizedADMM(solver="exact") needs local problems in closed form (a '
+                f"Quadratic or a least-squares problem), got {type(info.problem).__name__}; "
+                'use solver="gradient"'
+            )
+        h, lin = self._affine(info.problem)
+        rows = info.rows
+        shift = self.shift[rows]
+        rhs = lin[rows] + v
+        if h.ndim == 2:  # diagonal Hessians
+            return rhs / (h[rows] + shift[:, None])
+        eye = np.eye(h.shape[-1])
+        return np.linalg.solve(h[rows] + shift[:, None, None] * eye, rhs[..., None])[..., 0]
+
+
+class DecentralizedADMM(_Laplacian):
+    r"""Decentralized consensus ADMM (see the module docstring), alpha^0 = 0:
+
+    .. math::
+
+        \text{exact:}\quad & x_i^{k+1} = \arg\min_x f_i(x) + \langle \alpha_i^k, x\rangle
+            + c\, d_i \lVert x\rVert^2 - c\,\big\langle x, ((D + A) x^k)_i\big\rangle,\\
+        \text{gradient:}\quad & K \text{ steps } x_i \leftarrow x_i - \gamma\big(\nabla
+            f_i(x_i) + \alpha_i^k + 2 c\, d_i x_i - c ((D + A) x^k)_i\big)
+            \text{ from } x_i^k,\\
+        & \alpha^{k+1} = \alpha^k + c\, L x^{k+1}.
+
+    ``solver="exact"`` solves the local problems in closed form (affine gradients:
+    :class:`~stochmix.problems.Quadratic`, :class:`~stochmix.problems.LeastSquares`;
+    others are refused when the first round runs); ``"gradient"`` takes ``local_steps``
+    gradient steps of size ``lr`` on them (any problem; exact as K grows). State: blocks
+    ``x``, ``alpha`` and ``u`` (u = c (D + A) x^k - alpha^k, the local problems' linear
+    term), each (n, d). A round is "neighbour sums" (u, one sparse product), the local
+    solve (a row map, or K whole-block gradient steps) and "dual ascent".
+
+    Args:
+        graphs: the graph sequence (undirected; the adjacency is symmetrised).
+        penalty: c > 0.
+        solver: ``"exact"`` or ``"gradient"``.
+        lr: gamma, the local step (``"gradient"``).
+        local_steps: K (``"gradient"``).
+
+    References:
+        - W. Shi, Q. Ling, K. Yuan, G. Wu and W. Yin, "On the linear convergence of the
+          ADMM in decentralized consensus optimization", IEEE Transactions on Signal
+          Processing 62(7):1750-1761, 2014.
+    """
+
+    name = "DecentralizedADMM"
+    _run_state = _Laplacian._run_state | {"_solve_cache"}
+
+    def __init__(
+        self,
+        graphs: GraphSequence,
+        penalty=1.0,
+        solver="exact",
+        lr=None,
+        local_steps=1,
+        check_mixing=True,
+    ):
+        super().__init__(graphs, penalty, check_mixing)
+        self.solver = choice(solver, "solver", ("exact", "gradient"))
+        if self.solver == "gradient":
+            if lr is None:
+                raise ValueError('lr must be given with solver="gradient" (the local step)')
+            self.lr = as_float(lr, "lr", positive=True)
+        self.local_steps = as_int(local_steps, "local_steps", minimum=1)
+        self._solve_cache: dict = {}
+
+    def blocks(self, n_clients: int) -> list[Block]:
+        return [*super().blocks(n_clients), Block("u", n_clients)]
+
+    def start(self, ctx: RunContext) -> None:
+        super().start(ctx)
+        self._solve_cache = {}
+
+    def _build(self, adjacency, degrees) -> tuple:
+        c = self.penalty
+        gather = c * (sp.diags_array(degrees) + adjacency)
+        laplacian = c * (sp.diags_array(degrees) - adjacency)
+        shift = 2.0 * c * degrees
+        step = sp.diags_array(1.0 - getattr(self, "lr", 0.0) * shift)
+        return _operator(gather), _operator(laplacian), shift, _operator(step)
+
+    def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
+        gather, laplacian, shift, step = self._operators(r, self._build)
+        eq = self.round_equations(participants, ctx)
+        x, alpha, u = eq.blocks("x", "alpha", "u")
+        u[:] = gather @ x - alpha
+        phases = [eq.build("neighbour sums")]
+        if self.solver == "exact":
+            solve = _AffineSolve(shift, self._solve_cache)
+            everyone = np.arange(ctx.n_clients)
+            phases.append(ctx.map("x", everyone, solve, "u", round=r, label="local solve"))
+        else:
+            for _ in range(self.local_steps):
+                x[:] = step @ x - self.lr * grad() + self.lr * u
+                phases.append(eq.build("local step"))
+        return [*phases, *self._dual_ascent(eq, laplacian)]

@@ -1,0 +1,173 @@
+r"""Federated composite optimization: FedMid and FedDualAvg (Yuan, Zaheer and Reddi 2021).
+
+Both minimise f + r, f = (1/N) sum_i F_i, on a :class:`~stochmix.problems.Composite`
+problem, with the mirror map h = ||x||^2 / 2 (so every mirror step is a prox of r, a row
+map over the participants' rows: :class:`~stochmix.algorithms.proximal.ProxStep`). On a
+smooth problem both are FedAvg (the proxes are the identity and are left out).
+
+The paper's point ("the curse of primal averaging"): FedMid averages the clients' primal
+models, each of them sparse after its prox, but their average is not (the supports
+differ), and only the server's prox makes it sparse again; FedDualAvg averages the dual
+states and maps the average to the primal space with one prox whose threshold grows
+with the rounds, so its server model is sparse.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import numpy as np
+
+from .._validate import as_float
+from ..engine import Block, Method, RunContext
+from ..engine.equations import Equations, grad
+from ..mixing.federated import average_rows
+from .local_training import LocalTraining, step_groups
+from .proximal import ProxStep
+
+__all__ = ["FedDualAvg", "FedMid"]
+
+
+class _Composite(LocalTraining, Method):
+    proximal = True
+
+    def __init__(self, lr, local_steps=1, server_lr=1.0):
+        self.lr = as_float(lr, "lr", positive=True)
+        self._set_local_steps(local_steps)
+        self.server_lr = as_float(server_lr, "server_lr", positive=True)
+
+    def _prox(self, ctx: RunContext, target: str, rows, source, step: float, r: int):
+        function = ProxStep(ctx.regularizer, step)
+        return ctx.map(target, rows, function, source, round=r, label=f"prox {target}")
+
+
+class FedMid(_Composite):
+    r"""FedMid, federated mirror descent with a prox, over one model block ``x`` (row 0
+    the server, row i+1 client i). Round r with participants S:
+
+    .. math::
+
+        x_i &\leftarrow x_0,\qquad K_i \text{ times } x_i \leftarrow
+            \operatorname{prox}_{\gamma r}\big(x_i - \gamma \nabla F_i(x_i)\big)
+            \quad (i \in S),\\
+        x_0 &\leftarrow \operatorname{prox}_{\eta\gamma r}\Big(x_0 + \eta\,\tfrac{1}{|S|}
+            \textstyle\sum_{i\in S} (x_i - x_0)\Big).
+
+    gamma = ``lr`` (the client step, also the clients' prox step), eta = ``server_lr``
+    (it scales the averaged change, and eta gamma is the server's prox step). A round
+    nobody joins (or whose uploads were all lost) changes nothing. Each local step is a
+    node-local phase and a prox over the group's rows; the average is one phase and the
+    server's prox a map of row 0. Local steps may differ between clients
+    (:mod:`stochmix.algorithms.local_steps`).
+
+    References:
+        - H. Yuan, M. Zaheer and S. Reddi, "Federated composite optimization", ICML 2021,
+          PMLR 139:12253-12266.
+    """
+
+    name = "FedMid"
+
+    def blocks(self, n_clients: int) -> list[Block]:
+        return [Block("x", n_clients + 1, "model")]
+
+    def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
+        S = participants
+        if S.size == 0:
+            return []
+        steps = self.round_steps(r, S, ctx)
+        received, _ = self.uploads(S, ctx, steps)
+        eq = Equations(ctx)
+        (x,) = eq.blocks("x")
+        phases = []
+        for G, k in step_groups(S, steps):
+            x[G] = x.server
+            phases.append(eq.build("assign"))
+            x[G] -= self.lr * grad(G)
+            step = eq.build("local step")
+            for _ in range(k):
+                phases.append(step)
+                if ctx.regularizer is not None:
+                    phases.append(self._prox(ctx, "x", G + 1, "x", self.lr, r))
+        if received.size == 0:
+            return phases
+        average = average_rows(received, np.full(received.size, 1.0 / received.size),
+                               ctx.n_clients, self.server_lr)  # fmt: skip
+        phases += [*self.sent(received, ctx), ctx.phase("average").apply("x", "x", average).build()]
+        if ctx.regularizer is not None:
+            phases.append(self._prox(ctx, "x", [0], "x", self.server_lr * self.lr, r))
+        return phases
+
+
+class FedDualAvg(_Composite):
+    r"""FedDualAvg, federated dual averaging, over blocks ``x`` (primal points) and ``z``
+    (dual states), row 0 the server and row i+1 client i; z starts at x^0. Round r with
+    participants S, each taking K local steps (t = 0..K-1):
+
+    .. math::
+
+        z_i &\leftarrow z_0,\quad x_i \leftarrow
+            \operatorname{prox}_{\tilde\eta_{r,0} r}(z_0) \quad (i \in S),\\
+        z_i &\leftarrow z_i - \gamma \nabla F_i(x_i),\qquad
+        x_i \leftarrow \operatorname{prox}_{\tilde\eta_{r,t+1} r}(z_i),\qquad
+        \tilde\eta_{r,t} = \eta\gamma r K + \gamma t,\\
+        z_0 &\leftarrow z_0 + \eta\,\tfrac{1}{|S|}\textstyle\sum_{i\in S}(z_i - z_0),\qquad
+        x_0 \leftarrow \operatorname{prox}_{\eta\gamma (r+1) K\, r}(z_0).
+
+    The prox thresholds grow with the round index r (the run's round, counting rounds
+    nobody joined, which change nothing but r). The clients' first point is the prox of
+    the server's dual state with the round's threshold, which is the server's model
+    unless the round before was empty. Gradients are taken at the
+    primal points ``x``; the reported model is the server's x_0. K is one int (the
+    thresholds count the steps of every client alike); uneven local steps are refused.
+
+    References:
+        - H. Yuan, M. Zaheer and S. Reddi, "Federated composite optimization", ICML 2021,
+          PMLR 139:12253-12266.
+    """
+
+    name = "FedDualAvg"
+
+    def __init__(self, lr, local_steps=1, server_lr=1.0):
+        super().__init__(lr, local_steps, server_lr)
+        if not isinstance(self.local_steps, int):
+            raise ValueError(
+                "local_steps must be one int for FedDualAvg (its prox thresholds count the "
+                f"steps of every client alike), got {self.local_steps!r}"
+            )
+
+    def blocks(self, n_clients: int) -> list[Block]:
+        return [Block("x", n_clients + 1, "model"), Block("z", n_clients + 1, "model")]
+
+    def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
+        S = participants
+        if S.size == 0:
+            return []
+        received, _ = self.uploads(S, ctx)
+        K, gamma, eta = cast(int, self.local_steps), self.lr, self.server_lr
+        eq = Equations(ctx)
+        x, z = eq.blocks("x", "z")
+        z[S] = z.server
+        first = eta * gamma * r * K  # the clients' first threshold
+        if ctx.regularizer is None or first == 0.0:
+            x[S] = z.server
+            phases = [eq.build("assign")]
+        else:
+            phases = [eq.build("assign"), self._prox(ctx, "x", S + 1, ("z", [0]), first, r)]
+        for t in range(K):
+            z[S] -= gamma * grad(S)
+            phases.append(eq.build("dual step"))
+            if ctx.regularizer is None:
+                x[S] = z[S]
+                phases.append(eq.build("primal point"))
+            elif t < K - 1:  # the last point is not used
+                threshold = eta * gamma * r * K + gamma * (t + 1)
+                phases.append(self._prox(ctx, "x", S + 1, "z", threshold, r))
+        if received.size == 0:
+            return phases
+        average = average_rows(received, np.full(received.size, 1.0 / received.size),
+                               ctx.n_clients, eta)  # fmt: skip
+        phases += [*self.sent(received, ctx), ctx.phase("average").apply("z", "z", average).build()]
+        if ctx.regularizer is None:
+            x.server = z.server
+            return [*phases, eq.build("server point")]
+        return [*phases, self._prox(ctx, "x", [0], "z", eta * gamma * (r + 1) * K, r)]
