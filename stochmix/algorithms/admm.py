@@ -28,6 +28,8 @@ with the graph of each round, outside their theorems).
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -37,6 +39,7 @@ from ..mixing.rowsparse import RowSparse
 from ..mixing.sequences import GraphSequence
 from .decentralized_base import DecentralizedMethod, _activation_kind
 from .fedprox import has_exact_prox
+from .proximal import prox_phase
 
 __all__ = ["DLM", "DecentralizedADMM"]
 
@@ -53,8 +56,8 @@ class _Laplacian(DecentralizedMethod):
 
     needs: dict = {}
 
-    def __init__(self, graphs: GraphSequence, penalty, check_mixing=True):
-        super().__init__(1.0, graphs, check_mixing=check_mixing)
+    def __init__(self, lr, graphs: GraphSequence, penalty, check_mixing=True):
+        super().__init__(lr, graphs, check_mixing=check_mixing)
         self.penalty = as_float(penalty, "penalty", positive=True)
 
     def blocks(self, n_clients: int) -> list[Block]:
@@ -105,10 +108,13 @@ class DLM(_Laplacian):
     Lambda^{-1}) and "dual ascent" (alpha from the new x). Linear convergence with c and
     rho as in the paper's theorem (strongly convex, L-smooth f_i; rho large enough).
 
+    **Step size.** ``lr`` is 1/rho, rho the paper's proximal (linearization) parameter:
+    with c = 0 DLM is gradient descent with step ``lr`` at every node.
+
     Args:
+        lr: 1/rho > 0.
         graphs: the graph sequence (undirected; the adjacency is symmetrised).
         penalty: c > 0.
-        rho: the proximal (linearization) parameter rho > 0.
 
     References:
         - Q. Ling, W. Shi, G. Wu and A. Ribeiro, "DLM: decentralized linearized
@@ -118,9 +124,9 @@ class DLM(_Laplacian):
 
     name = "DLM"
 
-    def __init__(self, graphs: GraphSequence, penalty=1.0, rho=1.0, check_mixing=True):
-        super().__init__(graphs, penalty, check_mixing)
-        self.rho = as_float(rho, "rho", positive=True)
+    def __init__(self, lr, graphs: GraphSequence, penalty=1.0, check_mixing=True):
+        super().__init__(lr, graphs, penalty, check_mixing)
+        self.rho = 1.0 / self.lr
 
     def _build(self, adjacency, degrees) -> tuple:
         c, n = self.penalty, degrees.size
@@ -191,19 +197,28 @@ class DecentralizedADMM(_Laplacian):
             \text{ from } x_i^k,\\
         & \alpha^{k+1} = \alpha^k + c\, L x^{k+1}.
 
+    On a composite problem f_i + r (:class:`~stochmix.problems.Composite`), the
+    ``"gradient"`` solver's local steps are proximal-gradient steps, x_i <- prox_{gamma
+    r}(x_i - gamma (...)), on the local problem with r added (the exact solver has no
+    closed form there and refuses it).
+
     ``solver="exact"`` solves the local problems in closed form (affine gradients:
     :class:`~stochmix.problems.Quadratic`, :class:`~stochmix.problems.LeastSquares`;
     others are refused when the first round runs); ``"gradient"`` takes ``local_steps``
-    gradient steps of size ``lr`` on them (any problem; exact as K grows). State: blocks
+    gradient steps of size ``local_lr`` on them (any problem; exact as K grows). State: blocks
     ``x``, ``alpha`` and ``u`` (u = c (D + A) x^k - alpha^k, the local problems' linear
     term), each (n, d). A round is "neighbour sums" (u, one sparse product), the local
     solve (a row map, or K whole-block gradient steps) and "dual ascent".
 
+    **Step size.** ``lr`` is 1/c, c the paper's penalty: node i's local problem is a
+    proximal step on f_i of size lr / (2 d_i) from the average of its own and its
+    neighbours' models (shifted by the dual), so a larger ``lr`` moves further.
+
     Args:
+        lr: 1/c > 0.
         graphs: the graph sequence (undirected; the adjacency is symmetrised).
-        penalty: c > 0.
         solver: ``"exact"`` or ``"gradient"``.
-        lr: gamma, the local step (``"gradient"``).
+        local_lr: gamma, the step of the local gradient steps (``"gradient"``).
         local_steps: K (``"gradient"``).
 
     References:
@@ -217,19 +232,21 @@ class DecentralizedADMM(_Laplacian):
 
     def __init__(
         self,
+        lr,
         graphs: GraphSequence,
-        penalty=1.0,
         solver="exact",
-        lr=None,
+        local_lr=None,
         local_steps=1,
         check_mixing=True,
     ):
-        super().__init__(graphs, penalty, check_mixing)
+        super().__init__(lr, graphs, 1.0 / as_float(lr, "lr", positive=True), check_mixing)
         self.solver = choice(solver, "solver", ("exact", "gradient"))
+        self.proximal = self.solver == "gradient"  # its local steps take r's prox
+        self.local_lr = None
         if self.solver == "gradient":
-            if lr is None:
-                raise ValueError('lr must be given with solver="gradient" (the local step)')
-            self.lr = as_float(lr, "lr", positive=True)
+            if local_lr is None:
+                raise ValueError('local_lr must be given with solver="gradient" (the local step)')
+            self.local_lr = as_float(local_lr, "local_lr", positive=True)
         self.local_steps = as_int(local_steps, "local_steps", minimum=1)
         self._solve_cache: dict = {}
 
@@ -245,7 +262,7 @@ class DecentralizedADMM(_Laplacian):
         gather = c * (sp.diags_array(degrees) + adjacency)
         laplacian = c * (sp.diags_array(degrees) - adjacency)
         shift = 2.0 * c * degrees
-        step = sp.diags_array(1.0 - getattr(self, "lr", 0.0) * shift)
+        step = sp.diags_array(1.0 - (self.local_lr or 0.0) * shift)
         return _operator(gather), _operator(laplacian), shift, _operator(step)
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
@@ -259,7 +276,11 @@ class DecentralizedADMM(_Laplacian):
             everyone = np.arange(ctx.n_clients)
             phases.append(ctx.map("x", everyone, solve, "u", round=r, label="local solve"))
         else:
+            gamma = cast(float, self.local_lr)
+            x[:] = step @ x - gamma * grad() + gamma * u
+            local = eq.build("local step")
             for _ in range(self.local_steps):
-                x[:] = step @ x - self.lr * grad() + self.lr * u
-                phases.append(eq.build("local step"))
+                phases.append(local)
+                if ctx.regularizer is not None:
+                    phases.append(prox_phase(ctx, eq, "x", "x", gamma, r))
         return [*phases, *self._dual_ascent(eq, laplacian)]

@@ -55,6 +55,8 @@ FEDERATED: dict[str, tuple[Callable[..., Method], dict[str, Any]]] = {
     "fednova": (algorithms.FedNova, {}),
     "fedbuff": (algorithms.FedBuff, {}),
     "fedasync": (algorithms.FedAsync, {}),
+    "fedmid": (algorithms.FedMid, {}),
+    "feddualavg": (algorithms.FedDualAvg, {}),
 }
 
 #: Federated methods whose papers run every client in every round (Scaffnew) or draw
@@ -75,6 +77,10 @@ DECENTRALIZED: dict[str, tuple[type[algorithms.DecentralizedMethod], dict[str, A
     "push_diging": (algorithms.PushDIGing, {}),
     "choco": (algorithms.CHOCO, {}),
     "kgt": (algorithms.KGT, {}),
+    "pg_extra": (algorithms.PGEXTRA, {}),
+    "prox_nids": (algorithms.ProxNIDS, {}),
+    "dlm": (algorithms.DLM, {}),
+    "admm": (algorithms.DecentralizedADMM, {}),
 }
 
 #: Every method kind of ``[[methods]]``: :data:`FEDERATED` and :data:`DECENTRALIZED`.
@@ -92,7 +98,8 @@ RULE_NEEDS = {kind: dict(cls.needs) for kind, (cls, _) in DECENTRALIZED.items()}
 #: Methods whose default rule is the graph's doubly stochastic one: they reach the
 #: minimiser of the plain average of the clients' objectives only with it.
 AVERAGING = (
-    "dgd", "gradient_tracking", "extra", "nids", "exact_diffusion", "d2", "choco", "kgt"
+    "dgd", "gradient_tracking", "extra", "nids", "exact_diffusion", "d2", "choco", "kgt",
+    "pg_extra", "prox_nids",
 )  # fmt: skip
 
 _STOCHASTIC = {

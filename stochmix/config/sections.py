@@ -10,7 +10,7 @@ from .. import mixing
 from .._names import DROP_MODEL_ALIASES, PROCESS_ALIASES, renamed
 from ..engine import Method
 from ..participation import ParticipationProcess
-from ..problems import Problem
+from ..problems import Composite, Problem, regularizer
 from . import plugins
 from .experiment import MethodSpec
 from .parsing import (
@@ -50,10 +50,59 @@ def _problem(raw: dict) -> tuple[Problem, dict]:
     given = dict(table)
     if isinstance(given.get("rows_per_client"), list):  # a TOML pair (low, high)
         given["rows_per_client"] = tuple(given["rows_per_client"])
+    reg = {key: given.pop(key) for key in list(given) if key in REGULARIZER_KEYS}
     factory = plugins.problem(kind)
     problem = _call(factory, "problem", given)
     _built(problem, Problem, "problem", kind)
-    return problem, _with_defaults(kind, factory, table)
+    resolved = _with_defaults(kind, factory, {k: v for k, v in table.items() if k not in reg})
+    if reg:
+        problem = Composite(problem, _regularizer(reg))
+        resolved.update(reg)
+    return problem, resolved
+
+
+#: The ``[problem]`` keys of a regularizer: ``regularizer`` names it (a key of
+#: :data:`~stochmix.problems.REGULARIZERS`), the others are its weights, each the
+#: regularizer's own parameter name after ``reg_``.
+REGULARIZER_KEYS = ("regularizer", "reg_l1", "reg_l2", "reg_weight", "reg_groups",
+                    "reg_low", "reg_high")  # fmt: skip
+
+#: regularizer -> (the keys it takes, as parameter: key)
+_REGULARIZER_PARAMETERS = {
+    "l1": {"weight": "reg_l1"},
+    "elastic_net": {"l1": "reg_l1", "l2": "reg_l2"},
+    "group_lasso": {"weight": "reg_weight", "groups": "reg_groups"},
+    "nonnegative": {},
+    "box": {"low": "reg_low", "high": "reg_high"},
+}
+
+
+def _regularizer(keys: dict):
+    """The regularizer of ``[problem]``'s ``regularizer`` and ``reg_*`` keys."""
+    name = keys.get("regularizer")
+    if name not in _REGULARIZER_PARAMETERS:
+        given = ", ".join(sorted(keys))
+        raise ConfigError(
+            f"problem.regularizer must be one of {sorted(_REGULARIZER_PARAMETERS)} (with "
+            f"{given}), got {name!r}"
+        )
+    wanted = _REGULARIZER_PARAMETERS[name]
+    extra = sorted(set(keys) - {"regularizer", *wanted.values()})
+    if extra:
+        raise ConfigError(
+            f"problem.{extra[0]} does not apply to regularizer = {name!r}, which takes "
+            f"{sorted(wanted.values()) or 'no weight'}"
+        )
+    missing = [key for param, key in wanted.items() if key not in keys and param != "high"
+               and param != "low"]  # fmt: skip
+    if missing:
+        raise ConfigError(f"problem.{missing[0]} is required with regularizer = {name!r}")
+    try:
+        return regularizer(
+            name, **{param: keys[key] for param, key in wanted.items() if key in keys}
+        )
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"problem.regularizer = {name!r}: {error}") from None
 
 
 def _built(value, expected: type, where: str, kind: str) -> None:

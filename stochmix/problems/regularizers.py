@@ -70,9 +70,12 @@ def _clip(v, low, high):
         return np.clip(v, low, high)
     import torch  # a Torch tensor: torch is imported already
 
-    low = low if isinstance(low, (int, float)) or torch.is_tensor(low) else to_like(low, v)
-    high = high if isinstance(high, (int, float)) or torch.is_tensor(high) else to_like(high, v)
-    return torch.clamp(v, low, high)
+    def bound(value):
+        if torch.is_tensor(value):
+            return value
+        return torch.as_tensor(np.asarray(value, dtype=np.float64), dtype=v.dtype, device=v.device)
+
+    return torch.minimum(torch.maximum(v, bound(low)), bound(high))
 
 
 def _step(t, v):
