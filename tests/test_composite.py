@@ -197,7 +197,7 @@ def test_metrics_include_the_regularizer():
 def _setting(seed, n, d, kind):
     rng = np.random.default_rng(seed)
     if kind == "least_squares":
-        smooth = LeastSquares.random(n, d, rows_per_client=int(rng.integers(1, 6)), seed=seed)
+        smooth = LeastSquares.random(n, d, rows_per_client=int(rng.integers(2, 6)), seed=seed)
     else:
         smooth = Quadratic.random(n, d, seed=seed)
     reg = [L1(0.3), ElasticNet(0.2, 0.3), Box(-0.2, 0.3), GroupLasso(0.2, 1)][seed % 4]
@@ -241,11 +241,13 @@ def test_decentralized_proximal_methods_equal_their_references(seed, n, kind):
     lr, iters = 0.5 / smooth.smoothness, 15
     grad, prox = _per_node(smooth), _prox(problem)
     want = pg_extra(grad, prox, w, x0, lr, iters)[1:]
-    for got, ref in zip(_node_rows(PGEXTRA(lr, graphs), problem, x0, iters), want):
+    for got, ref in zip(_node_rows(PGEXTRA(lr, graphs), problem, x0, iters), want, strict=True):
         close(got, ref)
     c = float(rng.uniform(0.2, 0.9)) / lr
     want = prox_nids(grad, prox, w, x0, lr, iters, c=c)[1:]
-    for got, ref in zip(_node_rows(ProxNIDS(lr, graphs, c=c), problem, x0, iters), want):
+    for got, ref in zip(
+        _node_rows(ProxNIDS(lr, graphs, c=c), problem, x0, iters), want, strict=True
+    ):
         close(got, ref)
 
 
@@ -267,7 +269,9 @@ def test_admm_and_dlm_equal_their_references(seed, n, kind):
         hessians = np.array([np.diag(row) for row in h]) if h.ndim == 2 else h
         linear = np.einsum("kij,kj->ki", hessians, np.asarray(smooth.centers))
     want = admm(hessians, linear, adjacency, x0, 1.0 / lr, iters)[1:]
-    for got, ref in zip(_node_rows(DecentralizedADMM(lr, graphs), smooth, x0, iters), want):
+    for got, ref in zip(
+        _node_rows(DecentralizedADMM(lr, graphs), smooth, x0, iters), want, strict=True
+    ):
         close(got, ref)
     step = 1.0 / (smooth.smoothness + 4.0 / lr)
     exact = admm(hessians, linear, adjacency, x0, 1.0 / lr, 3)[-1]
@@ -276,7 +280,9 @@ def test_admm_and_dlm_equal_their_references(seed, n, kind):
     rho = smooth.smoothness + float(rng.uniform(1, 5))
     c = float(rng.uniform(0.1, 2.0))
     want = dlm(_per_node(smooth), adjacency, x0, c, rho, iters)[1:]
-    for got, ref in zip(_node_rows(DLM(1.0 / rho, graphs, c), smooth, x0, iters), want):
+    for got, ref in zip(
+        _node_rows(DLM(1.0 / rho, graphs, c), smooth, x0, iters), want, strict=True
+    ):
         close(got, ref)
 
 
@@ -346,7 +352,7 @@ def test_pg_extra_and_prox_nids_converge_linearly_to_the_composite_minimiser():
         PGEXTRA(0.5 / smooth.smoothness, graphs),
         ProxNIDS(1.0 / smooth.smoothness, graphs),
     ):
-        res = run(method, problem, Full(10), 1500)
+        res = run(method, problem, Full(10), 350)
         error = res.distance / np.linalg.norm(problem.x_star)
         assert error[-1] < 1e-10, (method.name, error[-1])
         assert res.consensus[-1] < 1e-20
@@ -364,7 +370,7 @@ def test_admm_with_proximal_local_steps_solves_the_lasso():
     method = DecentralizedADMM(
         lr, graphs, solver="gradient", local_lr=1 / (smooth.smoothness + 4 / lr), local_steps=3
     )
-    res = run(method, problem, Full(10), 800)
+    res = run(method, problem, Full(10), 250)
     assert res.distance[-1] / np.linalg.norm(problem.x_star) < 1e-10
     with pytest.raises(ValueError, match="regularizer"):
         run(DecentralizedADMM(lr, graphs), problem, Full(10), 2)
@@ -374,7 +380,7 @@ def test_dgd_with_subgradients_only_approaches_the_minimiser():
     smooth, problem = _lasso()
     graphs = StaticSequence(nx.cycle_graph(10))
     res = run(
-        DGD(0.5 / smooth.smoothness, graphs, decay=0.5), problem.with_subgradients(), Full(10), 1500
+        DGD(0.5 / smooth.smoothness, graphs, decay=0.5), problem.with_subgradients(), Full(10), 300
     )
     error = res.distance[-1] / np.linalg.norm(problem.x_star)
     assert 1e-6 < error < 0.2
@@ -389,8 +395,8 @@ def test_admm_and_dlm_converge_linearly():
     p = Quadratic.random(8, 4, seed=3)
     graphs = StaticSequence(nx.cycle_graph(8))
     for method, rounds in (
-        (DecentralizedADMM(1.0, graphs), 300),
-        (DLM(1.0 / (p.smoothness + 4), graphs, 1.0), 3000),
+        (DecentralizedADMM(1.0, graphs), 250),
+        (DLM(1.0 / (p.smoothness + 4), graphs, 1.0), 350),
     ):
         res = run(method, p, Full(8), rounds)
         error = res.distance / np.linalg.norm(p.x_star)
@@ -407,10 +413,10 @@ def test_feddualavg_server_model_is_sparse_where_fedmids_is_not():
     off = problem.x_star == 0
     assert off.sum() == 25
     process = UniformSample(20, 5)
-    mid = run(FedMid(0.002, 10), problem, process, 300).server[-1]
-    dual = run(FedDualAvg(0.002, 10), problem, process, 300).server[-1]
+    mid = run(FedMid(0.002, 10), problem, process, 100).server[-1]
+    dual = run(FedDualAvg(0.002, 10), problem, process, 100).server[-1]
     assert np.count_nonzero(dual[off]) == 0
-    assert np.count_nonzero(mid[off]) >= 10
+    assert np.count_nonzero(mid[off]) >= 5
 
 
 # --------------------------------------------------------------------------- refusals
