@@ -1934,6 +1934,64 @@ SPECS = [
         )
         for cls in (alg.DGD, alg.GradientTracking, alg.PushPull, alg.PushSum)
     ],
+    *[
+        (
+            cls.__name__,
+            cls,
+            dict(lr=0.1, graphs=SEQ),
+            {
+                "lr": FLOAT(bad=(0.0, -1.0)),
+                "graphs": [STRING, NONE, _case("a graph", G3, TypeError, "Graph")],
+                "check_mixing": BOOLEAN(),
+                **({"rule": CHOICE()} if cls in (alg.PGEXTRA, alg.ProxNIDS) else {}),
+                **({"penalty": FLOAT(bad=(0.0, -1.0))} if cls is alg.DLM else {}),
+                **(
+                    {"solver": CHOICE(), "local_steps": INT()}
+                    if cls is alg.DecentralizedADMM
+                    else {}
+                ),
+            },
+        )
+        for cls in (alg.PGEXTRA, alg.ProxNIDS, alg.DLM, alg.DecentralizedADMM)
+    ],
+    *[
+        (
+            cls.__name__,
+            cls,
+            dict(lr=0.1),
+            {"lr": FLOAT(bad=(0.0,)), "local_steps": INT(), "server_lr": FLOAT(bad=(0.0,))},
+        )
+        for cls in (alg.FedMid, alg.FedDualAvg)
+    ],
+    # -------------------------------------------------------------------- regularizers
+    ("L1", problems.L1, dict(weight=0.1), {"weight": FLOAT(bad=(-1.0,))}),
+    (
+        "ElasticNet",
+        problems.ElasticNet,
+        dict(l1=0.1, l2=0.1),
+        {"l1": FLOAT(bad=(-1.0,)), "l2": FLOAT(bad=(-0.5,))},
+    ),
+    (
+        "GroupLasso",
+        problems.GroupLasso,
+        dict(weight=0.1, groups=2),
+        {"weight": FLOAT(bad=(-1.0,)), "groups": [STRING, NONE, _case("zero", 0, ValueError, "0")]},
+    ),
+    (
+        "Box",
+        problems.Box,
+        dict(low=-1.0, high=1.0),
+        {"low": [STRING, _case("above high", 2.0, ValueError, "2.0")], "high": [STRING]},
+    ),
+    (
+        "Composite",
+        problems.Composite,
+        dict(problem=LS, regularizer=problems.L1(0.1)),
+        {
+            "problem": [STRING, NONE],
+            "regularizer": [STRING, NONE, _case("a number", 0.1, TypeError, "0.1")],
+        },
+    ),
 ]
 
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from .._arrays import is_numpy
 from .._arrays import like as to_like
-from .._validate import as_float, show
+from .._validate import as_float, as_int, as_int_array, as_real_array, show
 
 __all__ = [
     "L1",
@@ -193,16 +193,16 @@ class GroupLasso(_Weighted):
     def __init__(self, weight, groups):
         self.weight = _weight(weight, "weight")
         if isinstance(groups, (int, np.integer)) and not isinstance(groups, bool):
-            if int(groups) < 1:
-                raise ValueError(f"groups must be >= 1 (a group size), got {groups!r}")
-            self.groups: int | tuple = int(groups)
+            self.groups: int | tuple = as_int(groups, "groups", minimum=1)
         else:
-            labels = np.asarray(groups)
-            if labels.ndim != 1 or labels.size == 0 or labels.dtype.kind not in "iu":
-                raise ValueError(
-                    "groups must be a group size (int) or one int label per coordinate, "
-                    f"got {show(groups)}"
+            if isinstance(groups, (str, bool)) or groups is None:
+                raise TypeError(
+                    f"groups must be a group size (int) or one int label per coordinate, got "
+                    f"{show(groups)}"
                 )
+            labels = as_int_array(groups, "groups", ndim=1)
+            if labels.size == 0:
+                raise ValueError("groups must hold one label per coordinate, got none")
             self.groups = tuple(int(g) for g in labels)
         self._membership: dict = {}
 
@@ -282,6 +282,18 @@ class _Indicator(_Weighted):
         )
 
 
+def _bound(value, name: str) -> np.ndarray:
+    """A box bound: a number or a 1-d array of real numbers (+-inf allowed, not NaN)."""
+    if isinstance(value, bool) or value is None:
+        raise TypeError(f"{name} must be a number or a 1-d array of numbers, got {value!r}")
+    arr = as_real_array(value, name, finite=False)
+    if arr.ndim > 1:
+        raise ValueError(f"{name} must be a number or a 1-d array, got shape {arr.shape}")
+    if np.isnan(arr).any():
+        raise ValueError(f"{name} must not hold NaN, got {show(value)}")
+    return arr
+
+
 class NonNegative(_Indicator):
     """The indicator of x >= 0; prox = max(v, 0)."""
 
@@ -302,10 +314,8 @@ class Box(_Indicator):
     _weights = ("low", "high")
 
     def __init__(self, low=-math.inf, high=math.inf):
-        lo = np.asarray(low, dtype=np.float64)
-        hi = np.asarray(high, dtype=np.float64)
-        if lo.ndim > 1 or hi.ndim > 1 or np.isnan(lo).any() or np.isnan(hi).any():
-            raise ValueError(f"low and high must be numbers or 1-d arrays, got {low!r}, {high!r}")
+        lo = _bound(low, "low")
+        hi = _bound(high, "high")
         if np.any(lo > hi):
             raise ValueError(f"low must be <= high entry by entry, got low={low!r}, high={high!r}")
         self.low = float(lo) if lo.ndim == 0 else tuple(lo.tolist())
