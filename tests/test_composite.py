@@ -457,3 +457,42 @@ def test_proximal_methods_run_under_gossip():
     assert np.all(np.isfinite(res.distance))
     with pytest.raises(ValueError, match="doubly stochastic"):
         run(PGEXTRA(0.1, graphs), problem, Bernoulli(0.5, n_clients=10), 2)
+
+
+# --------------------------------------------------------------------------- configuration
+def test_configuration_regularizer_keys():
+    from stochmix.config import ConfigError, parse
+
+    base = {
+        "problem": {"kind": "least_squares", "n_clients": 6, "dim": 4, "support": 2},
+        "graphs": {"kind": "cycle"},
+        "methods": [{"kind": "pg_extra", "lr": 0.01}, {"kind": "prox_nids", "lr": 0.01}],
+    }
+    cases = {
+        "l1": ({"reg_l1": 0.5}, L1(0.5)),
+        "elastic_net": ({"reg_l1": 0.5, "reg_l2": 0.1}, ElasticNet(0.5, 0.1)),
+        "group_lasso": ({"reg_weight": 0.5, "reg_groups": 2}, GroupLasso(0.5, 2)),
+        "nonnegative": ({}, NonNegative()),
+        "box": ({"reg_low": -1.0, "reg_high": 1.0}, Box(-1.0, 1.0)),
+    }
+    for name, (keys, want) in cases.items():
+        raw = {**base, "problem": {**base["problem"], "regularizer": name, **keys}}
+        exp = parse(raw)
+        assert isinstance(exp.problem, Composite) and exp.problem.regularizer == want
+        resolved = exp.resolved()
+        assert resolved["problem"]["regularizer"] == name
+        assert parse(resolved).problem.regularizer == want  # the resolved file re-runs
+    bad = [
+        ({"regularizer": "l0", "reg_l1": 1.0}, "problem.regularizer must be one of"),
+        ({"regularizer": "l1"}, "problem.reg_l1 is required"),
+        ({"regularizer": "l1", "reg_l1": -1.0}, "weight"),
+        ({"regularizer": "l1", "reg_l1": 1.0, "reg_l2": 1.0}, "problem.reg_l2 does not apply"),
+        ({"regularizer": "box", "reg_low": 2.0, "reg_high": 1.0}, "low must be <= high"),
+    ]
+    for keys, message in bad:
+        with pytest.raises(ConfigError, match=message):
+            parse({**base, "problem": {**base["problem"], **keys}})
+    smooth_only = {**base, "methods": [{"kind": "extra", "lr": 0.01}]}
+    smooth_only["problem"] = {**base["problem"], "regularizer": "l1", "reg_l1": 0.1}
+    with pytest.raises(ConfigError, match=r"methods\[0\] \(extra\): problem has a regularizer"):
+        parse(smooth_only)

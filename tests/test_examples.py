@@ -94,3 +94,16 @@ def test_fedbuff_vs_fedavg_example(tmp_path):
     assert np.isfinite(table["FedBuff"]) and np.isfinite(table["FedAvg"])
     assert table["FedBuff"] < table["FedAvg"]
     assert (tmp_path / "b.png").exists()
+
+
+def test_decentralized_lasso_example(tmp_path):
+    """The proximal and primal-dual methods reach the LASSO minimiser and its support; the
+    subgradient method does neither in the same iterations."""
+    module = load("decentralized_lasso")
+    table = module.main(**module.QUICK, out=str(tmp_path / "l.png"))
+    for name in ("PG-EXTRA", "NIDS-prox", "ADMM (prox steps)"):
+        error, match = table[name]
+        assert error < 1e-6 and match == 1.0, name
+    error, match = table["DGD + subgradient"]
+    assert error > 1e-3 and match < 1.0
+    assert (tmp_path / "l.png").exists()

@@ -78,7 +78,7 @@ class _Laplacian(DecentralizedMethod):
             adjacency = self.graphs.adjacency(k)
             adjacency = ((adjacency + adjacency.T) > 0).astype(np.float64)  # undirected
             if self.check_mixing:
-                self._check_connected(k, 1, adjacency)
+                self._check_reach(k, adjacency)
             degrees = np.asarray(adjacency.sum(axis=1)).ravel()
             found = build(sp.csr_array(adjacency), degrees)
             if self.graphs.period is None:

@@ -199,13 +199,19 @@ class DecentralizedMethod(Method):
                     f"({problem}); {self.name} needs {KINDS[kind]} mixing there "
                     "(check_mixing=False runs it anyway)"
                 )
+        self._check_reach(k, w)
+        if period:
+            self._checked.add(key)
+
+    def _check_reach(self, k: int, w) -> None:
+        """Information reaches every node: the graph of step k (matrix or pattern ``w``)
+        is strongly connected, or for a periodic sequence the union over each period."""
+        period = self.graphs.period
         if not period:
             self._check_connected(k, 1, w)
         elif k % period == period - 1 and ("union", k % period) not in self._checked:
             self._check_connected(k - period + 1, period, w)
             self._checked.add(("union", k % period))
-        if period:
-            self._checked.add(key)
 
     def _check_connected(self, start: int, length: int, last) -> None:
         """The union of the graphs of steps start..start+length-1 is strongly connected."""
