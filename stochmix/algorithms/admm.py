@@ -146,18 +146,20 @@ class DLM(_Laplacian):
 
 
 class _AffineSolve:
-    """x_i = (H_i + 2 c d_i I)^{-1} (c_i + v_i) for the nodes ``rows``, grad f_i(x) =
-    H_i x - c_i, one batched solve (elementwise for diagonal Hessians)."""
+    """x_i = (H_i + 2 c d_i I)^{-1} (c_i + v_i) for every node, grad f_i(x) = H_i x - c_i:
+    the inverses are computed once per problem and graph (one batched inversion), so a
+    round is one batched product (elementwise for diagonal Hessians)."""
 
     name = "exact local solve"
 
     def __init__(self, shift: np.ndarray, cache: dict):
         self.shift = shift  # 2 c d_i, every node
-        self.cache = cache
+        self.cache = cache  # (problem, shift) -> (problem, shift, inverses, linear terms)
 
-    def _affine(self, problem):
-        found = self.cache.get(id(problem))
-        if found is None or found[0] is not problem:
+    def _inverses(self, problem):
+        key = (id(problem), id(self.shift))
+        found = self.cache.get(key)
+        if found is None or found[0] is not problem or found[1] is not self.shift:
             self.cache.clear()
             if hasattr(problem, "hessians") and hasattr(problem, "centers"):
                 h = np.asarray(problem.hessians, dtype=np.float64)
@@ -165,8 +167,12 @@ class _AffineSolve:
                 lin = h * z if h.ndim == 2 else np.einsum("kij,kj->ki", h, z)
             else:
                 h, lin = problem.hessians_and_linear_terms()
-            found = self.cache[id(problem)] = (problem, h, lin)
-        return found[1], found[2]
+            if h.ndim == 2:  # diagonal Hessians
+                inverse = 1.0 / (h + self.shift[:, None])
+            else:
+                inverse = np.linalg.inv(h + self.shift[:, None, None] * np.eye(h.shape[-1]))
+            found = self.cache[key] = (problem, self.shift, inverse, lin)
+        return found[2], found[3]
 
     def __call__(self, v, *, info):
         if not has_exact_prox(info.problem):
@@ -175,14 +181,11 @@ class _AffineSolve:
                 f"Quadratic or a least-squares problem), got {type(info.problem).__name__}; "
                 'use solver="gradient"'
             )
-        h, lin = self._affine(info.problem)
-        rows = info.rows
-        shift = self.shift[rows]
-        rhs = lin[rows] + v
-        if h.ndim == 2:  # diagonal Hessians
-            return rhs / (h[rows] + shift[:, None])
-        eye = np.eye(h.shape[-1])
-        return np.linalg.solve(h[rows] + shift[:, None, None] * eye, rhs[..., None])[..., 0]
+        inverse, lin = self._inverses(info.problem)
+        rhs = lin + v  # every node, in order
+        if inverse.ndim == 2:
+            return inverse * rhs
+        return np.einsum("kij,kj->ki", inverse, rhs)
 
 
 class DecentralizedADMM(_Laplacian):
