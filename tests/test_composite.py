@@ -496,3 +496,14 @@ def test_configuration_regularizer_keys():
     smooth_only["problem"] = {**base["problem"], "regularizer": "l1", "reg_l1": 0.1}
     with pytest.raises(ConfigError, match=r"methods\[0\] \(extra\): problem has a regularizer"):
         parse(smooth_only)
+
+
+def test_compact_state_keeps_what_the_prox_phases_read():
+    """The liveness probe sees the run's regularizer, so a compact state (the default for
+    large runs) keeps the rows the prox maps read: the same numbers as the full state."""
+    smooth, problem = _lasso(n=30)
+    process = UniformSample(30, 6)
+    for cls in (FedMid, FedDualAvg):
+        full = run(cls(0.01, 3), problem, process, 6, storage="full", seed=2).server
+        compact = run(cls(0.01, 3), problem, process, 6, storage="compact", seed=2).server
+        close(compact, full, 0)

@@ -124,12 +124,15 @@ def needed(item, scratch: dict, ranges: dict, method) -> set:
     return out
 
 
-def find_scratch(method, n_clients: int, dim: int, probabilities, plan) -> dict[str, str]:
+def find_scratch(
+    method, n_clients: int, dim: int, probabilities, plan, regularizer=None
+) -> dict[str, str]:
     """The blocks whose node rows a run of ``method`` need not keep: name -> "dead" or
     "zero" (see the module docstring), found from the plans of probe rounds
     (:data:`PROBE_PASSES` passes over nobody, one, two and three participants, the first
     and the last client, in rounds 0, 1, 2, ...), made by ``plan(phases, method, ctx)`` on
-    a copy of the method.
+    a copy of the method, with the run's problem ``regularizer`` (proximal methods write
+    their prox phases only for one).
 
     Empty for a method that reports its output or consensus itself (it may read any row)
     and for one whose probe rounds fail (a method that needs rounds of its own kind)."""
@@ -151,6 +154,7 @@ def find_scratch(method, n_clients: int, dim: int, probabilities, plan) -> dict[
     plans = []
     try:
         ctx = RunContext(layout, n_clients, dim, probabilities, seed=0)
+        ctx.regularizer = regularizer
         probe.start(ctx)
         for r, s in enumerate(sets):
             participants = np.unique(np.asarray(s, dtype=np.int64).clip(0, last))

@@ -338,6 +338,7 @@ def prepare(
             scratch = find_scratch(
                 method, n, dim, probabilities,
                 lambda phases, m, c: plan_round(phases, back, m, c, caps),
+                getattr(problem, "regularizer", None),
             )  # fmt: skip
     layout = Layout(method.blocks(n), scratch, (method.client_node, n))
     ctx = RunContext(layout, n, dim, probabilities, seed=seed)
