@@ -12,6 +12,7 @@ from .fedavg import FedAvg
 from .feddyn import FedDyn
 from .federated_composite import FedDualAvg, FedMid
 from .fednova import FedNova
+from .fedpd import FedPD
 from .fedprox import FedProx
 from .focus import FOCUS
 from .local_steps import ClientSteps, LocalSteps, RandomSteps
@@ -51,6 +52,7 @@ __all__ = [
     "FedDyn",
     "FedMid",
     "FedNova",
+    "FedPD",
     "LocalSteps",
     "RandomSteps",
     "FedProx",

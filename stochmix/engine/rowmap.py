@@ -247,7 +247,10 @@ def apply_map(z, phase: RowMap, backend, problem, seed) -> bool:
     """Apply ``phase`` to ``z`` in place (see the module docstring); False if a new value
     is not finite. ``seed``: the run's seed sequence (``RunContext.seed_sequence``)."""
     # to_numpy and asarray: members every backend has (stochmix.protocols.BackendLike)
-    args = [np.asarray(backend.to_numpy(z[rows])) for _, _, rows in phase.sources]
+    if isinstance(z, np.ndarray):  # np.take: about 3x faster than z[rows] on many rows
+        args = [np.take(z, rows, axis=0) for _, _, rows in phase.sources]
+    else:
+        args = [np.asarray(backend.to_numpy(z[rows])) for _, _, rows in phase.sources]
     info = MapInfo(phase.target_rows, phase.round, phase.label, problem, seed)
     new = np.asarray(phase.function(*args, info=info))
     expected = (phase.target_rows.size, z.shape[1])
