@@ -38,6 +38,7 @@ METHOD_OPTIONS = {
     "fedavg": {"weights": "unbiased"},
     "fedbuff": {"buffer": 2, "concurrency": 3},
     "fedasync": {"concurrency": 3},
+    "fedpd": {"p": 0.5},
 }
 
 

@@ -1963,6 +1963,30 @@ SPECS = [
         )
         for cls in (alg.FedMid, alg.FedDualAvg)
     ],
+    (
+        "FedPD",
+        alg.FedPD,
+        dict(lr=0.1),
+        {
+            "lr": FLOAT(bad=(0.0,)),
+            "eta": FLOAT(bad=(0.0, -1.0)),
+            "local_steps": INT(),
+            "p": FLOAT(bad=(0.0, 1.5)),
+        },
+    ),
+    (
+        "LED",
+        alg.LED,
+        dict(lr=0.1, graphs=SEQ),
+        {
+            "lr": FLOAT(bad=(0.0,)),
+            "graphs": [STRING, NONE, _case("a graph", G3, TypeError, "Graph")],
+            "local_steps": INT(),
+            "beta": FLOAT(bad=(0.0,), optional=True),
+            "rule": CHOICE(),
+            "check_mixing": BOOLEAN(),
+        },
+    ),
     # -------------------------------------------------------------------- regularizers
     ("L1", problems.L1, dict(weight=0.1), {"weight": FLOAT(bad=(-1.0,))}),
     (

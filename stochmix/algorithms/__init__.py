@@ -15,6 +15,7 @@ from .fednova import FedNova
 from .fedpd import FedPD
 from .fedprox import FedProx
 from .focus import FOCUS
+from .led import LED
 from .local_steps import ClientSteps, LocalSteps, RandomSteps
 from .local_tracking import KGT
 from .momentum import FedAvgM
@@ -61,6 +62,7 @@ __all__ = [
     "FedYogi",
     "GradientTracking",
     "KGT",
+    "LED",
     "PGEXTRA",
     "ProxNIDS",
     "PushDIGing",

@@ -20,7 +20,7 @@ class FedPD(Method):
 
     .. math::
 
-        x_i &\leftarrow x_{0,i};\quad K \text{ times } x_i \leftarrow x_i - \gamma\big(
+        &K \text{ times } x_i \leftarrow x_i - \gamma\big(
             \nabla F_i(x_i) + \lambda_i + (x_i - x_{0,i})/\eta\big)
             \quad(\text{the augmented Lagrangian } F_i(x) + \langle \lambda_i, x - x_{0,i}
             \rangle + \lVert x - x_{0,i}\rVert^2 / (2\eta)),\\
@@ -29,11 +29,17 @@ class FedPD(Method):
         &\text{with probability } p:\quad x_0 \leftarrow \tfrac1N \textstyle\sum_i x_{0,i},
             \quad x_{0,i} \leftarrow x_0 \ \text{(every client)}.
 
-    One round is one local solve of every client; it communicates with probability p (one
+    The local solve is warm-started at the client's own last iterate x_i (x^0 in round 0;
+    the authors' code). One round is one local solve of every client; it communicates
+    with probability p (one
     coin for all, drawn from the run's seed and the round: :func:`~stochmix.engine.rowmap.
     map_generator` with the label ``"communicate"``), otherwise the clients keep their
-    local copies and the server model (the reported one) is unchanged. The fixed point is
-    exact: lambda_i = -grad F_i(x*) and x_{0,i} = x* (non-IID data need no extra care).
+    local copies and the server model (the reported one) is unchanged. With p = 1 the
+    fixed point is exact whatever the clients' data: lambda_i = -grad F_i(x*) and x_{0,i}
+    = x*. With p < 1 a round without communication moves each client towards its own
+    minimiser, so on heterogeneous clients FedPD stays at a distance that shrinks as p
+    grows (exact again when the clients are alike: the paper's point is that the
+    communication saved grows with the clients' similarity).
     ``lr`` is the local step gamma; ``eta`` the penalty parameter (the proximal term's
     1/eta and the dual step 1/eta).
 
@@ -90,10 +96,8 @@ class FedPD(Method):
         eq = Equations(ctx)
         x, anchor, lam = eq.blocks("x", "anchor", "lam")
         gamma, eta = self.lr, self.eta
-        x[S] = anchor[S]
-        phases = [eq.build("start")]
         x[S] -= gamma * (grad(S) + lam[S] + (x[S] - anchor[S]) / eta)
-        phases += [eq.build("local step")] * self.local_steps
+        phases = [eq.build("local step")] * self.local_steps
         lam[S] += (x[S] - anchor[S]) / eta
         anchor[S] = 2.0 * x[S] - anchor[S] + eta * lam[S]  # x + eta * (the new lambda)
         phases.append(eq.build("dual step"))

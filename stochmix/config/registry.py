@@ -57,12 +57,13 @@ FEDERATED: dict[str, tuple[Callable[..., Method], dict[str, Any]]] = {
     "fedasync": (algorithms.FedAsync, {}),
     "fedmid": (algorithms.FedMid, {}),
     "feddualavg": (algorithms.FedDualAvg, {}),
+    "fedpd": (algorithms.FedPD, {}),
 }
 
 #: Federated methods whose papers run every client in every round (Scaffnew) or draw
 #: their own clients as updates arrive (FedBuff, FedAsync, from the ``[clock]``'s arrival
 #: schedule): like the decentralized ones they take ``full`` participation only.
-EVERY_CLIENT = ("scaffnew", "fedbuff", "fedasync")
+EVERY_CLIENT = ("scaffnew", "fedbuff", "fedasync", "fedpd")
 
 #: Decentralized methods (they take the [graphs] sequence): kind -> (constructor, fixed).
 DECENTRALIZED: dict[str, tuple[type[algorithms.DecentralizedMethod], dict[str, Any]]] = {
@@ -81,6 +82,7 @@ DECENTRALIZED: dict[str, tuple[type[algorithms.DecentralizedMethod], dict[str, A
     "prox_nids": (algorithms.ProxNIDS, {}),
     "dlm": (algorithms.DLM, {}),
     "admm": (algorithms.DecentralizedADMM, {}),
+    "led": (algorithms.LED, {}),
 }
 
 #: Every method kind of ``[[methods]]``: :data:`FEDERATED` and :data:`DECENTRALIZED`.
@@ -99,7 +101,7 @@ RULE_NEEDS = {kind: dict(cls.needs) for kind, (cls, _) in DECENTRALIZED.items()}
 #: minimiser of the plain average of the clients' objectives only with it.
 AVERAGING = (
     "dgd", "gradient_tracking", "extra", "nids", "exact_diffusion", "d2", "choco", "kgt",
-    "pg_extra", "prox_nids",
+    "pg_extra", "prox_nids", "led",
 )  # fmt: skip
 
 _STOCHASTIC = {
