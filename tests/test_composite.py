@@ -578,3 +578,33 @@ def test_led_converges_exactly_with_local_steps_where_local_dgd_does_not():
         assert_linear(res.relative_error)
     stall = run(LED(lr, graphs, 5, beta=1e-12), problem, Full(8), 600)  # no correction
     assert stall.relative_error[-1] > 1e-3
+
+
+# --------------------------------------------------------------------------- analysis
+def test_exact_operators_cover_the_linear_primal_dual_methods():
+    """DLM, LED and FedPD (p = 1) are linear for quadratics: each round's exact affine map
+    gives the engine's next state (1e-12), and the fixed point of the static ring's map is
+    x_star; ADMM's exact solve is a row map, refused with an error that says so."""
+    from stochmix.analysis import fixed_point_under_pattern, round_operator, run_context
+    from stochmix.engine.rowmap import NonlinearPhaseError
+
+    problem = Quadratic.random(6, 3, diagonal=False, seed=4)
+    graphs = StaticSequence(nx.cycle_graph(6))
+    lr = 0.3 / problem.smoothness
+    everyone = np.ones(6, dtype=bool)
+    for method in (DLM(1 / (problem.smoothness + 4), graphs), LED(lr, graphs, 3),
+                   FedPD(lr, 1.0 / problem.smoothness, 3)):  # fmt: skip
+        states = []
+        x0 = np.ones(3)
+        keep = states.append
+        run(method, problem, Full(6), 5, x0=x0, metrics=(),
+            callback=lambda r, z, ctx, keep=keep: keep(np.array(z, copy=True)))  # fmt: skip
+        ctx = run_context(method, problem)
+        for r in range(5):
+            before = ctx.layout.initial(x0) if r == 0 else states[r - 1]
+            after = round_operator(method, problem, everyone, r, ctx)(before)
+            close(after, states[r], 1e-12)
+        end = fixed_point_under_pattern(method, problem, everyone[None, :]).model
+        close(end, problem.x_star, 1e-10)
+    with pytest.raises(NonlinearPhaseError, match="exact local solve"):
+        round_operator(DecentralizedADMM(1.0, graphs), problem, everyone)
