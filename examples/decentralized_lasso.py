@@ -1,5 +1,5 @@
 """A decentralized LASSO: proximal, primal-dual and subgradient methods, and support recovery
-=========================================================================================
+==========================================================================================
 
 A decentralized LASSO: proximal, primal-dual and subgradient methods, and support recovery.
 
@@ -18,7 +18,7 @@ of the nodes' losses plus lam ||x||_1 (:class:`~stochmix.problems.Composite` wit
   coordinate exactly.
 
 The figure shows the relative error against iterations, and the support recovery: the
-fraction of coordinates whose zero / nonzero pattern (|x_j| > 1e-8) matches the
+fraction of coordinates whose zero / nonzero pattern (``abs(x_j) > 1e-8``) matches the
 minimiser's.
 
 Run: python examples/decentralized_lasso.py  (writes decentralized_lasso.png)

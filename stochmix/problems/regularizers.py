@@ -121,7 +121,8 @@ def _weight(value, name: str) -> float:
 
 
 class L1(_Weighted):
-    r"""r(x) = lam ||x||_1; prox_{t r}(v) = sign(v) max(|v| - t lam, 0), entry by entry.
+    r"""r(x) = lam ||x||_1; ``prox_{t r}(v) = sign(v) max(abs(v) - t lam, 0)``, entry by
+    entry.
 
     Args:
         weight: lam >= 0, finite.
