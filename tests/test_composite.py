@@ -608,3 +608,26 @@ def test_exact_operators_cover_the_linear_primal_dual_methods():
         close(end, problem.x_star, 1e-10)
     with pytest.raises(NonlinearPhaseError, match="exact local solve"):
         round_operator(DecentralizedADMM(1.0, graphs), problem, everyone)
+
+
+# --------------------------------------------------------------------------- backends
+@pytest.mark.parametrize("options", [{"backend": "torch"}, {"compiled": True}], ids=str)
+def test_backends_give_the_numpy_numbers(options):
+    if options.get("backend") == "torch":
+        pytest.importorskip("torch")
+    smooth, problem = _lasso(n=8, d=6)
+    graphs = StaticSequence(nx.cycle_graph(8))
+    lip = smooth.smoothness
+    cases = [
+        (PGEXTRA(0.3 / lip, graphs), problem, Full(8)),
+        (ProxNIDS(0.5 / lip, graphs), problem, Full(8)),
+        (FedMid(0.3 / lip, 3), problem, UniformSample(8, 3)),
+        (FedDualAvg(0.3 / lip, 3), problem, UniformSample(8, 3)),
+        (DecentralizedADMM(1.0, graphs), smooth, Full(8)),
+        (DLM(0.5 / lip, graphs), smooth, Full(8)),
+        (LED(0.3 / lip, graphs, 3), smooth, Full(8)),
+        (FedPD(0.3 / lip, 1.0 / lip, 3, p=0.5), smooth, Full(8)),
+    ]
+    for method, data, process in cases:
+        want = run(method, data, process, 12, seed=3).server
+        close(run(method, data, process, 12, seed=3, **options).server, want, 1e-12)
