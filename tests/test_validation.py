@@ -1974,6 +1974,22 @@ SPECS = [
             "p": FLOAT(bad=(0.0, 1.5)),
         },
     ),
+    *[
+        (
+            cls.__name__,
+            cls,
+            dict(lr=0.1, graphs=SEQ),
+            {
+                "lr": FLOAT(bad=(0.0,)),
+                "graphs": [STRING, NONE, _case("a graph", G3, TypeError, "Graph")],
+                "batch": INT(),
+                "rule": CHOICE(),
+                "check_mixing": BOOLEAN(),
+                **({"snapshot_every": INT()} if cls is alg.GTSVRG else {"restart_every": INT()}),
+            },
+        )
+        for cls in (alg.GTSVRG, alg.GTSARAH)
+    ],
     (
         "LED",
         alg.LED,

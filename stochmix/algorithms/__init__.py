@@ -24,6 +24,7 @@ from .scaffnew import Scaffnew
 from .scaffold import SCAFFOLD
 from .stale import MIFA, FedStale, FedVARP
 from .uplink import CompressedUplink
+from .variance_reduced import GTSARAH, GTSVRG
 
 __all__ = [
     "CHOCO",
@@ -33,6 +34,8 @@ __all__ = [
     "DecentralizedADMM",
     "EXTRA",
     "FOCUS",
+    "GTSARAH",
+    "GTSVRG",
     "MIFA",
     "NIDS",
     "SCAFFOLD",

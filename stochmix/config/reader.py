@@ -8,7 +8,6 @@ from typing import Any
 
 from .._toml import tomllib
 from ..engine.loop import checked_clock
-from ..engine.method import check_regularizer
 from ..problems import LeastSquares
 from . import plugins
 from .clock import clock_table
@@ -60,7 +59,7 @@ def parse(raw: dict, default_name: str = "experiment") -> Experiment:
         spec.channel_noise = float(graphs_table.get("channel_noise", 0.0))
     for index, spec in enumerate(methods):  # what a method refuses to run under, now
         try:
-            check_regularizer(spec.build(spec.lrs[0]), problem)
+            spec.build(spec.lrs[0]).check_problem(problem)
         except ValueError as error:
             raise ConfigError(f"methods[{index}] ({spec.label}): {error}") from None
         try:

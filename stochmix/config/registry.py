@@ -83,6 +83,8 @@ DECENTRALIZED: dict[str, tuple[type[algorithms.DecentralizedMethod], dict[str, A
     "dlm": (algorithms.DLM, {}),
     "admm": (algorithms.DecentralizedADMM, {}),
     "led": (algorithms.LED, {}),
+    "gt_svrg": (algorithms.GTSVRG, {}),
+    "gt_sarah": (algorithms.GTSARAH, {}),
 }
 
 #: Every method kind of ``[[methods]]``: :data:`FEDERATED` and :data:`DECENTRALIZED`.
@@ -101,7 +103,7 @@ RULE_NEEDS = {kind: dict(cls.needs) for kind, (cls, _) in DECENTRALIZED.items()}
 #: minimiser of the plain average of the clients' objectives only with it.
 AVERAGING = (
     "dgd", "gradient_tracking", "extra", "nids", "exact_diffusion", "d2", "choco", "kgt",
-    "pg_extra", "prox_nids", "led",
+    "pg_extra", "prox_nids", "led", "gt_svrg", "gt_sarah",
 )  # fmt: skip
 
 _STOCHASTIC = {

@@ -40,7 +40,7 @@ from .checkpointer import Checkpointer, CheckpointWarning, run_identity
 from .execute import RowGradient, execute, plan_round, row_gradient
 from .layout import Layout
 from .liveness import PlanCheck, find_scratch
-from .method import Method, RunContext, check_regularizer
+from .method import Method, RunContext
 from .planner import RoundPlanner
 from .progress import Progress
 from .recorder import METRICS, Recorder, check_schedule
@@ -382,7 +382,7 @@ def _checked(
             f"participation covers {participation.n_clients} clients but the problem has {n}"
         )
     method.check_participation(participation)
-    check_regularizer(method, problem)
+    method.check_problem(problem)
     if getattr(participation, "loses_uploads", False) and not getattr(
         method, "reads_uploads", False
     ):

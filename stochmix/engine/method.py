@@ -206,6 +206,13 @@ class Method(ABC):
         ``participation`` if the method cannot run under it (decentralized methods refuse
         a node activation that breaks what their mixing needs)."""
 
+    def check_problem(self, problem) -> None:
+        """Called by :func:`stochmix.run` (and by configurations when they are read) before
+        any work: raise a ValueError naming ``problem`` if the method cannot run on it. By
+        default a composite problem is refused unless the method is :attr:`proximal`
+        (:func:`check_regularizer`)."""
+        check_regularizer(self, problem)
+
     def start(self, ctx: RunContext) -> None:  # noqa: B027  (optional hook)
         """Called once before round 0; may fill ``ctx.memory`` or check ``ctx``."""
 

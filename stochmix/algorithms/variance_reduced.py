@@ -1,0 +1,220 @@
+r"""Variance-reduced gradient tracking on finite sums: GT-SVRG, GT-SAGA and GT-SARAH
+(Xin, Khan and Kar).
+
+Node i holds a finite sum f_i = (1/m_i) sum_j f_{i,j} (its samples: a
+:class:`~stochmix.problems.LeastSquares` or :class:`~stochmix.problems.Logistic` client's
+rows, component f_{i,j} = m_i times the loss of row j). Each iteration every node draws b
+of its samples uniformly with replacement (from the run's seed and the iteration:
+:func:`~stochmix.engine.rowmap.map_generator` with the label ``"samples"``, so a resumed run
+draws the same) and forms a variance-reduced estimate v_i of grad f_i at its new point,
+evaluating the *same* samples at two points; gradient tracking then mixes:
+
+.. math::
+
+    x^{k+1} = W_k x^k - \alpha y^k,\qquad
+    y^{k+1} = W_k y^k + v^{k+1} - v^k,\qquad y^0 = v^0 = \nabla F(x^0).
+
+The estimate is a row map (:class:`~stochmix.engine.RowMap`) that reads the problem's
+sampled gradients (``_sampled_gradient_formula``); the mixing phases are whole-block
+products. With a constant step these converge linearly to the exact minimiser on strongly
+convex finite sums, where gradient tracking with minibatch gradients stalls at a noise
+floor.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validate import as_int, choice, show
+from ..engine import Block, RunContext, grad
+from ..engine.rowmap import map_generator
+from ..mixing.sequences import RULES, GraphSequence
+from ..problems._common import NUMPY_NAMESPACE
+from .decentralized_base import DecentralizedMethod
+
+__all__ = ["GTSARAH", "GTSVRG", "draw_samples"]
+
+SAMPLES = "samples"  # the label of the draws (map_generator)
+
+
+def draw_samples(seed, r: int, counts: np.ndarray, batch: int) -> np.ndarray:
+    """The sample indices every node draws in iteration r, shape (n, batch): uniform on
+    0..m_i-1, from ``map_generator(seed, r, "samples")`` (what the methods draw)."""
+    rng = map_generator(seed, r, SAMPLES)
+    return (rng.random((counts.size, batch)) * counts[:, None]).astype(np.int64)
+
+
+class _Difference:
+    """v = g_S(a) - g_S(b) + c row by row: g_S the mean of each node's ``batch`` drawn
+    components (:func:`draw_samples`, from the map's generator), the same samples at both
+    points (one call of the problem's sampled gradients)."""
+
+    name = "variance-reduced estimate"
+
+    def __init__(self, batch: int):
+        self.batch = batch
+
+    def __call__(self, a, b, c, *, info):
+        problem = info.problem
+        nodes = np.asarray(info.rows, dtype=np.int64)
+        counts = np.asarray(problem.rows_per_client, dtype=np.int64)
+        picks = (info.rng.random((counts.size, self.batch)) * counts[:, None]).astype(np.int64)
+        picks = picks[nodes]
+        scale = (counts[nodes] / self.batch).astype(float)
+        both = problem._sampled_gradient_formula(
+            NUMPY_NAMESPACE,
+            np.concatenate([nodes, nodes]),
+            np.concatenate([a, b]),
+            np.concatenate([picks, picks]),
+            np.concatenate([scale, scale]),
+        )
+        k = nodes.size
+        return both[:k] - both[k:] + c
+
+
+class _VarianceReduced(DecentralizedMethod):
+    needs = {"rule": "doubly"}
+
+    def __init__(self, lr, graphs: GraphSequence, batch=1, rule="metropolis", check_mixing=True):
+        super().__init__(lr, graphs, check_mixing=check_mixing)
+        self.batch = as_int(batch, "batch", minimum=1)
+        self.rule = choice(rule, "rule", RULES)
+
+    def check_problem(self, problem) -> None:
+        super().check_problem(problem)
+        if not (
+            hasattr(problem, "_sampled_gradient_formula") and hasattr(problem, "rows_per_client")
+        ):
+            raise ValueError(
+                f"problem must be a finite sum whose clients hold samples (LeastSquares, "
+                f"Logistic) for {self.name}, got {show(problem)}"
+            )
+
+    def check_participation(self, participation) -> None:
+        p = getattr(participation, "probabilities", None)
+        if p is None or not bool(np.all(np.asarray(p) == 1.0)):
+            raise ValueError(
+                f"participation must be Full(n) for {self.name} (every node samples and "
+                f"mixes in every iteration), got {participation!r}"
+            )
+
+    def _estimate(self, ctx: RunContext, r: int, a: str, b: str, c: str):
+        """The map vn <- g_S(a) - g_S(b) + c over every node, S drawn for iteration r."""
+        function = _Difference(self.batch)
+        everyone = np.arange(ctx.n_clients)
+        return ctx.map("vn", everyone, function, a, b, c, round=r, label=SAMPLES)
+
+    def _start(self, eq, r: int) -> list:
+        if r > 0:
+            return []
+        y, v = eq.blocks("y", "v")
+        y[:] = grad()
+        v[:] = grad()
+        return [eq.build("full gradients")]
+
+    def _track(self, eq, w) -> list:
+        y, v, vn = eq.blocks("y", "v", "vn")
+        y[:] = w @ y + vn - v
+        v[:] = vn
+        return [eq.build("track")]
+
+
+class GTSVRG(_VarianceReduced):
+    r"""GT-SVRG: gradient tracking with SVRG estimates (see the module docstring). Every T
+    iterations (``snapshot_every``, from k = 0) each node takes a snapshot tau_i = x_i^k
+    and its full local gradient mu_i = grad f_i(tau_i); then
+
+    .. math::
+
+        v_i^{k+1} = \nabla f_{i,S}(x_i^{k+1}) - \nabla f_{i,S}(\tau_i) + \mu_i,
+
+    S the node's b samples of iteration k. State: blocks ``x``, ``y``, ``v`` (the last
+    estimate), ``vn`` (the new one), ``tau`` and ``mu``, each (n, d). A round is the
+    snapshot (every T), "mix" (x), the estimate (a row map) and "track" (y and v). A full
+    local gradient costs m_i sample gradients, so a snapshot iteration costs m_i + 2b of
+    them at node i, the others 2b.
+
+    References:
+        - R. Xin, U. A. Khan and S. Kar, "Variance-reduced decentralized stochastic
+          optimization with accelerated convergence", IEEE Transactions on Signal
+          Processing 68:6255-6271, 2020.
+    """
+
+    name = "GT-SVRG"
+
+    def __init__(
+        self, lr, graphs: GraphSequence, snapshot_every=10, batch=1, rule="metropolis",
+        check_mixing=True,
+    ):  # fmt: skip
+        super().__init__(lr, graphs, batch, rule, check_mixing)
+        self.snapshot_every = as_int(snapshot_every, "snapshot_every", minimum=1)
+
+    def blocks(self, n_clients: int) -> list[Block]:
+        names = ("y", "v", "vn", "tau", "mu")
+        return [Block("x", n_clients, "model"), *(Block(b, n_clients) for b in names)]
+
+    def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
+        eq = self.round_equations(participants, ctx)
+        x, y, tau, mu = eq.blocks("x", "y", "tau", "mu")
+        phases = []
+        if r % self.snapshot_every == 0:
+            if r == 0:
+                v = eq.block("v")
+                y[:] = grad()
+                v[:] = grad()
+            tau[:] = x
+            mu[:] = grad()
+            phases.append(eq.build("snapshot"))
+        w = self.mixing(r, self.rule)
+        x[:] = w @ x - self.lr * y
+        phases += [eq.build("mix"), self._estimate(ctx, r, "x", "tau", "mu")]
+        return [*phases, *self._track(eq, w)]
+
+
+class GTSARAH(_VarianceReduced):
+    r"""GT-SARAH: gradient tracking with SARAH's recursive estimates (see the module
+    docstring):
+
+    .. math::
+
+        v_i^{k+1} = \nabla f_{i,S}(x_i^{k+1}) - \nabla f_{i,S}(x_i^k) + v_i^k,
+
+    S the node's b samples of iteration k, and v_i^{k+1} = grad f_i(x_i^{k+1}) (full local
+    gradients) whenever k + 1 is a multiple of q (``restart_every``). Made for nonconvex
+    finite sums (its guarantee is on the gradient norm); it also converges on convex ones.
+    State: blocks ``x``, ``xp`` (x^k), ``y``, ``v``, ``vn``, each (n, d). A round is "mix"
+    (x and xp), the estimate (a row map, or full gradients at a restart) and "track".
+
+    References:
+        - R. Xin, U. A. Khan and S. Kar, "A fast randomized incremental gradient method
+          for decentralized nonconvex optimization", IEEE Transactions on Automatic
+          Control 67(10):5150-5165, 2022.
+    """
+
+    name = "GT-SARAH"
+
+    def __init__(
+        self, lr, graphs: GraphSequence, restart_every=10, batch=1, rule="metropolis",
+        check_mixing=True,
+    ):  # fmt: skip
+        super().__init__(lr, graphs, batch, rule, check_mixing)
+        self.restart_every = as_int(restart_every, "restart_every", minimum=1)
+
+    def blocks(self, n_clients: int) -> list[Block]:
+        names = ("xp", "y", "v", "vn")
+        return [Block("x", n_clients, "model"), *(Block(b, n_clients) for b in names)]
+
+    def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
+        eq = self.round_equations(participants, ctx)
+        phases = self._start(eq, r)
+        x, xp, y, vn = eq.blocks("x", "xp", "y", "vn")
+        w = self.mixing(r, self.rule)
+        x[:] = w @ x - self.lr * y
+        xp[:] = x
+        phases.append(eq.build("mix"))
+        if (r + 1) % self.restart_every == 0:
+            vn[:] = grad()
+            phases.append(eq.build("full gradients"))
+        else:
+            phases.append(self._estimate(ctx, r, "x", "xp", "v"))
+        return [*phases, *self._track(eq, w)]
