@@ -17,6 +17,8 @@ from stochmix.algorithms import (
     DGD,
     DLM,
     EXTRA,
+    GTSARAH,
+    GTSVRG,
     LED,
     NIDS,
     PGEXTRA,
@@ -220,11 +222,11 @@ def _prox(problem):
     return lambda v, t: problem.regularizer.prox(v[None], t)[0]
 
 
-def _node_rows(method, problem, x0, rounds, participation=None):
+def _node_rows(method, problem, x0, rounds, participation=None, seed=0):
     rows = []
     n = problem.n_clients
     run(
-        method, problem, participation or Full(n), rounds, x0=x0, progress=False,
+        method, problem, participation or Full(n), rounds, x0=x0, progress=False, seed=seed,
         callback=lambda r, z, ctx: rows.append(np.array(z[ctx.layout.slice("x")])),
     )  # fmt: skip
     return rows
@@ -631,3 +633,63 @@ def test_backends_give_the_numpy_numbers(options):
     for method, data, process in cases:
         want = run(method, data, process, 12, seed=3).server
         close(run(method, data, process, 12, seed=3, **options).server, want, 1e-12)
+
+
+# --------------------------------------------------------------------------- variance reduction
+def _components(problem):
+    from stochmix.problems._common import NUMPY_NAMESPACE
+
+    counts = np.asarray(problem.rows_per_client)
+
+    def component(i, j, x):
+        return problem._sampled_gradient_formula(
+            NUMPY_NAMESPACE, np.array([i]), x[None], np.array([[j]]), np.array([float(counts[i])])
+        )[0]
+
+    return component, counts
+
+
+@settings(max_examples=8, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(2, 6), batch=st.integers(1, 3))
+def test_variance_reduced_tracking_equals_its_reference(seed, n, batch):
+    from stochmix.algorithms.variance_reduced import draw_samples
+    from tests.reference.variance_reduced import gt_sarah, gt_svrg
+
+    rng = np.random.default_rng(seed)
+    problem = LeastSquares.random(n, 3, rows_per_client=(3, 7), reg=0.1, seed=seed)
+    graphs = StaticSequence(nx.cycle_graph(n) if n > 2 else nx.path_graph(n))
+    w = graphs.matrix(0, "metropolis").toarray()
+    x0 = rng.normal(size=(n, 3))
+    component, counts = _components(problem)
+    lr, iters = 0.05 / problem.smoothness, 14
+    picks = [draw_samples(seed, k, counts, batch) for k in range(iters)]
+    cases = (
+        (GTSVRG(lr, graphs, 4, batch), lambda: gt_svrg(component, counts, w, x0, lr, picks, 4)),
+        (GTSARAH(lr, graphs, 5, batch), lambda: gt_sarah(component, counts, w, x0, lr, picks, 5)),
+    )
+    for method, reference in cases:
+        rows = _node_rows(method, problem, x0, iters, seed=seed)
+        for got, want in zip(rows, reference()[1:], strict=True):
+            close(got, want)
+
+
+def test_variance_reduction_converges_linearly_where_minibatch_tracking_stalls():
+    """Xin, Khan and Kar (2020, 2022): with a constant step, GT-SVRG and GT-SARAH reach
+    the exact minimiser of a strongly convex finite sum linearly; gradient tracking with
+    minibatch gradients of the same size stalls at a noise floor (measured in one test)."""
+    from stochmix.algorithms import GradientTracking
+
+    problem = LeastSquares.random(5, 3, rows_per_client=10, seed=0)
+    graphs = StaticSequence(nx.cycle_graph(5))
+    lr, full = 0.02 / problem.smoothness, Full(5)
+    for method in (GTSVRG(lr, graphs, 20), GTSARAH(lr, graphs, 20)):
+        error = run(method, problem, full, 3000).relative_error
+        assert error[-1] < 1e-8, method.name
+        start, stop = int(np.argmax(error < 1e-2)), int(np.argmax(error < 1e-8))
+        envelope = np.maximum.accumulate(error[start : stop + 1][::-1])[::-1]
+        m = (stop - start) // 5
+        assert np.all(envelope[m:] < 0.5 * envelope[:-m])
+    noisy = run(GradientTracking(lr, graphs), problem.minibatch(1), full, 3000).relative_error
+    assert noisy[-500:].min() > 1e-3
+    with pytest.raises(ValueError, match="finite sum"):
+        run(GTSVRG(lr, graphs), Quadratic.random(5, 3, seed=0), full, 2)

@@ -186,9 +186,10 @@ class GTSARAH(_VarianceReduced):
     (x and xp), the estimate (a row map, or full gradients at a restart) and "track".
 
     References:
-        - R. Xin, U. A. Khan and S. Kar, "A fast randomized incremental gradient method
-          for decentralized nonconvex optimization", IEEE Transactions on Automatic
-          Control 67(10):5150-5165, 2022.
+        - R. Xin, U. A. Khan and S. Kar, "Fast decentralized nonconvex finite-sum
+          optimization with recursive variance reduction", SIAM Journal on Optimization
+          32(1):1-28, 2022 (the paper writes y with one index shifted, y^{k+1} = W y^k +
+          v^k - v^{k-1} and y^0 = 0: the same iterates x^k).
     """
 
     name = "GT-SARAH"
