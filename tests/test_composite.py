@@ -17,6 +17,7 @@ from stochmix.algorithms import (
     DGD,
     DLM,
     EXTRA,
+    GTSAGA,
     GTSARAH,
     GTSVRG,
     LED,
@@ -653,7 +654,7 @@ def _components(problem):
 @given(seed=st.integers(0, 2**31 - 1), n=st.integers(2, 6), batch=st.integers(1, 3))
 def test_variance_reduced_tracking_equals_its_reference(seed, n, batch):
     from stochmix.algorithms.variance_reduced import draw_samples
-    from tests.reference.variance_reduced import gt_sarah, gt_svrg
+    from tests.reference.variance_reduced import gt_saga, gt_sarah, gt_svrg
 
     rng = np.random.default_rng(seed)
     problem = LeastSquares.random(n, 3, rows_per_client=(3, 7), reg=0.1, seed=seed)
@@ -667,6 +668,9 @@ def test_variance_reduced_tracking_equals_its_reference(seed, n, batch):
         (GTSVRG(lr, graphs, 4, batch), lambda: gt_svrg(component, counts, w, x0, lr, picks, 4)),
         (GTSARAH(lr, graphs, 5, batch), lambda: gt_sarah(component, counts, w, x0, lr, picks, 5)),
     )
+    if batch == 1:  # GT-SAGA draws one sample a node
+        saga = [p[:, :1] for p in picks]
+        cases += ((GTSAGA(lr, graphs), lambda: gt_saga(component, counts, w, x0, lr, saga)),)
     for method, reference in cases:
         rows = _node_rows(method, problem, x0, iters, seed=seed)
         for got, want in zip(rows, reference()[1:], strict=True):
@@ -674,7 +678,7 @@ def test_variance_reduced_tracking_equals_its_reference(seed, n, batch):
 
 
 def test_variance_reduction_converges_linearly_where_minibatch_tracking_stalls():
-    """Xin, Khan and Kar (2020, 2022): with a constant step, GT-SVRG and GT-SARAH reach
+    """Xin, Khan and Kar (2020, 2022): with a constant step, GT-SVRG, GT-SAGA and GT-SARAH reach
     the exact minimiser of a strongly convex finite sum linearly; gradient tracking with
     minibatch gradients of the same size stalls at a noise floor (measured in one test)."""
     from stochmix.algorithms import GradientTracking
@@ -682,7 +686,7 @@ def test_variance_reduction_converges_linearly_where_minibatch_tracking_stalls()
     problem = LeastSquares.random(5, 3, rows_per_client=10, seed=0)
     graphs = StaticSequence(nx.cycle_graph(5))
     lr, full = 0.02 / problem.smoothness, Full(5)
-    for method in (GTSVRG(lr, graphs, 20), GTSARAH(lr, graphs, 20)):
+    for method in (GTSVRG(lr, graphs, 20), GTSARAH(lr, graphs, 20), GTSAGA(lr, graphs)):
         error = run(method, problem, full, 3000).relative_error
         assert error[-1] < 1e-8, method.name
         start, stop = int(np.argmax(error < 1e-2)), int(np.argmax(error < 1e-8))

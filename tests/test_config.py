@@ -151,7 +151,7 @@ def test_every_federated_method_runs_from_a_config(kind):
 @pytest.mark.parametrize("kind", sorted(config.DECENTRALIZED))
 def test_every_decentralized_method_runs_on_every_graph_that_suits_it(kind, graph):
     raw = _with(DECENTRALIZED, graphs={"kind": graph}, methods=[{"kind": kind, "lr": 0.05}])
-    if kind in ("gt_svrg", "gt_sarah"):  # finite sums: clients that hold samples
+    if kind in ("gt_svrg", "gt_saga", "gt_sarah"):  # finite sums: clients that hold samples
         raw["problem"] = {"kind": "least_squares", "n_clients": 8, "dim": 3}
     if graph == "random_directed" and kind in config.AVERAGING:
         with pytest.raises(ConfigError, match=r"methods\[0\]\.rule: .*doubly stochastic"):

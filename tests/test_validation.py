@@ -1991,6 +1991,17 @@ SPECS = [
         for cls in (alg.GTSVRG, alg.GTSARAH)
     ],
     (
+        "GTSAGA",
+        alg.GTSAGA,
+        dict(lr=0.1, graphs=SEQ),
+        {
+            "lr": FLOAT(bad=(0.0,)),
+            "graphs": [STRING, NONE, _case("a graph", G3, TypeError, "Graph")],
+            "rule": CHOICE(),
+            "check_mixing": BOOLEAN(),
+        },
+    ),
+    (
         "LED",
         alg.LED,
         dict(lr=0.1, graphs=SEQ),

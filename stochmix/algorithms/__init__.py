@@ -24,7 +24,7 @@ from .scaffnew import Scaffnew
 from .scaffold import SCAFFOLD
 from .stale import MIFA, FedStale, FedVARP
 from .uplink import CompressedUplink
-from .variance_reduced import GTSARAH, GTSVRG
+from .variance_reduced import GTSAGA, GTSARAH, GTSVRG
 
 __all__ = [
     "CHOCO",
@@ -34,6 +34,7 @@ __all__ = [
     "DecentralizedADMM",
     "EXTRA",
     "FOCUS",
+    "GTSAGA",
     "GTSARAH",
     "GTSVRG",
     "MIFA",

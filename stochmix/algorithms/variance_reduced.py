@@ -32,7 +32,7 @@ from ..mixing.sequences import RULES, GraphSequence
 from ..problems._common import NUMPY_NAMESPACE
 from .decentralized_base import DecentralizedMethod
 
-__all__ = ["GTSARAH", "GTSVRG", "draw_samples"]
+__all__ = ["GTSAGA", "GTSARAH", "GTSVRG", "draw_samples"]
 
 SAMPLES = "samples"  # the label of the draws (map_generator)
 
@@ -218,4 +218,145 @@ class GTSARAH(_VarianceReduced):
             phases.append(eq.build("full gradients"))
         else:
             phases.append(self._estimate(ctx, r, "x", "xp", "v"))
+        return [*phases, *self._track(eq, w)]
+
+
+class _Components:
+    """g_i = grad f_{i,s_i}(x_i): each node's one drawn component at its point."""
+
+    name = "sampled components"
+
+    def __init__(self, picks: np.ndarray):
+        self.picks = picks
+
+    def __call__(self, x, *, info):
+        problem = info.problem
+        nodes = np.asarray(info.rows, dtype=np.int64)
+        counts = np.asarray(problem.rows_per_client, dtype=np.int64)[nodes]
+        return problem._sampled_gradient_formula(
+            NUMPY_NAMESPACE, nodes, x, self.picks[nodes, None], counts.astype(float)
+        )
+
+
+class _TableRows:
+    """Every component of every node at the node's point: the table's rows in order
+    (node i's m_i rows, then node i + 1's), ``owners`` the node of each row."""
+
+    name = "component table"
+
+    def __init__(self, owners: np.ndarray, within: np.ndarray, counts: np.ndarray):
+        self.owners, self.within, self.counts = owners, within, counts
+
+    def __call__(self, x, *, info):
+        return info.problem._sampled_gradient_formula(
+            NUMPY_NAMESPACE, self.owners, x, self.within[:, None],
+            self.counts[self.owners].astype(float),
+        )  # fmt: skip
+
+
+def _saga_estimate(g, old, average, *, info):
+    """v = g - (the table's old entry) + (the table's average)."""
+    return g - old + average
+
+
+class _AverageUpdate:
+    """average += (g - old) / m_i: the table's mean after entry s_i becomes g."""
+
+    name = "table average"
+
+    def __init__(self, counts: np.ndarray):
+        self.counts = counts
+
+    def __call__(self, g, old, average, *, info):
+        return average + (g - old) / self.counts[np.asarray(info.rows)][:, None]
+
+
+def _copy(g, *, info):
+    return g
+
+
+class GTSAGA(_VarianceReduced):
+    r"""GT-SAGA: gradient tracking with SAGA estimates (see the module docstring). Every
+    node keeps a table of its m_i component gradients (started at x^0) and their average;
+    in iteration k it draws one sample s_i and
+
+    .. math::
+
+        v_i^{k+1} = \nabla f_{i,s_i}(x_i^{k+1}) - G_{i,s_i} + \tfrac{1}{m_i}\textstyle\sum_j
+            G_{i,j},\qquad G_{i,s_i} \leftarrow \nabla f_{i,s_i}(x_i^{k+1})
+
+    (the table as it was before the iteration in the estimate; the average follows the
+    replaced entry). State: blocks ``x``, ``y``, ``v``, ``vn``, ``g`` (the drawn
+    components), ``average`` (each (n, d)) and ``table`` (sum_i m_i rows, outside the
+    node rows: always kept). A round is "mix", the drawn components (a row map: one
+    sample gradient a node), the estimate, the average and the table update (row maps
+    over the drawn rows) and "track". The table's size is the problem's: the method
+    learns it when a run checks the problem (:meth:`check_problem`).
+
+    References:
+        - R. Xin, U. A. Khan and S. Kar, "Variance-reduced decentralized stochastic
+          optimization with accelerated convergence", IEEE Transactions on Signal
+          Processing 68:6255-6271, 2020.
+    """
+
+    name = "GT-SAGA"
+
+    def __init__(self, lr, graphs: GraphSequence, rule="metropolis", check_mixing=True):
+        super().__init__(lr, graphs, 1, rule, check_mixing)
+        self._counts: np.ndarray | None = None
+
+    _run_state = _VarianceReduced._run_state | {"_counts"}
+
+    def check_problem(self, problem) -> None:
+        super().check_problem(problem)
+        self._counts = np.asarray(problem.rows_per_client, dtype=np.int64)
+
+    def _sizes(self, n_clients: int) -> np.ndarray:
+        counts = self._counts
+        if counts is None or counts.size != n_clients:
+            raise ValueError(
+                f"{self.name} sizes its table from the problem: run it with stochmix.run "
+                "(which checks the problem first)"
+            )
+        return counts
+
+    def blocks(self, n_clients: int) -> list[Block]:
+        total = int(self._sizes(n_clients).sum())
+        names = ("y", "v", "vn", "g", "average")
+        return [
+            Block("x", n_clients, "model"),
+            *(Block(b, n_clients) for b in names),
+            Block("table", total, first_node=n_clients),  # not node rows
+        ]
+
+    def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
+        counts = self._sizes(ctx.n_clients)
+        offsets = np.cumsum(counts) - counts
+        everyone = np.arange(ctx.n_clients)
+        eq = self.round_equations(participants, ctx)
+        phases = self._start(eq, r)
+        if r == 0:
+            owners = np.repeat(everyone, counts)
+            within = np.arange(int(counts.sum())) - offsets[owners]
+            table = _TableRows(owners, within, counts)
+            phases.append(ctx.map("table", np.arange(owners.size), table, ("x", owners),
+                                  round=r, label="table"))  # fmt: skip
+            average = eq.block("average")
+            average[:] = grad()
+            phases.append(eq.build("table average"))
+        x, y = eq.blocks("x", "y")
+        w = self.mixing(r, self.rule)
+        x[:] = w @ x - self.lr * y
+        phases.append(eq.build("mix"))
+        picks = draw_samples(ctx.seed, r, counts, 1)[:, 0]
+        drawn = offsets + picks  # each node's drawn row of the table
+        old = ("table", drawn)
+        phases += [
+            ctx.map("g", everyone, _Components(picks), "x", round=r, label=SAMPLES),
+            ctx.map("vn", everyone, _saga_estimate, "g", old, "average", round=r,
+                    label="estimate"),
+            ctx.map("average", everyone, _AverageUpdate(counts), "g", old, "average",
+                    round=r, label="average"),
+            ctx.map("table", drawn, _copy, ("g", everyone), round=r, label="table"),
+        ]  # fmt: skip
         return [*phases, *self._track(eq, w)]

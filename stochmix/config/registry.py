@@ -84,6 +84,7 @@ DECENTRALIZED: dict[str, tuple[type[algorithms.DecentralizedMethod], dict[str, A
     "admm": (algorithms.DecentralizedADMM, {}),
     "led": (algorithms.LED, {}),
     "gt_svrg": (algorithms.GTSVRG, {}),
+    "gt_saga": (algorithms.GTSAGA, {}),
     "gt_sarah": (algorithms.GTSARAH, {}),
 }
 
@@ -103,7 +104,7 @@ RULE_NEEDS = {kind: dict(cls.needs) for kind, (cls, _) in DECENTRALIZED.items()}
 #: minimiser of the plain average of the clients' objectives only with it.
 AVERAGING = (
     "dgd", "gradient_tracking", "extra", "nids", "exact_diffusion", "d2", "choco", "kgt",
-    "pg_extra", "prox_nids", "led", "gt_svrg", "gt_sarah",
+    "pg_extra", "prox_nids", "led", "gt_svrg", "gt_saga", "gt_sarah",
 )  # fmt: skip
 
 _STOCHASTIC = {
