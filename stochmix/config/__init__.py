@@ -18,6 +18,9 @@ A configuration::
     n_clients = 20
     dim = 10
     seed = 0                     # other keys go to the problem's random(...) generator
+    regularizer = "l1"           # optional: f + r (l1 | elastic_net | group_lasso |
+    reg_l1 = 0.1                 #   nonnegative | box; weights reg_l1, reg_l2,
+                                 #   reg_weight, reg_groups, reg_low, reg_high)
 
     [participation]              # optional: full participation by default
     kind = "bernoulli"           # full | uniform_sample | weighted_sample | bernoulli |
@@ -37,8 +40,9 @@ A configuration::
     local_steps = 5
 
 Decentralized methods (``dgd``, ``gradient_tracking``, ``push_pull``, ``push_sum``,
-``extra``, ``nids``, ``exact_diffusion``, ``d2``, ``push_diging``, ``kgt``, ``choco``;
-``form`` picks a
+``extra``, ``nids``, ``exact_diffusion``, ``d2``, ``push_diging``, ``kgt``, ``choco``,
+``led``, the variance-reduced ``gt_svrg``, ``gt_saga``, ``gt_sarah`` (finite sums), the
+proximal ``pg_extra``, ``prox_nids`` and the primal-dual ``admm``, ``dlm``; ``form`` picks a
 method's variant where it has several) mix over
 the graph sequence of a ``[graphs]`` table and run every node in every iteration, so their
 participation is ``full`` (the default; another kind is refused)::
@@ -60,8 +64,8 @@ participation is ``full`` (the default; another kind is refused)::
     channel_noise = 0.01         # optional: N(0, 0.01^2) added to every message a
                                  #   method's mixing sends (algorithms.ChannelNoise)
 
-By default dgd, gradient_tracking, extra, nids, exact_diffusion, d2, choco and kgt
-(:data:`AVERAGING`)
+By default dgd, gradient_tracking, extra, nids, exact_diffusion, d2, choco, kgt, led,
+pg_extra, prox_nids and the variance-reduced methods (:data:`AVERAGING`)
 take the graph's doubly stochastic weights
 (:data:`DOUBLY_STOCHASTIC_RULE`), the others their own default rules; a rule whose matrices
 are not what the method needs (:data:`RULE_NEEDS`) is refused.
