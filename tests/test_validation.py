@@ -434,7 +434,7 @@ BAD_INPUTS = [
             }
         ),
         ConfigError,
-        re.escape("methods[0].kind must be one of ['amplified_fedavg', ")
+        re.escape("methods[0].kind must be one of ['admm', 'amplified_fedavg', ")
         + r".*"
         + re.escape("got 'my.module:Method'"),
     ),  # fmt: skip
