@@ -697,3 +697,19 @@ def test_variance_reduction_converges_linearly_where_minibatch_tracking_stalls()
     assert noisy[-500:].min() > 1e-3
     with pytest.raises(ValueError, match="finite sum"):
         run(GTSVRG(lr, graphs), Quadratic.random(5, 3, seed=0), full, 2)
+
+
+def test_wrappers_keep_the_methods_problem_checks():
+    """ChannelNoise runs a proximal method on a composite problem, and sizes GT-SAGA's
+    table from the problem, as the wrapped methods do themselves."""
+    from stochmix.algorithms import ChannelNoise
+
+    smooth, problem = _lasso(n=6, d=4)
+    graphs = StaticSequence(nx.cycle_graph(6))
+    lr = 0.3 / smooth.smoothness
+    want = run(PGEXTRA(lr, graphs), problem, Full(6), 5).server
+    close(run(ChannelNoise(PGEXTRA(lr, graphs), 0.0), problem, Full(6), 5).server, want, 0)
+    want = run(GTSAGA(lr, graphs), smooth, Full(6), 5).server
+    close(run(ChannelNoise(GTSAGA(lr, graphs), 0.0), smooth, Full(6), 5).server, want, 0)
+    with pytest.raises(ValueError, match="regularizer"):
+        run(ChannelNoise(EXTRA(lr, graphs), 0.0), problem, Full(6), 2)

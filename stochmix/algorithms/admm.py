@@ -37,7 +37,7 @@ from .._validate import as_float, as_int, choice
 from ..engine import Block, RunContext, grad
 from ..mixing.rowsparse import RowSparse
 from ..mixing.sequences import GraphSequence
-from .decentralized_base import DecentralizedMethod, _activation_kind
+from .decentralized_base import DecentralizedMethod, require_everyone
 from .fedprox import has_exact_prox
 from .proximal import prox_phase
 
@@ -64,11 +64,8 @@ class _Laplacian(DecentralizedMethod):
         return [Block("x", n_clients, "model"), Block("alpha", n_clients)]
 
     def check_participation(self, participation) -> None:
-        if _activation_kind(participation) != "everyone":
-            raise ValueError(
-                f"participation must be Full(n) for {self.name} (a synchronous method: every "
-                f"node solves its local problem in every iteration), got {participation!r}"
-            )
+        reason = "a synchronous method: every node solves its local problem in every iteration"
+        require_everyone(participation, self.name, reason)
 
     def _operators(self, k: int, build) -> tuple:
         """``build(adjacency, degrees)`` for the graph of step k, once per distinct graph."""

@@ -47,7 +47,7 @@ from ..mixing.checks import KINDS, stochasticity_problem
 from ..mixing.rowsparse import RowSparse
 from ..mixing.sequences import GraphSequence
 
-__all__ = ["DecentralizedMethod"]
+__all__ = ["DecentralizedMethod", "require_everyone"]
 
 
 def _activation_kind(participation) -> str:
@@ -62,6 +62,16 @@ def _activation_kind(participation) -> str:
             return "unknown"
         return "everyone" if bool(np.all(masks)) else "nodes"
     return "everyone" if bool(np.all(p == 1.0)) else "nodes"
+
+
+def require_everyone(participation, name: str, reason: str) -> None:
+    """Refuse, with an error naming ``participation``, a process that does not activate
+    every node in every round (:func:`_activation_kind` is not "everyone"), for a method
+    ``name`` whose recursion needs them all (``reason`` says why)."""
+    if _activation_kind(participation) != "everyone":
+        raise ValueError(
+            f"participation must be Full(n) for {name} ({reason}), got {participation!r}"
+        )
 
 
 def _step_size(lr: float, decay: float, k: int) -> float:

@@ -23,7 +23,7 @@ from ..engine import Block, Method, RunContext
 from ..engine.equations import Equations, grad
 from ..mixing.federated import average_rows
 from .local_training import LocalTraining, step_groups
-from .proximal import ProxStep
+from .proximal import prox_map
 
 __all__ = ["FedDualAvg", "FedMid"]
 
@@ -36,9 +36,9 @@ class _Composite(LocalTraining, Method):
         self._set_local_steps(local_steps)
         self.server_lr = as_float(server_lr, "server_lr", positive=True)
 
-    def _prox(self, ctx: RunContext, target: str, rows, source, step: float, r: int):
-        function = ProxStep(ctx.regularizer, step)
-        return ctx.map(target, rows, function, source, round=r, label=f"prox {target}")
+    @staticmethod
+    def _prox(ctx: RunContext, target: str, rows, source, step: float, r: int):
+        return prox_map(ctx, target, rows, source, step, r, label=f"prox {target}")
 
 
 class FedMid(_Composite):

@@ -8,6 +8,7 @@ from .._validate import as_float, as_int
 from ..engine import Block, Method, RunContext
 from ..engine.equations import Equations, grad, mean
 from ..engine.rowmap import map_generator
+from .decentralized_base import require_everyone
 
 __all__ = ["FedPD"]
 
@@ -75,13 +76,11 @@ class FedPD(Method):
         ]
 
     def check_participation(self, participation) -> None:
-        p = getattr(participation, "probabilities", None)
-        if p is None or not bool(np.all(np.asarray(p) == 1.0)):
-            raise ValueError(
-                f"participation must be Full(n) for FedPD (every client solves its local "
-                f"problem in every round; p is the chance a round communicates), got "
-                f"{participation!r}"
-            )
+        reason = (
+            "every client solves its local problem in every round; p is the chance a round "
+            "communicates"
+        )
+        require_everyone(participation, "FedPD", reason)
 
     def communicates(self, r: int, ctx: RunContext) -> bool:
         """Whether round r communicates (the same answer for the same seed and round)."""

@@ -23,7 +23,7 @@ from ..engine import Block, RunContext, grad
 from ..mixing.sequences import RULES, GraphSequence
 from .decentralized_base import DecentralizedMethod
 
-__all__ = ["PGEXTRA", "ProxNIDS", "ProxStep", "prox_phase"]
+__all__ = ["PGEXTRA", "ProxNIDS", "ProxStep", "prox_map", "prox_phase"]
 
 
 class ProxStep:
@@ -44,12 +44,19 @@ class ProxStep:
         return out
 
 
+def prox_map(ctx: RunContext, target: str, rows, source, step: float, r: int, label="prox"):
+    """The phase ``target[rows] <- prox_{step r}(source)`` (``source`` a block name, its
+    same rows, or ``(block, rows)``), r the problem's regularizer (``ctx.regularizer``,
+    which must be set)."""
+    function = ProxStep(ctx.regularizer, step)
+    return ctx.map(target, rows, function, source, round=r, label=label)
+
+
 def prox_phase(ctx: RunContext, eq, target: str, source: str, step: float, r: int):
-    """The phase ``target[active] <- prox_{step r}(source[active])`` over the equations'
-    active nodes (every node when all are active), r the problem's regularizer
-    (``ctx.regularizer``, which must be set)."""
+    """:func:`prox_map` over the equations' active nodes (every node when all are
+    active)."""
     rows = eq.active if eq.active is not None else np.arange(ctx.n_clients)
-    return ctx.map(target, rows, ProxStep(ctx.regularizer, step), source, round=r, label="prox")
+    return prox_map(ctx, target, rows, source, step, r)
 
 
 class _Proximal(DecentralizedMethod):

@@ -30,7 +30,7 @@ from ..engine import Block, RunContext, grad
 from ..engine.rowmap import map_generator
 from ..mixing.sequences import RULES, GraphSequence
 from ..problems._common import NUMPY_NAMESPACE
-from .decentralized_base import DecentralizedMethod
+from .decentralized_base import DecentralizedMethod, require_everyone
 
 __all__ = ["GTSAGA", "GTSARAH", "GTSVRG", "draw_samples"]
 
@@ -91,12 +91,8 @@ class _VarianceReduced(DecentralizedMethod):
             )
 
     def check_participation(self, participation) -> None:
-        p = getattr(participation, "probabilities", None)
-        if p is None or not bool(np.all(np.asarray(p) == 1.0)):
-            raise ValueError(
-                f"participation must be Full(n) for {self.name} (every node samples and "
-                f"mixes in every iteration), got {participation!r}"
-            )
+        reason = "every node samples and mixes in every iteration"
+        require_everyone(participation, self.name, reason)
 
     def _estimate(self, ctx: RunContext, r: int, a: str, b: str, c: str):
         """The map vn <- g_S(a) - g_S(b) + c over every node, S drawn for iteration r."""

@@ -11,15 +11,16 @@ __all__ = [
 
 class Wrapper(Method):
     """A method that runs ``method`` with something added (noise on its messages, a lossy
-    uplink): its name, model block, client node, blocks, start and participation checks are
-    the wrapped method's, and so is every attribute it does not define itself (``lr``,
-    ``local_steps``, graphs, ...)."""
+    uplink): its name, model block, client node, blocks, start, participation and problem
+    checks and whether it is proximal are the wrapped method's, and so is every attribute
+    it does not define itself (``lr``, ``local_steps``, graphs, ...)."""
 
     def __init__(self, method: Method, name: str):
         self.method = method
         self.name = name
         self.model_block = method.model_block
         self.client_node = method.client_node
+        self.proximal = method.proximal
 
     def __getattr__(self, name):  # lr, graphs, ... of the wrapped method
         if name == "method":
@@ -34,3 +35,6 @@ class Wrapper(Method):
 
     def check_participation(self, participation) -> None:
         self.method.check_participation(participation)
+
+    def check_problem(self, problem) -> None:
+        self.method.check_problem(problem)

@@ -10,7 +10,7 @@ from .. import mixing
 from .._names import DROP_MODEL_ALIASES, PROCESS_ALIASES, renamed
 from ..engine import Method
 from ..participation import ParticipationProcess
-from ..problems import Composite, Problem, regularizer
+from ..problems import REGULARIZERS, Composite, Problem, regularizer
 from . import plugins
 from .experiment import MethodSpec
 from .parsing import (
@@ -61,13 +61,8 @@ def _problem(raw: dict) -> tuple[Problem, dict]:
     return problem, resolved
 
 
-#: The ``[problem]`` keys of a regularizer: ``regularizer`` names it (a key of
-#: :data:`~stochmix.problems.REGULARIZERS`), the others are its weights, each the
-#: regularizer's own parameter name after ``reg_``.
-REGULARIZER_KEYS = ("regularizer", "reg_l1", "reg_l2", "reg_weight", "reg_groups",
-                    "reg_low", "reg_high")  # fmt: skip
-
-#: regularizer -> (the keys it takes, as parameter: key)
+#: regularizer -> its parameters, as ``parameter: [problem] key`` (each key the
+#: parameter's name after ``reg_``, but the L1 weights: ``reg_l1``)
 _REGULARIZER_PARAMETERS = {
     "l1": {"weight": "reg_l1"},
     "elastic_net": {"l1": "reg_l1", "l2": "reg_l2"},
@@ -75,6 +70,12 @@ _REGULARIZER_PARAMETERS = {
     "nonnegative": {},
     "box": {"low": "reg_low", "high": "reg_high"},
 }
+
+#: The ``[problem]`` keys of a regularizer: ``regularizer`` names it (a key of
+#: :data:`~stochmix.problems.REGULARIZERS`), the others are its weights.
+REGULARIZER_KEYS = ("regularizer", *dict.fromkeys(
+    key for keys in _REGULARIZER_PARAMETERS.values() for key in keys.values()
+))  # fmt: skip
 
 
 def _regularizer(keys: dict):
@@ -93,8 +94,9 @@ def _regularizer(keys: dict):
             f"problem.{extra[0]} does not apply to regularizer = {name!r}, which takes "
             f"{sorted(wanted.values()) or 'no weight'}"
         )
-    missing = [key for param, key in wanted.items() if key not in keys and param != "high"
-               and param != "low"]  # fmt: skip
+    required = _parameters(REGULARIZERS[name])  # those without a default are required
+    missing = [key for param, key in wanted.items()
+               if key not in keys and required[param].default is required[param].empty]  # fmt: skip
     if missing:
         raise ConfigError(f"problem.{missing[0]} is required with regularizer = {name!r}")
     try:
