@@ -28,6 +28,7 @@ start=$(date +%s)
 timeout 150 "$python" -m pytest -p no:cacheprovider -o addopts= -n 0 -q -rs \
     tests/test_torch_backend.py tests/test_torch_fused.py \
     "tests/test_learning_problems.py::test_torch_model_on_cuda_matches_cpu" \
+    "tests/test_composite.py::test_backends_give_the_numpy_numbers" \
     -k "cuda or Cuda or CUDA" 2>&1 | tee "$out/tests.log"
 tests_status=${PIPESTATUS[0]}
 

@@ -614,8 +614,23 @@ def test_exact_operators_cover_the_linear_primal_dual_methods():
 
 
 # --------------------------------------------------------------------------- backends
-@pytest.mark.parametrize("options", [{"backend": "torch"}, {"compiled": True}], ids=str)
+def _cuda_available():
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+BACKEND_OPTIONS = [{"backend": "torch"}, {"compiled": True}] + (
+    [{"backend": "torch", "device": "cuda"}] if _cuda_available() else []
+)
+
+
+@pytest.mark.parametrize("options", BACKEND_OPTIONS, ids=str)
 def test_backends_give_the_numpy_numbers(options):
+    """Torch (on the CPU, and on CUDA where one exists) and the compiled NumPy runs give the
+    NumPy trajectory of every composite and primal-dual method (1e-12, float64)."""
     if options.get("backend") == "torch":
         pytest.importorskip("torch")
     smooth, problem = _lasso(n=8, d=6)
