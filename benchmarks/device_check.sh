@@ -9,6 +9,9 @@
 # Writes OUTDIR/device-check.json (the card, the versions, the tests' outcome and each
 # section's figures), OUTDIR/tests.log, OUTDIR/results-torch-cuda.json and
 # OUTDIR/bench.log. Run from the repository root; stochmix is imported from the checkout.
+# The tests need the test extra's pure-Python parts (beartype, array-api-compat, jaxtyping):
+# on a machine without a package index, carry their wheels and install them first
+# (pip download --no-deps -d WHEELS beartype array-api-compat jaxtyping wadler-lindig).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-${OUT:-device-check}}
