@@ -1,0 +1,25 @@
+"""Worst-case rate certificates over function classes (:func:`certify`), the parameter that
+minimises them (:func:`tune`) and the slowest instance a search finds
+(:func:`worst_quadratic`). The certificates need cvxpy (``pip install
+"stochmix[analysis]"``), imported when a certificate is first solved."""
+
+from .certify import Certificate, certify, method_for_mixing
+from .search import WorstCase, class_matrix, worst_quadratic
+from .system import NotLinearError, RoundSystem, agent_systems, round_system, spectral_systems
+from .tune import Tuned, tune
+
+__all__ = [
+    "Certificate",
+    "NotLinearError",
+    "RoundSystem",
+    "Tuned",
+    "WorstCase",
+    "agent_systems",
+    "certify",
+    "class_matrix",
+    "method_for_mixing",
+    "round_system",
+    "spectral_systems",
+    "tune",
+    "worst_quadratic",
+]

@@ -1,0 +1,383 @@
+"""Worst-case linear rates over a function class: :func:`certify` and its
+:class:`Certificate`.
+
+What is certified: for every objective ``f = sum_i w_i f_i`` whose parts ``f_i`` are
+L-smooth and mu-strongly convex (each its own: heterogeneous clients or nodes), started as
+the library starts the method (trackers at the first gradients), the state's distance to
+the method's fixed point at the minimiser falls at least as fast as ``C rho^k`` per round
+k, ``C`` fixed by the Lyapunov matrix. A decentralized method is certified over one
+mixing matrix (its own graphs, a graph or a matrix), or over the class of every sequence of
+doubly stochastic W_k with ``||W_k - 11^T/n|| <= sigma``, with an SDP whose size does not
+depend on n.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+import scipy.sparse as sp
+
+from ..._validate import _show, as_float, as_int, as_real_array
+from ...engine import Method
+from .lmi import Feasibility, Solution, bisect_rate, require_cvxpy
+from .system import NotLinearError, RoundSystem, agent_systems, round_system, spectral_systems
+
+__all__ = ["Certificate", "certify", "method_for_mixing"]
+
+
+@dataclass
+class Certificate:
+    """A certified worst-case rate, or why there is none.
+
+    Attributes:
+        method: the method's name.
+        rate: rho per round (per iteration for decentralized methods): the error falls at
+            least as ``C rho^k``. 1.0 when nothing below 1 is certified.
+        status: "certified" (rate < 1), "inexact" (the method has no fixed point at the
+            minimiser for every objective of the class: no linear rate to x_star exists),
+            or "not certified" (the SDP found no certificate below 1: the method may
+            diverge for some objective of the class, or the analysis is too loose).
+        reason: a sentence saying why, for the last two.
+        L, mu: the class. sigma: the spectral bound of the mixing class (None: one matrix
+            or none). period: rounds in the analysed pattern; ``rate_per_period =
+            rate ** period``.
+        lyapunov: the certificate's P matrices (one per system); multipliers: the
+            gradients' (one per call and per pair of calls of one client), then the
+            mixing's; margin: the largest eigenvalue of the LMI at ``rate`` over its P's
+            scale (<= 0; the solver's tolerance is about 1e-8).
+        solves, seconds: SDP solves of the bisection and their time.
+    """
+
+    method: str
+    rate: float
+    status: str
+    L: float
+    mu: float
+    sigma: float | None = None
+    period: int = 1
+    reason: str = ""
+    lyapunov: list = field(default_factory=list, repr=False)
+    multipliers: dict = field(default_factory=dict, repr=False)
+    margin: float = float("nan")
+    solves: int = 0
+    seconds: float = 0.0
+    state_size: int = 0
+
+    @property
+    def certified(self) -> bool:
+        return self.status == "certified"
+
+    @property
+    def rate_per_period(self) -> float:
+        return self.rate**self.period
+
+    def iterations(self, accuracy: float = 1e-6) -> float:
+        """Rounds the certificate needs to shrink the error by ``accuracy`` (inf if none)."""
+        if not self.certified or self.rate <= 0:
+            return 0.0 if self.rate == 0 else float("inf")
+        return float(np.log(accuracy) / np.log(self.rate))
+
+    def __str__(self) -> str:
+        where = "" if self.sigma is None else f", sigma={self.sigma:g}"
+        head = f"{self.method} (L={self.L:g}, mu={self.mu:g}{where})"
+        if self.certified:
+            return f"{head}: certified rate {self.rate:.6f} per round (margin {self.margin:.1e})"
+        return f"{head}: {self.status}: {self.reason}"
+
+
+def _is_decentralized(method) -> bool:
+    from ...algorithms.decentralized_base import DecentralizedMethod
+
+    return isinstance(method, DecentralizedMethod)
+
+
+def method_for_mixing(method: Method, mixing) -> Method:
+    """A copy of a decentralized ``method`` that mixes with ``mixing``: a networkx graph
+    (with the method's weight rules) or a square matrix (every rule reads its entries:
+    rule "natural" on the weighted graph of the matrix)."""
+    from ...mixing.sequences import GraphSequence, StaticSequence
+
+    out = copy.copy(method)
+    if isinstance(mixing, GraphSequence):
+        out.graphs = mixing
+        return out
+    if isinstance(mixing, nx.Graph):
+        out.graphs = StaticSequence(mixing)
+        return out
+    matrix = mixing.toarray() if sp.issparse(mixing) else as_real_array(mixing, "mixing")
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(f"mixing must be a square matrix, got shape {matrix.shape}")
+    graph = nx.from_numpy_array(matrix.T, create_using=nx.DiGraph)  # edge j -> i: W[i, j]
+    out.graphs = StaticSequence(graph)
+    for attribute in type(method).needs:
+        setattr(out, attribute, "natural")
+    return out
+
+
+def _symmetric_spectrum(method) -> np.ndarray | None:
+    """The distinct eigenvalues of the one symmetric matrix a decentralized method mixes with
+    (graphs of period 1, one weight rule), the largest first; None when there is not one
+    such matrix or the method has no per-agent form (then the whole network is analysed)."""
+    graphs = method.graphs
+    rules = {getattr(method, attribute) for attribute in type(method).needs}
+    if graphs.period != 1 or len(rules) != 1:
+        return None
+    w = graphs.matrix(0, rules.pop())
+    w = w.toarray() if sp.issparse(w) else np.asarray(w)
+    if not np.allclose(w, w.T, atol=1e-12):
+        return None
+    try:
+        from .system import agent_steps
+
+        agent_steps(method)
+    except NotLinearError:
+        return None
+    values = np.sort(np.linalg.eigvalsh(w))[::-1]
+    if abs(values[0] - 1.0) > 1e-9:
+        return None
+    distinct = [values[0]]
+    for value in values[1:]:
+        if distinct[-1] - value > 1e-9:
+            distinct.append(value)
+    return np.array(distinct)
+
+
+def _masks(participation, n: int | None) -> np.ndarray:
+    if participation is None:
+        return np.ones((1, 2 if n is None else n), dtype=bool)
+    masks = getattr(participation, "masks_array", None)
+    if masks is None and hasattr(participation, "probabilities"):
+        p = participation.probabilities
+        if p is not None and np.all(np.asarray(p) == 1.0):
+            masks = np.ones((1, int(participation.n_clients)), dtype=bool)
+    if masks is None and not hasattr(participation, "probabilities"):
+        masks = participation
+    if masks is None:
+        raise ValueError(
+            f"participation must be Full(n), a recorded or periodic pattern, or a (period, n) "
+            f"boolean array of masks, got {participation!r}: a random participation has no "
+            "fixed pattern to certify"
+        )
+    arr = np.asarray(masks)
+    if arr.dtype != np.bool_:
+        raise ValueError(f"participation masks must be boolean, got dtype {arr.dtype}")
+    arr = arr[None, :] if arr.ndim == 1 else arr
+    if arr.ndim != 2 or arr.shape[0] < 1 or not arr.any(axis=0).all():
+        raise ValueError(
+            "participation must be (period, n) masks in which every client takes part at "
+            f"least once a period, got shape {arr.shape}"
+            + ("" if arr.ndim != 2 else f" with clients {np.flatnonzero(~arr.any(axis=0))} never")
+        )
+    return arr
+
+
+def _fixed_point_residual(system: RoundSystem, u: np.ndarray, y: np.ndarray) -> float:
+    """How far the system is from having a fixed point with gradients ``u`` at points
+    ``y`` (and, with mixing inputs, ``w = 0`` and ``v = 0``): the relative least-squares
+    residual of ``xi = A xi + B_u u``, ``y = C_y xi + D_yu u``, ``0 = C_w xi + D_wu u``."""
+    p, m = system.calls, system.A.shape[0]
+    bu, cy, dyu = system.B[:, :p], system.C[:p], system.D[:p, :p]
+    cw, dwu = system.C[p:], system.D[p:, :p]
+    lhs = np.vstack([np.eye(m) - system.A, cy, cw])
+    rhs = np.concatenate([bu @ u, y - dyu @ u, -dwu @ u])
+    xi, *_ = np.linalg.lstsq(lhs, rhs, rcond=None)
+    return float(np.abs(lhs @ xi - rhs).max() / max(1.0, float(np.abs(rhs).max())))
+
+
+_INEXACT = (
+    "with parts whose gradients differ at the minimiser (grad f_i(x_star) != 0), {name} has "
+    "no fixed point at x_star (the points where it takes gradients cannot all sit at x_star: "
+    "client drift of local steps, the bias of a constant step without correction), so it "
+    "does not converge linearly to the exact minimiser over this class; rate 1"
+)
+
+
+def _exactness(systems, targets, name) -> str:
+    """'' when every target (system index, u, y) has a fixed point, else the reason."""
+    for which, u, y, kind in targets:
+        if _fixed_point_residual(systems[which], u, y) > 1e-9:
+            if kind == "consensus":
+                return (
+                    f"{name} has no fixed point with every gradient point at one model and "
+                    "zero gradients, so no rate to a minimiser can be certified; rate 1"
+                )
+            return _INEXACT.format(name=name)
+    return ""
+
+
+def certify(
+    method: Method,
+    *,
+    L,
+    mu,
+    mixing=None,
+    participation=None,
+    n_clients=None,
+    weights=None,
+    pairs: bool = True,
+    tol: float = 1e-7,
+    solver: str | None = None,
+) -> Certificate:
+    """The worst-case linear rate of ``method`` over every objective whose parts are
+    L-smooth and mu-strongly convex.
+
+    The method's own phases give its round as a linear system in feedback with the
+    gradients (:mod:`~stochmix.analysis.certificates.system`); the rate is the smallest rho
+    for which a quadratic Lyapunov function falls by rho^2 a round under sector constraints
+    on every gradient call (:mod:`~stochmix.analysis.certificates.lmi`), found by bisection.
+
+    Args:
+        method: a method linear in its state with gradients at its model rows (not push-sum,
+            not a prox, compression or adaptive step).
+        L, mu: smoothness and strong convexity of every part, 0 < mu <= L.
+        mixing: decentralized methods only. None: the method's own graphs (one period of a
+            periodic sequence); a number sigma in [0, 1): every sequence of doubly
+            stochastic W_k with ``||W_k - 11^T/n|| <= sigma`` (an SDP of the size of the
+            method's blocks, whatever n); a networkx graph (with the method's rules) or a
+            square matrix: that one matrix.
+        participation: None (everyone), ``Full(n)``, a process with a fixed pattern
+            (``masks_array``) or a (period, n) boolean array: the rounds of one period are
+            certified as one map, the rate given per round.
+        n_clients: clients of a federated method when ``participation`` does not say
+            (default 2: the smallest number with heterogeneous clients).
+        weights: the objective's weights over the parts (default equal); the minimiser
+            the method must reach is that of ``sum_i weights_i f_i``.
+        pairs: add the inequalities between two gradient calls of one client in a round
+            (tighter for local steps; off gives the sector constraints alone).
+        tol: bisection tolerance on rho.
+        solver: a cvxpy solver name (default Clarabel, else SCS).
+
+    Returns:
+        Certificate: the rate and its status ("certified", "inexact", "not certified").
+
+    Raises:
+        ValueError: mu <= 0 or mu > L, sigma outside [0, 1), a mixing for a federated
+            method, a random participation, or a method that is not linear in its state
+            (named, with the reason), before any solve.
+        ImportError: cvxpy missing (``pip install "stochmix[analysis]"``).
+
+    References:
+        - L. Lessard, B. Recht, A. Packard, "Analysis and design of optimization algorithms
+          via integral quadratic constraints", SIAM J. Optim. 26(1), 2016.
+        - A. Sundararajan, B. Van Scoy, L. Lessard, "Analysis and design of first-order
+          distributed optimization algorithms over time-varying graphs", IEEE TCNS 7(4),
+          2020.
+        - A. Taylor, J. Hendrickx, F. Glineur, "Smooth strongly convex interpolation and
+          exact worst-case performance of first-order methods", Math. Program. 161, 2017.
+    """
+    L = as_float(L, "L", positive=True)
+    mu = as_float(mu, "mu")
+    if not (0 < mu <= L):
+        raise ValueError(f"mu must be in (0, L] = (0, {L:g}], got mu={mu!r}")
+    tol = as_float(tol, "tol", positive=True)
+    if not isinstance(method, Method):
+        raise TypeError(f"method must be a stochmix Method, got {_show(method)}")
+    decentralized = _is_decentralized(method)
+    sigma = None
+    if mixing is not None and not decentralized:
+        raise ValueError(
+            f"mixing is for decentralized methods; {method.name} mixes through its server "
+            f"(got mixing={_show(mixing)})"
+        )
+    if decentralized and isinstance(mixing, (int, float, np.floating)) and not isinstance(
+        mixing, bool
+    ):
+        sigma = as_float(mixing, "mixing")
+        if not (0 <= sigma < 1):
+            raise ValueError(f"mixing (sigma) must be in [0, 1), got {mixing!r}")
+        if participation is not None:
+            raise ValueError(
+                "participation: the class of mixing matrices is certified with every node "
+                f"active in every iteration, got participation={participation!r}"
+            )
+    start = time.perf_counter()
+    spectrum = None
+    if sigma is None and decentralized and participation is None:
+        spectrum = _symmetric_spectrum(method if mixing is None else method_for_mixing(method, mixing))
+    if sigma is not None or spectrum is not None:
+        if sigma is not None:
+            pieces = list(agent_systems(method))
+        else:
+            pieces = spectral_systems(method, spectrum)
+        targets = [(0, np.zeros(pieces[0].calls), np.ones(pieces[0].calls), "consensus")]
+        targets += [
+            (i, np.ones(piece.calls), np.zeros(piece.calls), "drift")
+            for i, piece in enumerate(pieces[1:], start=1)
+        ]
+        reason = _exactness(pieces, targets, method.name)
+        systems = [piece.reduced() for piece in pieces]
+        calls = pieces[0].calls
+        pair_list = [(a, b) for a in range(calls) for b in range(a + 1, calls)]
+        period = 1
+    else:
+        if decentralized:
+            target = method if mixing is None else method_for_mixing(method, mixing)
+            graphs = target.graphs
+            if graphs.period is None:
+                raise ValueError(
+                    f"mixing: {method.name}'s graphs ({type(graphs).__name__}) have no period, "
+                    "so no finite pattern of mixing matrices describes the run; give "
+                    "mixing=sigma to certify over every W_k with ||W_k - 11^T/n|| <= sigma"
+                )
+            n = graphs.n_nodes
+            masks = _masks(participation, n)
+            if participation is None:
+                masks = np.ones((graphs.period, n), dtype=bool)
+        else:
+            target = method
+            if n_clients is not None:
+                n_clients = as_int(n_clients, "n_clients", minimum=1)
+            masks = _masks(participation, n_clients)
+        period = masks.shape[0]
+        system = round_system(target, masks, period)
+        n = masks.shape[1]
+        w = np.full(n, 1.0 / n) if weights is None else as_real_array(weights, "weights")
+        if w.shape != (n,) or np.any(w <= 0):
+            raise ValueError(f"weights must be {n} positive numbers, got {_show(weights)}")
+        targets = [(0, np.zeros(system.calls), np.ones(system.calls), "consensus")]
+        for i in range(1, n):  # a basis of the gradients at a minimiser: sum_i w_i g_i = 0
+            g = np.zeros(n)
+            g[i], g[0] = 1.0, -w[i] / w[0]
+            targets.append((0, g[system.clients], np.zeros(system.calls), "drift"))
+        reason = _exactness([system], targets, method.name)
+        systems = [system.reduced()]
+        calls = system.clients
+        pair_list = [
+            (a, b)
+            for a in range(calls.size)
+            for b in range(a + 1, calls.size)
+            if calls[a] == calls[b]
+        ]
+    if not pairs:
+        pair_list = []
+    out = Certificate(method.name, 1.0, "inexact", L, mu, sigma, period, reason)
+    out.state_size = sum(s.A.shape[0] for s in systems)
+    if reason:
+        out.seconds = time.perf_counter() - start
+        return out
+    require_cvxpy()
+    feasibility = Feasibility(systems, L, mu, pair_list, 0.0 if sigma is None else sigma, solver)
+    rate_period, found = bisect_rate(feasibility, tol)
+    out.solves, out.seconds = feasibility.solves, time.perf_counter() - start
+    if found is None or rate_period >= 1.0 - 2 * tol:
+        out.status = "not certified"
+        out.reason = (
+            "no quadratic Lyapunov function with the sector constraints proves a rate below 1 "
+            "for this class (the method may diverge for some objective of it, e.g. a step "
+            "too large for L)"
+        )
+        return out
+    _fill(out, found, rate_period, period)
+    return out
+
+
+def _fill(out: Certificate, found: Solution, rate_period: float, period: int) -> None:
+    out.status = "certified"
+    out.rate = float(rate_period ** (1.0 / period))
+    out.lyapunov = found.lyapunov
+    out.multipliers = {"gradients": found.gradient_multipliers, "mixing": found.mixing_multipliers}
+    out.margin = found.margin

@@ -1,0 +1,196 @@
+"""The rate certificate as a semidefinite feasibility problem, and the bisection on the rate.
+
+For a :class:`~stochmix.analysis.certificates.system.RoundSystem` with state ``xi``,
+gradients ``u`` at points ``y`` and mixing products ``v = W w``, a rate rho is certified when
+there are ``P >= I``, multipliers ``lambda >= 0`` and ``Lambda >= 0`` (PSD) such that
+
+.. math::
+
+    \\begin{bmatrix} A & B \\end{bmatrix}^T P \\begin{bmatrix} A & B \\end{bmatrix}
+    - \\rho^2 \\begin{bmatrix} I & 0 \\end{bmatrix}^T P \\begin{bmatrix} I & 0 \\end{bmatrix}
+    + \\sum_c \\lambda_c Q_c + \\sum_{c < c'} \\lambda_{cc'} Q_{cc'}
+    + \\sigma^2 G_w^T \\Lambda G_w - G_v^T \\Lambda G_v \\preceq 0,
+
+with ``Q_c`` the sector constraint of call c about the fixed point, ``(u_c - mu y_c)(L y_c -
+u_c) >= 0`` (every L-smooth, mu-strongly convex function satisfies it, gradients of one
+dimension at a time: the analysis holds in every dimension), ``Q_cc'`` the same between two
+calls of one client (any two points of one function: Taylor, Hendrickx and Glineur's
+interpolation inequalities without the function values), and the last two terms the
+constraint ``||v_perp|| <= sigma ||w_perp||`` on the disagreement directions, with a full
+PSD multiplier (one W for every mixing product of the iteration). Then ``V = xi^T P xi``
+falls by rho^2 every round (Lessard, Recht and Packard, 2016), and ``||xi_k|| <=
+sqrt(cond P) rho^k ||xi_0||``. Several systems (the average and disagreement parts of a
+decentralized method) share the gradient multipliers and have one ``P`` each.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .system import RoundSystem
+
+__all__ = ["Feasibility", "Solution", "bisect_rate", "require_cvxpy"]
+
+
+def require_cvxpy():
+    """cvxpy, or an ImportError that says how to install it."""
+    try:
+        import cvxpy
+    except ImportError as error:  # pragma: no cover - exercised with cvxpy hidden
+        raise ImportError(
+            'rate certificates and mixing design need cvxpy: pip install "stochmix[analysis]"'
+        ) from error
+    return cvxpy
+
+
+
+def _sector(alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    """The symmetric matrix of the quadratic form ``(alpha^T z)(beta^T z)``."""
+    outer = np.outer(alpha, beta)
+    return (outer + outer.T) / 2
+
+
+@dataclass
+class Solution:
+    """What one feasible solve found: the Lyapunov matrices, the multipliers and the largest
+    eigenvalue of each LMI relative to its P (the margin, <= 0)."""
+
+    rate: float
+    lyapunov: list
+    gradient_multipliers: np.ndarray
+    mixing_multipliers: list
+    margin: float
+    status: str
+
+
+@dataclass
+class Feasibility:
+    """The certificate's SDP for given systems, ``L``, ``mu`` and ``sigma``, compiled once;
+    ``solve(rho)`` says whether rho is certified."""
+
+    systems: list[RoundSystem]
+    L: float
+    mu: float
+    pairs: list[tuple[int, int]]
+    sigma: float = 0.0
+    solver: str | None = None
+    solves: int = field(default=0, init=False)
+    seconds: float = field(default=0.0, init=False)
+
+    def __post_init__(self) -> None:
+        cp = require_cvxpy()
+        calls = self.systems[0].calls
+        self._lam = cp.Variable(calls + len(self.pairs), nonneg=True)
+        self._rho2 = cp.Parameter(nonneg=True)
+        self._t = cp.Variable()
+        constraints = [self._t >= -1.0]
+        self._parts = []
+        for system in self.systems:
+            lmi, p_var, big_lambda, pieces = self._lmi(cp, system)
+            constraints.append(lmi << self._t * np.eye(lmi.shape[0]))
+            if p_var is not None:
+                constraints.append(p_var >> np.eye(p_var.shape[0]))
+            if big_lambda is not None:
+                constraints.append(big_lambda >> 0)
+            self._parts.append((p_var, big_lambda, pieces))
+        self._problem = cp.Problem(cp.Minimize(self._t), constraints)
+
+    def _lmi(self, cp, system: RoundSystem):
+        r = system.A.shape[0]
+        p, q = system.calls, system.mixings
+        size = r + p + q
+        e = np.hstack([system.A, system.B])
+        f = np.hstack([np.eye(r), np.zeros((r, p + q))])
+        gy = np.hstack([system.C[:p], system.D[:p]])
+        gw = np.hstack([system.C[p:], system.D[p:]])
+        unit = np.eye(size)
+        u = unit[r : r + p]
+        v = unit[r + p :]
+        forms = [_sector(u[c] - self.mu * gy[c], self.L * gy[c] - u[c]) for c in range(p)]
+        for a, b in self.pairs:
+            du, dy = u[a] - u[b], gy[a] - gy[b]
+            forms.append(_sector(du - self.mu * dy, self.L * dy - du))
+        stack = np.stack(forms).reshape(len(forms), -1) if forms else np.zeros((0, size * size))
+        terms = cp.reshape(self._lam @ stack, (size, size), order="C") if forms else 0
+        p_var = cp.Variable((r, r), symmetric=True) if r else None
+        lmi = terms
+        if p_var is not None:
+            lmi = lmi + e.T @ p_var @ e - self._rho2 * (f.T @ p_var @ f)
+        big_lambda = None
+        if q:
+            big_lambda = cp.Variable((q, q), symmetric=True)
+            lmi = lmi + self.sigma**2 * (gw.T @ big_lambda @ gw) - v.T @ big_lambda @ v
+        lmi = (lmi + lmi.T) / 2
+        return lmi, p_var, big_lambda, (e, f, stack, gw, v)
+
+    def solve(self, rho: float) -> Solution | None:
+        """The certificate at rate ``rho``, or None when none is found."""
+        cp = require_cvxpy()
+        self._rho2.value = rho * rho
+        start = time.perf_counter()
+        solver = self.solver or ("CLARABEL" if "CLARABEL" in cp.installed_solvers() else "SCS")
+        try:
+            self._problem.solve(solver=solver)
+        except cp.error.SolverError:
+            return None
+        finally:
+            self.solves += 1
+            self.seconds += time.perf_counter() - start
+        if self._problem.status not in ("optimal", "optimal_inaccurate"):
+            return None
+        return self._verify(rho, self._problem.status)
+
+    def _verify(self, rho: float, status: str) -> Solution | None:
+        """Recompute each LMI from the solver's numbers; accept only a negative
+        semidefinite one (to 1e-9 of its P's scale) with P positive definite."""
+        lam = np.maximum(np.asarray(self._lam.value, dtype=float), 0.0)
+        worst = -np.inf
+        lyapunov, mixing = [], []
+        for p_var, big_lambda, (e, f, stack, gw, v) in self._parts:
+            size = e.shape[1]
+            lmi = (lam @ stack).reshape(size, size) if stack.shape[0] else np.zeros((size, size))
+            scale = 1.0
+            if p_var is not None:
+                pm = np.asarray(p_var.value, dtype=float)
+                pm = (pm + pm.T) / 2
+                if np.linalg.eigvalsh(pm)[0] <= 0:
+                    return None
+                lmi = lmi + e.T @ pm @ e - rho * rho * (f.T @ pm @ f)
+                scale = max(scale, float(np.abs(pm).max()))
+                lyapunov.append(pm)
+            if big_lambda is not None:
+                lm = np.asarray(big_lambda.value, dtype=float)
+                lm = (lm + lm.T) / 2
+                w, vecs = np.linalg.eigh(lm)
+                lm = (vecs * np.maximum(w, 0.0)) @ vecs.T  # the PSD part: a valid multiplier
+                lmi = lmi + self.sigma**2 * (gw.T @ lm @ gw) - v.T @ lm @ v
+                mixing.append(lm)
+            top = float(np.linalg.eigvalsh((lmi + lmi.T) / 2)[-1]) / scale
+            worst = max(worst, top)
+        if worst > 1e-9:
+            return None
+        return Solution(rho, lyapunov, lam, mixing, worst, status)
+
+
+def bisect_rate(feasibility: Feasibility, tol: float) -> tuple[float, Solution | None]:
+    """The smallest certified rate in [0, 1] to ``tol`` (bisection: the set of certified
+    rates is an interval up to 1), and its certificate; ``(1.0, None)`` when rho = 1 has
+    none (no linear rate is proved)."""
+    top = feasibility.solve(1.0)
+    if top is None:
+        return 1.0, None
+    bottom = feasibility.solve(0.0)
+    if bottom is not None:
+        return 0.0, bottom
+    lo, hi, best = 0.0, 1.0, top
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        found = feasibility.solve(mid)
+        if found is None:
+            lo = mid
+        else:
+            hi, best = mid, found
+    return hi, best
