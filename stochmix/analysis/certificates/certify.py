@@ -283,8 +283,10 @@ def certify(
             f"mixing is for decentralized methods; {method.name} mixes through its server "
             f"(got mixing={_show(mixing)})"
         )
-    if decentralized and isinstance(mixing, (int, float, np.floating)) and not isinstance(
-        mixing, bool
+    if (
+        decentralized
+        and isinstance(mixing, (int, float, np.floating))
+        and not isinstance(mixing, bool)
     ):
         sigma = as_float(mixing, "mixing")
         if not (0 <= sigma < 1):
@@ -297,7 +299,8 @@ def certify(
     start = time.perf_counter()
     spectrum = None
     if sigma is None and decentralized and participation is None:
-        spectrum = _symmetric_spectrum(method if mixing is None else method_for_mixing(method, mixing))
+        one = method if mixing is None else method_for_mixing(method, mixing)
+        spectrum = _symmetric_spectrum(one)
     if sigma is not None or spectrum is not None:
         if sigma is not None:
             pieces = list(agent_systems(method))

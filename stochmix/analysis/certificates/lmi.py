@@ -46,7 +46,6 @@ def require_cvxpy():
     return cvxpy
 
 
-
 def _sector(alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
     """The symmetric matrix of the quadratic form ``(alpha^T z)(beta^T z)``."""
     outer = np.outer(alpha, beta)

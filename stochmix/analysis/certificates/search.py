@@ -79,8 +79,10 @@ def worst_quadratic(
     trials = as_int(trials, "trials", minimum=1)
     rng = np.random.default_rng(seed)
     sigma = None
-    if _is_decentralized(method) and isinstance(mixing, (int, float)) and not isinstance(
-        mixing, bool
+    if (
+        _is_decentralized(method)
+        and isinstance(mixing, (int, float))
+        and not isinstance(mixing, bool)
     ):
         sigma = as_float(mixing, "mixing", nonnegative=True)
         n = 6 if n_clients is None else as_int(n_clients, "n_clients", minimum=2)

@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..._validate import _show
-from ...engine import Method, NonlinearPhaseError, RowMap
+from ...engine import Method, RowMap
 from ...problems import Quadratic
 from ..linear.operators import run_context
 
@@ -142,7 +142,8 @@ def _compose(
     the network average)."""
     p = sum(0 if s[2] is None else s[3].size for s in steps)
     reads = [
-        np.flatnonzero(np.abs(s[1]).sum(axis=0) > 0) if (uncertain and s[1] is not None)
+        np.flatnonzero(np.abs(s[1]).sum(axis=0) > 0)
+        if (uncertain and s[1] is not None)
         else np.zeros(0, np.int64)  # fmt: skip
         for s in steps
     ]
@@ -314,9 +315,10 @@ def agent_steps(method: Method) -> tuple[list, np.ndarray]:
 
     steps, blocks, model = iteration(1)
     again, _, _ = iteration(2)
-    if len(again) != len(steps) or not all(
-        all(_close(x, y) for x, y in zip(s, t, strict=True)) for s, t in zip(steps, again, strict=True)
-    ):
+    same = len(again) == len(steps) and all(
+        _close(x, y) for s, t in zip(steps, again, strict=True) for x, y in zip(s, t, strict=True)
+    )
+    if not same:
         raise NotLinearError(
             f"method {method.name}: its iterations change with the iteration index (a "
             "decaying step), so one iteration's map does not describe the run"
