@@ -26,6 +26,7 @@ decentralized method) share the gradient multipliers and have one ``P`` each.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -132,7 +133,9 @@ class Feasibility:
         start = time.perf_counter()
         solver = self.solver or ("CLARABEL" if "CLARABEL" in cp.installed_solvers() else "SCS")
         try:
-            self._problem.solve(solver=solver)
+            with warnings.catch_warnings():  # "may be inaccurate": _verify decides
+                warnings.simplefilter("ignore", UserWarning)
+                self._problem.solve(solver=solver)
         except cp.error.SolverError:
             return None
         finally:

@@ -282,7 +282,7 @@ def agent_steps(method: Method) -> tuple[list, np.ndarray]:
     problem = _probe_problem(n)
     everyone = np.arange(n)
 
-    def iteration(r: int) -> tuple[list, object]:
+    def iteration(r: int) -> tuple[list, int, int]:
         ctx = run_context(probe, problem)
         layout = ctx.layout
         for block in layout.blocks:

@@ -1,0 +1,247 @@
+"""Worst-case rate certificates (stochmix.analysis.certificates): the closed form for gradient
+descent, soundness against the exact rates of the library's own operators on instances of
+the class (random and searched), monotonicity in sigma and kappa, inexact methods said so,
+tuning, and bad input refused before any solve."""
+
+import sys
+
+import networkx as nx
+import numpy as np
+import pytest
+
+pytest.importorskip("cvxpy")
+
+from stochmix.algorithms import (  # noqa: E402
+    D2,
+    DGD,
+    EXTRA,
+    NIDS,
+    SCAFFOLD,
+    ExactDiffusion,
+    FedAdam,
+    FedAvg,
+    GradientTracking,
+    PushSum,
+)
+from stochmix.analysis import periodic_rate  # noqa: E402
+from stochmix.analysis.certificates import (  # noqa: E402
+    NotLinearError,
+    certify,
+    class_matrix,
+    tune,
+    worst_quadratic,
+)
+from stochmix.mixing import DirectedRingSequence, PeriodicSequence, StaticSequence  # noqa: E402
+from stochmix.participation import Bernoulli, Full  # noqa: E402
+from stochmix.problems import Quadratic  # noqa: E402
+
+RING = StaticSequence(nx.cycle_graph(6))
+SOUND = 1e-6  # the certificate's bisection tolerance is 1e-7, the solver's about 1e-8
+
+
+# --------------------------------------------------------------------------- closed form
+@pytest.mark.parametrize("kappa", [2.0, 10.0, 100.0])
+def test_gradient_descent_rate_is_the_closed_form(kappa):
+    """Gradient descent (FedAvg with one client and one local step) with step alpha:
+    rho = max(|1 - alpha mu|, |1 - alpha L|), to 1e-6, over a grid of steps; a step past
+    2 / L certifies nothing."""
+    L, mu = 1.0, 1.0 / kappa
+    for alpha in (0.2, 0.7, 1.2, 2.0 / (L + mu), 1.8):
+        found = certify(FedAvg(alpha, 1), L=L, mu=mu, n_clients=1)
+        assert found.certified
+        assert found.rate == pytest.approx(max(abs(1 - alpha * mu), abs(1 - alpha * L)), abs=1e-6)
+        assert found.margin <= 1e-9
+    assert certify(FedAvg(2.2, 1), L=L, mu=mu, n_clients=1).status == "not certified"
+
+
+def test_local_steps_of_one_client_compose():
+    """K local steps of one client are K gradient steps: rho_round = rho_GD^K."""
+    found = certify(FedAvg(0.5, 3), L=1.0, mu=0.1, n_clients=1)
+    assert found.rate == pytest.approx(0.95**3, abs=1e-6)
+
+
+# --------------------------------------------------------------------------- soundness
+def _federated_cases():
+    return [
+        ("FedAvg K=1, 3 clients, server step 1.5", FedAvg(0.5, 1, server_lr=1.5), {"n_clients": 3}),
+        ("SCAFFOLD K=3, 3 clients", SCAFFOLD(0.3, 3), {"n_clients": 3}),
+        ("FedAvg K=4, 1 client", FedAvg(0.4, 4), {"n_clients": 1}),
+    ]
+
+
+def _decentralized_cases():
+    erdos = StaticSequence(nx.connected_watts_strogatz_graph(7, 4, 0.5, seed=2))
+    return [
+        ("EXTRA ring", EXTRA(0.5, RING), {}),
+        ("NIDS ring", NIDS(0.8, RING), {}),
+        ("GT cta ring", GradientTracking(0.1, RING), {}),
+        ("GT atc small world", GradientTracking(0.2, erdos, form="atc"), {}),
+        ("ExactDiffusion small world", ExactDiffusion(0.6, erdos), {}),
+        ("EXTRA sigma 0.5", EXTRA(0.5, RING), {"mixing": 0.5}),
+        ("NIDS sigma 0.3", NIDS(0.8, RING), {"mixing": 0.3}),
+        ("GT sigma 0.5", GradientTracking(0.1, RING), {"mixing": 0.5}),
+        ("GT atc sigma 0.7", GradientTracking(0.05, RING, form="atc"), {"mixing": 0.7}),
+        ("ExactDiffusion sigma 0.3", ExactDiffusion(0.5, RING), {"mixing": 0.3}),
+    ]
+
+
+@pytest.mark.parametrize(
+    "label,method,options",
+    _federated_cases() + _decentralized_cases(),
+    ids=[c[0] for c in _federated_cases() + _decentralized_cases()],
+)
+def test_no_instance_is_slower_than_its_certificate(label, method, options):
+    """The slowest quadratic of the class a search finds (and, over the sigma-class, with a
+    W of the class) has an exact rate, measured by the library's operators, at most the
+    certified one."""
+    L, mu = 1.0, 0.1
+    found = certify(method, L=L, mu=mu, **options)
+    assert found.certified, found
+    worst = worst_quadratic(method, L=L, mu=mu, trials=25, seed=1, **options)
+    assert worst.rate <= found.rate + SOUND, (label, worst.rate, found.rate)
+    assert worst.rate > 0.5  # the search finds a slow instance, not a trivial one
+
+
+def test_dense_quadratics_in_several_dimensions_stay_under_the_certificate():
+    """Random quadratics with dense Hessians in d = 3 (not diagonal: the analysis runs in
+    one dimension and holds in every one), L and mu read off their spectra."""
+    rng = np.random.default_rng(0)
+    for seed in range(3):
+        problem = Quadratic.random(6, 3, diagonal=False, seed=seed)
+        eig = np.linalg.eigvalsh(problem.hessians)
+        L, mu = float(eig.max()), float(eig.min())
+        for method, options in (
+            (EXTRA(0.5 / L, RING), {}),
+            (GradientTracking(0.1 / L, RING), {"mixing": 0.5}),
+        ):
+            found = certify(method, L=L, mu=mu, **options)
+            assert found.certified
+            if options:
+                w = class_matrix(6, 0.5, rng)
+                from stochmix.analysis.certificates import method_for_mixing
+
+                method = method_for_mixing(method, w)
+                method.check_mixing = False
+            measured = periodic_rate(method, problem, np.ones((1, 6), dtype=bool)).per_round
+            assert measured <= found.rate + SOUND
+
+
+def test_a_periodic_graph_sequence_is_certified_over_its_period():
+    graphs = PeriodicSequence([nx.cycle_graph(5), nx.star_graph(4)])
+    method = EXTRA(0.4, graphs)
+    found = certify(method, L=1.0, mu=0.2)
+    assert found.certified and found.period == 2
+    worst = worst_quadratic(method, L=1.0, mu=0.2, trials=20)
+    assert worst.rate <= found.rate + SOUND
+
+
+def test_per_node_multipliers_agree_with_the_spectral_split():
+    """On a symmetric W the certificate splits by W's eigenvalues (one multiplier for every
+    node); the whole-network SDP (a multiplier per node, forced with a participation
+    pattern) certifies no less and the two agree here."""
+    spectral = certify(EXTRA(0.5, RING), L=1.0, mu=0.1)
+    network = certify(EXTRA(0.5, RING), L=1.0, mu=0.1, participation=np.ones((1, 6), bool))
+    assert network.state_size > spectral.state_size
+    assert network.rate <= spectral.rate + SOUND
+    assert spectral.rate == pytest.approx(network.rate, abs=1e-5)
+
+
+# --------------------------------------------------------------------------- monotone
+@pytest.mark.parametrize(
+    "method",
+    [EXTRA(0.5, RING), NIDS(0.5, RING), GradientTracking(0.05, RING), ExactDiffusion(0.5, RING)],
+    ids=lambda m: m.name,
+)
+def test_rates_do_not_decrease_as_sigma_or_kappa_grow(method):
+    by_sigma = [certify(method, L=1.0, mu=0.1, mixing=s).rate for s in (0.1, 0.3, 0.5, 0.7, 0.9)]
+    assert all(b >= a - SOUND for a, b in zip(by_sigma, by_sigma[1:], strict=False)), by_sigma
+    by_kappa = [certify(method, L=1.0, mu=1 / k, mixing=0.5).rate for k in (2, 5, 10, 50)]
+    assert all(b >= a - SOUND for a, b in zip(by_kappa, by_kappa[1:], strict=False)), by_kappa
+
+
+# --------------------------------------------------------------------------- inexact
+def test_methods_without_a_linear_rate_to_the_minimiser_say_so():
+    for method, options in (
+        (FedAvg(0.3, 3), {"n_clients": 2}),
+        (DGD(0.3, RING), {}),
+        (DGD(0.3, RING), {"mixing": 0.5}),
+        (FedAvg(0.3, 1), {"participation": np.array([[True, False], [False, True]])}),
+    ):
+        found = certify(method, L=1.0, mu=0.1, **options)
+        assert found.status == "inexact" and found.rate == 1.0 and not found.certified
+        assert "x_star" in found.reason and "rate 1" in found.reason
+        assert found.solves == 0  # said before any SDP
+
+
+@pytest.mark.parametrize(
+    "method,sigma",
+    [(D2(0.5, RING), 0.5), (GradientTracking(0.1, RING, form="atc"), 0.7)],
+    ids=["D2", "GT atc"],
+)
+def test_a_diverging_setting_is_not_certified(method, sigma):
+    """Where nothing is certified, the search finds an instance of the class that diverges
+    (D2 needs W >= 0 in the PSD order; ATC tracking's step 0.1 / L is too long at sigma =
+    0.7)."""
+    found = certify(method, L=1.0, mu=0.1, mixing=sigma)
+    assert found.status == "not certified" and found.rate == 1.0
+    worst = worst_quadratic(method, L=1.0, mu=0.1, mixing=sigma, trials=40)
+    assert worst.rate > 1.0
+
+
+# --------------------------------------------------------------------------- tuning
+def test_tuned_gradient_descent_step_is_two_over_l_plus_mu():
+    L, mu = 1.0, 0.1
+    tuned = tune(FedAvg(0.1, 1), L=L, mu=mu, n_clients=1)
+    assert tuned.value == pytest.approx(2 / (L + mu), rel=1e-3)
+    assert tuned.rate == pytest.approx((L - mu) / (L + mu), abs=1e-5)
+
+
+def test_tuning_a_decentralized_method_beats_its_grid():
+    tuned = tune(NIDS(0.1, RING), L=1.0, mu=0.1, mixing=0.5)
+    assert tuned.certificate.certified
+    assert tuned.rate <= min(rate for _, rate in tuned.tried) + 1e-6
+    assert tuned.rate < certify(NIDS(0.1, RING), L=1.0, mu=0.1, mixing=0.5).rate
+
+
+# --------------------------------------------------------------------------- bad input
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        ({"L": 1.0, "mu": 0.0}, "mu"),
+        ({"L": 1.0, "mu": -1.0}, "mu"),
+        ({"L": 1.0, "mu": 2.0}, "mu"),
+        ({"L": 0.0, "mu": 0.1}, "L"),
+        ({"L": 1.0, "mu": 0.1, "mixing": 1.0}, "mixing"),
+        ({"L": 1.0, "mu": 0.1, "mixing": -0.1}, "mixing"),
+    ],
+)
+def test_bad_class_is_refused(args, match):
+    with pytest.raises(ValueError, match=match):
+        certify(EXTRA(0.5, RING), **args)
+
+
+def test_methods_that_are_not_linear_are_refused_with_the_reason():
+    directed = DirectedRingSequence(5)
+    with pytest.raises(NotLinearError, match="PushSum.*points"):
+        certify(PushSum(0.1, directed), L=1.0, mu=0.1)
+    with pytest.raises(NotLinearError, match="FedAdam.*nonlinear"):
+        certify(FedAdam(0.1, 2, server_lr=0.1), L=1.0, mu=0.1)
+    with pytest.raises(NotLinearError, match="change with the"):
+        certify(DGD(0.3, RING, decay=0.5), L=1.0, mu=0.1)
+
+
+def test_bad_mixing_and_participation_are_refused():
+    with pytest.raises(ValueError, match="mixing is for decentralized"):
+        certify(FedAvg(0.1, 1), L=1.0, mu=0.1, mixing=0.5)
+    with pytest.raises(ValueError, match="participation"):
+        certify(FedAvg(0.1, 1), L=1.0, mu=0.1, participation=Bernoulli(0.5, 3))
+    with pytest.raises(ValueError, match="participation"):
+        certify(EXTRA(0.5, RING), L=1.0, mu=0.1, mixing=0.5, participation=Full(6))
+    with pytest.raises(ValueError, match="every client"):
+        certify(FedAvg(0.1, 1), L=1.0, mu=0.1, participation=np.array([[True, False]]))
+
+
+def test_missing_cvxpy_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "cvxpy", None)
+    with pytest.raises(ImportError, match=r"stochmix\[analysis\]"):
+        certify(EXTRA(0.5, RING), L=1.0, mu=0.1)
