@@ -6,7 +6,9 @@ runs a configuration (see :mod:`stochmix.config`). Both print a summary table an
 new run folder ``./runs/<name>-<time>-<n>/`` (or ``--out DIR``; see
 :mod:`stochmix.experiments` for its files). ``stochmix spectrum`` prints the spectral
 summary of mixing matrices: of a configuration's graphs (``stochmix spectrum FILE.toml``), of
-a graph named by flags, or of the expected federated matrices.
+a graph named by flags, or of the expected federated matrices. ``stochmix certify FILE.toml``
+prints the certified worst-case rate of each method and step of a configuration (see
+:mod:`stochmix.analysis.certificates`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import warnings
 
 from . import config as configs
 from . import experiments
+from ._certify_command import add_certify_parser
 from ._names import RenamedWarning
 from ._spectrum_command import GRAPH_NODES_LIMIT, add_spectrum_parser
 from .reporting import format_table
@@ -330,6 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_run.set_defaults(func=command_run)
 
     add_spectrum_parser(sub)
+    add_certify_parser(sub)
     return parser
 
 
