@@ -1,6 +1,9 @@
 """Analysis of methods on problems with affine gradients: exact operators, fixed points and
-rates (:mod:`.linear`), and FedAvg's participation bias (:mod:`.participation_bias`)."""
+rates (:mod:`.linear`), FedAvg's participation bias (:mod:`.participation_bias`), and
+worst-case rates over whole function classes, certified by semidefinite programs, with
+step tuning (:mod:`.certificates`; cvxpy: ``pip install "stochmix[analysis]"``)."""
 
+from .certificates import Certificate, Tuned, WorstCase, certify, tune, worst_quadratic
 from .linear import (
     AffineGradients,
     AffineMap,
@@ -33,6 +36,12 @@ from .participation_bias import (
 
 __all__ = [
     "AffineGradients",
+    "Certificate",
+    "Tuned",
+    "WorstCase",
+    "certify",
+    "tune",
+    "worst_quadratic",
     "AffineMap",
     "Eq4Comparison",
     "FixedPoint",
