@@ -107,3 +107,18 @@ def test_decentralized_lasso_example(tmp_path):
     error, match = table["DGD + subgradient"]
     assert error > 1e-3 and match < 1.0
     assert (tmp_path / "l.png").exists()
+
+
+def test_certified_rates_example(tmp_path):
+    """Tuned certified rates are rates (< 1 where certified, worse as sigma grows for
+    gradient tracking), and the slowest quadratic found runs under NIDS's certificate."""
+    import pytest
+
+    pytest.importorskip("cvxpy")
+    module = load("certified_rates")
+    out = module.main(**module.QUICK, out=str(tmp_path / "c.png"))
+    rates = out["tuned"]["gradient tracking"]
+    assert 0 < rates[0] < rates[1] < 1
+    certified, measured, exact = out["nids"]
+    assert measured <= certified and exact <= certified + 1e-6
+    assert (tmp_path / "c.png").exists()
