@@ -245,3 +245,23 @@ def test_missing_cvxpy_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "cvxpy", None)
     with pytest.raises(ImportError, match=r"stochmix\[analysis\]"):
         certify(EXTRA(0.5, RING), L=1.0, mu=0.1)
+
+
+def test_heavy_ball_tuned_for_quadratics_is_not_certified():
+    """Lessard, Recht and Packard (2016), on the heavy-ball method: with the step and
+    momentum that are optimal for quadratics (alpha = 4 / (sqrt L + sqrt mu)^2, beta =
+    ((sqrt kappa - 1) / (sqrt kappa + 1))^2), quadratics converge at sqrt(beta), yet no
+    certificate exists for the class (the paper shows a strongly convex function on which
+    it cycles, kappa = 25). Heavy ball is FedAvgM with one client, one local step of 1 and
+    server step alpha."""
+    from stochmix.algorithms import FedAvgM
+
+    L, mu = 1.0, 1.0 / 25
+    alpha = 4 / (np.sqrt(L) + np.sqrt(mu)) ** 2
+    beta = ((np.sqrt(L / mu) - 1) / (np.sqrt(L / mu) + 1)) ** 2
+    method = FedAvgM(1.0, 1, beta=beta, server_lr=alpha)
+    assert certify(method, L=L, mu=mu, n_clients=1).status == "not certified"
+    worst = worst_quadratic(method, L=L, mu=mu, n_clients=1, trials=10)
+    assert worst.rate == pytest.approx(np.sqrt(beta), abs=1e-9)
+    gentle = certify(FedAvgM(1.0, 1, beta=0.5, server_lr=0.5), L=L, mu=mu, n_clients=1)
+    assert gentle.certified

@@ -24,6 +24,7 @@ PACKAGES = (
     ("stochmix.mixing.spectral", "Spectral tools"),
     ("stochmix.analysis", "Analysis: operators, fixed points and rates"),
     ("stochmix.analysis.linear", "Exact linear operators"),
+    ("stochmix.analysis.certificates", "Certified worst-case rates, tuning and worst instances"),
     ("stochmix.engine", "The engine"),
     ("stochmix.config", "Configurations"),
     ("stochmix.config.plugins", "Your own kinds in configurations: entry points"),
