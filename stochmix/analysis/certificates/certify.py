@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -95,7 +96,7 @@ def _is_decentralized(method) -> bool:
     return isinstance(method, DecentralizedMethod)
 
 
-def method_for_mixing(method: Method, mixing) -> Method:
+def method_for_mixing(method: Any, mixing) -> Any:
     """A copy of a decentralized ``method`` that mixes with ``mixing``: a networkx graph
     (with the method's weight rules) or a square matrix (every rule reads its entries:
     rule "natural" on the weighted graph of the matrix)."""
@@ -305,7 +306,7 @@ def certify(
         if sigma is not None:
             pieces = list(agent_systems(method))
         else:
-            pieces = spectral_systems(method, spectrum)
+            pieces = spectral_systems(method, np.asarray(spectrum))
         targets = [(0, np.zeros(pieces[0].calls), np.ones(pieces[0].calls), "consensus")]
         targets += [
             (i, np.ones(piece.calls), np.zeros(piece.calls), "drift")
@@ -318,7 +319,7 @@ def certify(
         period = 1
     else:
         if decentralized:
-            target = method if mixing is None else method_for_mixing(method, mixing)
+            target: Any = method if mixing is None else method_for_mixing(method, mixing)
             graphs = target.graphs
             if graphs.period is None:
                 raise ValueError(
@@ -348,12 +349,9 @@ def certify(
             targets.append((0, g[system.clients], np.zeros(system.calls), "drift"))
         reason = _exactness([system], targets, method.name)
         systems = [system.reduced()]
-        calls = system.clients
+        who = system.clients
         pair_list = [
-            (a, b)
-            for a in range(calls.size)
-            for b in range(a + 1, calls.size)
-            if calls[a] == calls[b]
+            (a, b) for a in range(who.size) for b in range(a + 1, who.size) if who[a] == who[b]
         ]
     if not pairs:
         pair_list = []

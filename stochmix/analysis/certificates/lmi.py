@@ -114,9 +114,10 @@ class Feasibility:
             du, dy = u[a] - u[b], gy[a] - gy[b]
             forms.append(_sector(du - self.mu * dy, self.L * dy - du))
         stack = np.stack(forms).reshape(len(forms), -1) if forms else np.zeros((0, size * size))
-        terms = cp.reshape(self._lam @ stack, (size, size), order="C") if forms else 0
+        lmi = cp.Constant(np.zeros((size, size)))
+        if forms:
+            lmi = cp.reshape(self._lam @ stack, (size, size), order="C")
         p_var = cp.Variable((r, r), symmetric=True) if r else None
-        lmi = terms
         if p_var is not None:
             lmi = lmi + e.T @ p_var @ e - self._rho2 * (f.T @ p_var @ f)
         big_lambda = None

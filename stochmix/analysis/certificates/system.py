@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, replace
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -246,7 +247,7 @@ def _probe_matrix(n: int) -> np.ndarray:
     return np.eye(n) - (np.diag(weights.sum(axis=1)) - weights)
 
 
-def _probe_method(method: Method, w: np.ndarray) -> Method:
+def _probe_method(method: Any, w: np.ndarray) -> Any:
     """A copy of a decentralized method whose every mixing matrix is ``w``."""
     from ...mixing.rowsparse import RowSparse
     from ...mixing.sequences import StaticSequence
@@ -260,7 +261,7 @@ def _probe_method(method: Method, w: np.ndarray) -> Method:
         op.mixes = probe.direction(rule) if direction is None else direction
         return op
 
-    probe.mixing = mixing  # type: ignore[method-assign]
+    probe.mixing = mixing
     probe.check_mixing = False
     return probe
 
