@@ -394,7 +394,8 @@ def add_spectrum_parser(sub) -> None:
     p_spec.add_argument(
         "--rules",
         nargs="+",
-        help="weight rules: natural, metropolis, row, column (default: graphs.rule, or row column)",
+        help="weight rules: natural, metropolis, row, column, fastest, fdla (fastest and fdla"
+        " solve an SDP, with stochmix[analysis]; default: graphs.rule, or row column)",
     )
     p_spec.add_argument("--steps", type=int, help="without a period, sampled steps (default 100)")
     p_spec.add_argument(

@@ -1,9 +1,10 @@
 """``import stochmix`` stays light: the heavy optional libraries load only when used.
 
 Torch alone costs about a second and 180 MB per process, so neither it nor Matplotlib,
-scikit-learn, pandas or Numba may be imported by importing stochmix; and the ``Array`` type
-of the annotations must still check tensors (dtype and shape) once torch is loaded.
-Each check runs in a fresh interpreter, since this session has imported them all.
+scikit-learn, pandas, Numba or cvxpy (the SDP solver of the certificates and of the weight
+rules "fastest" and "fdla") may be imported by importing stochmix; and the ``Array`` type of
+the annotations must still check tensors (dtype and shape) once torch is loaded. Each check
+runs in a fresh interpreter, since this session has imported them all.
 """
 
 import subprocess
@@ -18,7 +19,7 @@ from jaxtyping import Float, Int
 from stochmix._arrays import Array
 from tests import CHILD_TIMEOUT
 
-HEAVY = ("torch", "matplotlib", "sklearn", "pandas", "numba")
+HEAVY = ("torch", "matplotlib", "sklearn", "pandas", "numba", "cvxpy")
 ROOT = Path(__file__).resolve().parent.parent  # so that the children import tests._typecheck
 
 

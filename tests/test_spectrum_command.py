@@ -109,7 +109,7 @@ def test_unknown_rule_exits_non_zero(capsys):
     assert code != 0 and out == ""
     assert err.strip().splitlines() == [
         "stochmix: error: --rules: unknown rule 'sideways'; choose from natural,"
-        " metropolis, row, column"
+        " metropolis, row, column, fastest, fdla"
     ]
 
 
@@ -244,6 +244,8 @@ def test_rule_claims_are_checked_at_the_step_that_breaks_them():
         "metropolis": "doubly stochastic",
         "row": "row-stochastic",
         "column": "column-stochastic",
+        "fastest": "doubly stochastic",
+        "fdla": "rows and columns sum to one",
     }
     W = np.array([[1.0, 0.5], [0.0, 0.5]])
     check_rule(W, "column", 4)  # column-stochastic: what "column" promises

@@ -319,7 +319,10 @@ BAD_INPUTS = [
         "a name of the wrong type",
         lambda: alg.DGD(0.1, mixing.OnePeerExponential(4), rule=3),
         TypeError,
-        re.escape("rule must be one of ['column', 'metropolis', 'natural', 'row'], got 3"),
+        re.escape(
+            "rule must be one of ['column', 'fastest', 'fdla', 'metropolis', 'natural', 'row'],"
+            " got 3"
+        ),
     ),
     (
         "NaN in the data",

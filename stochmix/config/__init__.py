@@ -53,7 +53,10 @@ participation is ``full`` (the default; another kind is refused)::
     nodes = 16                   # default: problem.n_clients (must equal it)
     rule = "metropolis"          # optional: the weight rule of dgd / gradient_tracking /
                                  #   extra / nids / exact_diffusion / d2 / push_sum /
-                                 #   push_diging (push_pull: row_rule, column_rule)
+                                 #   push_diging (push_pull: row_rule, column_rule):
+                                 #   natural | metropolis | row | column | fastest | fdla
+                                 #   (mixing.RULES; fastest and fdla solve an SDP per
+                                 #   distinct graph and need stochmix[analysis])
     p = 0.3                      # erdos_renyi and random_directed: edge probability,
     seed = 0                     #   the graphs' seed, static = true (one graph throughout)
     drops = 0.1                  # optional: message drops (stochmix.mixing.MessageDrops),

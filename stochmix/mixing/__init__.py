@@ -18,6 +18,7 @@ from .checks import (
     is_row_stochastic,
     rows_sum_to_one,
 )
+from .design import fastest_mixing_weights, fdla_weights
 from .drops import MessageDrops
 from .federated import (
     assign,
@@ -110,6 +111,8 @@ __all__ = [
     "expected_collect",
     "expected_local_diagonal",
     "expected_matrix",
+    "fastest_mixing_weights",
+    "fdla_weights",
     "mixing_summary",
     "perron_vector",
     "product",

@@ -11,8 +11,10 @@ rule                  independent drops (``symmetric``       symmetric drops
 ====================  =====================================  ===============================
 ``"row"``             row-stochastic                         row-stochastic
 ``"column"``          column-stochastic                      column-stochastic
-``"metropolis"``      refused (ValueError): the surviving    doubly stochastic, symmetric
-                      graph is directed                      (undirected wrapped graph)
+``"metropolis"``,     refused (ValueError): the surviving    doubly stochastic, symmetric
+``"fastest"``         graph is directed                      (undirected wrapped graph);
+                                                             ``"fdla"``: rows and columns
+``"fdla"``                                                   sum to one, symmetric
 ``"natural"``,        rows keep their sums (row-stochastic   rows keep their sums; columns
 ``lost_weight=``      stays row-stochastic); columns do not  too when the natural W is
 ``"receiver"``                                               symmetric (doubly stays doubly)
@@ -82,7 +84,7 @@ from jaxtyping import Int
 from .._names import DROP_MODEL_ALIASES, renamed
 from .._validate import _show, as_bool, as_float, as_int, choice
 from .graphs import matrix_to_graph
-from .sequences import GraphSequence, _pattern
+from .sequences import UNDIRECTED_RULES, GraphSequence, _pattern
 
 #: Added to every drop stream's seed, so drops and a RandomSequence with the same seed
 #: draw from different streams (the bytes of "drop").
@@ -92,6 +94,7 @@ MODELS = ("independent", "gilbert_elliott")
 LOST_WEIGHT = ("receiver", "sender")
 
 _CHAIN, _DRAW = 0, 1
+_RULE_NAMES = {"metropolis": "Metropolis", "fastest": "fastest-mixing", "fdla": "FDLA"}
 _CHECKPOINT_EVERY = 1024
 _CHECKPOINTS = 32
 _MAX_PAIRS = 2**22
@@ -412,10 +415,10 @@ class MessageDrops(GraphSequence):
         return nx.freeze(matrix_to_graph(self._natural(k)))
 
     def _build(self, k: int, rule: str) -> sp.csr_array:
-        if rule == "metropolis" and not self.symmetric and not self._certain():
+        if rule in UNDIRECTED_RULES and not self.symmetric and not self._certain():
             raise ValueError(
-                f"step {k}, rule='metropolis': Metropolis weights need an undirected graph, "
-                "and MessageDrops(symmetric=False) drops the two directions of a link "
+                f"step {k}, rule={rule!r}: {_RULE_NAMES[rule]} weights need an undirected "
+                "graph, and MessageDrops(symmetric=False) drops the two directions of a link "
                 "independently; pass symmetric=True (config: graphs.drop_symmetric = true) "
                 'or use rule="row" / "column"'
             )

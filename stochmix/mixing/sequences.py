@@ -11,7 +11,16 @@ rule               matrix                                                      k
 ``"metropolis"``   :func:`~stochmix.mixing.weights.metropolis_hastings`         doubly
 ``"row"``          :func:`~stochmix.mixing.weights.uniform_in_neighbors`        row
 ``"column"``       :func:`~stochmix.mixing.weights.uniform_out_neighbors`       column
+``"fastest"``      :func:`~stochmix.mixing.design.fastest_mixing_weights`       doubly
+``"fdla"``         :func:`~stochmix.mixing.design.fdla_weights`                 sums one
 =================  ==========================================================  ===========
+
+``"metropolis"``, ``"fastest"`` and ``"fdla"`` need undirected graphs and give symmetric
+matrices. ``"fastest"`` (the fastest mixing Markov chain) and ``"fdla"`` (fastest
+distributed linear averaging, weights of either sign) minimise the second largest
+eigenvalue modulus over the graph's symmetric weights by solving a semidefinite program
+(cvxpy, ``pip install "stochmix[analysis]"``; 0.1 s at 20 nodes, seconds at 50): the
+caching below solves each distinct graph once.
 
 Periodic sequences (``period`` not ``None``) cache each matrix the first time it is built,
 so a long run pays for one period; other sequences keep the last step's matrix per rule.
@@ -37,6 +46,7 @@ from jaxtyping import Int
 from .._lazy import lazy_module
 from .._names import GRAPH_ALIASES, renamed
 from .._validate import _show, as_bool, as_float, as_int, choice, is_scalar
+from .design import fastest_mixing_weights, fdla_weights
 from .graphs import _check_nodes, graph_to_matrix
 from .weights import _adjacency, metropolis_hastings, uniform_in_neighbors, uniform_out_neighbors
 
@@ -44,13 +54,19 @@ csgraph = lazy_module("scipy.sparse.csgraph")
 
 #: The weight rules of a graph sequence's matrices: ``natural`` (the weights the graph
 #: carries), ``metropolis`` (doubly stochastic), ``row`` and ``column`` (uniform over in- or
-#: out-neighbours).
-RULES = ("natural", "metropolis", "row", "column")
+#: out-neighbours), ``fastest`` (the fastest mixing Markov chain: doubly stochastic) and
+#: ``fdla`` (fastest distributed linear averaging: rows and columns sum to one, signed).
+RULES = ("natural", "metropolis", "row", "column", "fastest", "fdla")
+
+#: The rules that need an undirected graph (and give symmetric matrices).
+UNDIRECTED_RULES = ("metropolis", "fastest", "fdla")
 
 _RULE_FUNCTIONS = {
     "metropolis": metropolis_hastings,
     "row": uniform_in_neighbors,
     "column": uniform_out_neighbors,
+    "fastest": fastest_mixing_weights,
+    "fdla": fdla_weights,
 }
 
 
@@ -112,8 +128,12 @@ class GraphSequence(ABC):
 
         ``rule``: ``"natural"`` (the graph's ``weight`` attributes, missing = 1),
         ``"metropolis"`` (symmetric doubly stochastic; needs an undirected graph),
-        ``"row"`` (uniform over in-neighbours and self: row-stochastic) or ``"column"``
-        (uniform over out-neighbours and self: column-stochastic).
+        ``"row"`` (uniform over in-neighbours and self: row-stochastic), ``"column"``
+        (uniform over out-neighbours and self: column-stochastic), ``"fastest"`` (the
+        fastest mixing symmetric Markov chain: doubly stochastic, the smallest SLEM
+        among them; an SDP, needs an undirected graph and cvxpy) or ``"fdla"`` (fastest
+        distributed linear averaging: symmetric, rows summing to one, weights of either
+        sign, a SLEM at most "fastest"'s; the same).
 
         ``copy=False`` returns the sequence's own cached matrix, read-only (its arrays are
         not writeable) and the same object every time it is asked for: for a periodic
@@ -476,6 +496,7 @@ def is_strongly_connected_union(seq: GraphSequence, start: int, length: int) -> 
 
 __all__ = [
     "RULES",
+    "UNDIRECTED_RULES",
     "DirectedRingSequence",
     "GraphSequence",
     "OnePeerExponential",

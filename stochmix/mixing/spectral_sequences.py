@@ -11,8 +11,9 @@ of steps and the products over consecutive windows of them, and
 
 Every step's matrix is first checked against what its weight rule promises
 (:data:`RULE_CLAIMS`): ``"row"`` and ``"natural"`` (the graph's own weights, used as
-``Z <- W Z``) row-stochastic, ``"column"`` column-stochastic, ``"metropolis"`` doubly
-stochastic. A matrix that breaks the promise is refused (``ValueError`` naming the rule, the
+``Z <- W Z``) row-stochastic, ``"column"`` column-stochastic, ``"metropolis"`` and
+``"fastest"`` doubly stochastic, ``"fdla"`` rows and columns summing to one (its weights
+may be negative). A matrix that breaks the promise is refused (``ValueError`` naming the rule, the
 step and the first failing row or column) rather than summarized: the "spectral gap" of a
 0/1 adjacency matrix is no statement about mixing.
 
@@ -36,7 +37,13 @@ from typing import Any
 import numpy as np
 
 from .._validate import as_int, choice
-from .checks import check_column_stochastic, check_doubly_stochastic, check_row_stochastic
+from .checks import (
+    check_column_stochastic,
+    check_columns_sum_to_one,
+    check_doubly_stochastic,
+    check_row_stochastic,
+    check_rows_sum_to_one,
+)
 from .sequences import RULES
 from .spectral import ATOL, METHODS, mixing_summary, product, summary_table
 
@@ -46,14 +53,24 @@ RULE_CLAIMS: Mapping[str, str] = {
     "metropolis": "doubly stochastic",
     "row": "row-stochastic",
     "column": "column-stochastic",
+    "fastest": "doubly stochastic",
+    "fdla": "rows and columns sum to one",
 }
 #: Number of sampled steps of a sequence without a period, by default.
 STEPS = 100
+
+
+def _check_sums_to_one(W, name: str, atol: float) -> None:
+    """Raise ``ValueError`` naming ``name`` unless W's rows and columns sum to one."""
+    check_rows_sum_to_one(W, name=name, atol=atol)
+    check_columns_sum_to_one(W, name=name, atol=atol)
+
 
 _CHECKS = {
     "row-stochastic": check_row_stochastic,
     "column-stochastic": check_column_stochastic,
     "doubly stochastic": check_doubly_stochastic,
+    "rows and columns sum to one": _check_sums_to_one,
 }
 _STATISTICS = ("min", "median", "max")
 _REDUCERS: dict[str, Callable[[np.ndarray], Any]] = {
@@ -96,7 +113,8 @@ class SequenceSpectrum:
     """Per-step and product summaries of a graph sequence under one weight rule.
 
     Attributes:
-        rule: the weight rule (``"natural"``, ``"metropolis"``, ``"row"``, ``"column"``).
+        rule: the weight rule (``"natural"``, ``"metropolis"``, ``"row"``, ``"column"``,
+            ``"fastest"``, ``"fdla"``).
         n: number of nodes; every matrix is ``(n, n)``.
         period: the sequence's period, or ``None`` for a random sequence (then the steps
             are a sample).

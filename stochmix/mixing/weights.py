@@ -63,6 +63,21 @@ def _links(graph, n_nodes: int | None, name: str = "graph") -> tuple[np.ndarray,
     return keys // n, keys % n, n
 
 
+def _undirected_links(graph, n_nodes: int | None, rule: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`_links` of a graph that must be undirected (every edge in both directions)
+    for ``rule``; a ``ValueError`` naming ``graph`` and the first one-way edge otherwise."""
+    dst, src, n = _links(graph, n_nodes)
+    reversed_keys = np.sort(src * n + dst)  # the key each edge's reverse would have
+    missing = np.setdiff1d(reversed_keys, dst * n + src, assume_unique=True)
+    if missing.size:  # the edge j -> i is there, i -> j is not
+        i, j = divmod(int(missing[0]), n)
+        raise ValueError(
+            f"graph must be undirected for {rule} (every edge in both directions): it has"
+            f" the edge {i} -> {j} but not {j} -> {i}"
+        )
+    return dst, src, n
+
+
 def _adjacency(graph, n_nodes: int | None, name: str = "graph") -> sp.csr_array:
     """Binary ``(n, n)`` CSR: ``A[i, j] = 1`` iff the edge ``j -> i`` exists, ``i != j``."""
     dst, src, n = _links(graph, n_nodes, name)
@@ -95,15 +110,7 @@ def metropolis_hastings(graph: GraphLike, n_nodes: int | None = None) -> sp.csr_
     Returns:
         ``(n, n)`` CSR array.
     """
-    dst, src, n = _links(graph, n_nodes)
-    reversed_keys = np.sort(src * n + dst)  # the key each edge's reverse would have
-    missing = np.setdiff1d(reversed_keys, dst * n + src, assume_unique=True)
-    if missing.size:  # the edge j -> i is there, i -> j is not
-        i, j = divmod(int(missing[0]), n)
-        raise ValueError(
-            "graph must be undirected for metropolis_hastings (every edge in both"
-            f" directions): it has the edge {i} -> {j} but not {j} -> {i}"
-        )
+    dst, src, n = _undirected_links(graph, n_nodes, "metropolis_hastings")
     degree = np.bincount(dst, minlength=n)
     values = 1.0 / (1.0 + np.maximum(degree[dst], degree[src]))
     diagonal = 1.0 - np.bincount(dst, weights=values, minlength=n)

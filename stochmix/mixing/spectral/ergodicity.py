@@ -215,8 +215,9 @@ def sequence_product(sequence, start: int, length: int, rule: str = "row") -> Re
             ``matrix(k, rule)``).
         start: first step, ``>= 0``.
         length: number of steps, ``>= 1``.
-        rule: weight rule passed to ``sequence.matrix`` (``"natural"``, ``"metropolis"``,
-            ``"row"``, ``"column"``).
+        rule: weight rule passed to ``sequence.matrix`` (one of
+            :data:`~stochmix.mixing.RULES`: ``"natural"``, ``"metropolis"``, ``"row"``,
+            ``"column"``, ``"fastest"``, ``"fdla"``).
 
     Returns:
         ``(n, n)`` CSR array (see :func:`product`).
