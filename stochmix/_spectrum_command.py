@@ -393,6 +393,7 @@ def add_spectrum_parser(sub) -> None:
     )
     p_spec.add_argument(
         "--rules",
+        "--rule",
         nargs="+",
         help="weight rules: natural, metropolis, row, column, fastest, fdla (fastest and fdla"
         " solve an SDP, with stochmix[analysis]; default: graphs.rule, or row column)",

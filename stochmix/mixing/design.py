@@ -91,7 +91,7 @@ _LEVEL_MARGIN = 1e-12
 _INTERIOR_SHARE = 1e-10
 _CENTRING_ROUNDS = 3
 _NEWTON_STEPS = 60
-_SOLVERS = (
+_SOLVERS: tuple[tuple[str, dict], ...] = (
     ("CLARABEL", {}),
     ("SCS", {"eps_abs": 1e-9, "eps_rel": 1e-9, "max_iters": 100_000}),
 )
