@@ -239,6 +239,8 @@ def test_bad_mixing_and_participation_are_refused():
         certify(EXTRA(0.5, RING), L=1.0, mu=0.1, mixing=0.5, participation=Full(6))
     with pytest.raises(ValueError, match="every client"):
         certify(FedAvg(0.1, 1), L=1.0, mu=0.1, participation=np.array([[True, False]]))
+    with pytest.raises(ValueError, match="weights and n_clients"):
+        certify(EXTRA(0.5, RING), L=1.0, mu=0.1, n_clients=3)
 
 
 def test_missing_cvxpy_says_how_to_install(monkeypatch):
@@ -265,3 +267,39 @@ def test_heavy_ball_tuned_for_quadratics_is_not_certified():
     assert worst.rate == pytest.approx(np.sqrt(beta), abs=1e-9)
     gentle = certify(FedAvgM(1.0, 1, beta=0.5, server_lr=0.5), L=L, mu=mu, n_clients=1)
     assert gentle.certified
+
+
+@pytest.mark.parametrize("scale", [1e-4, 1e3, 1e7])
+def test_rates_do_not_depend_on_the_units_of_the_class(scale):
+    """Scaling f by s (L and mu by s, steps by 1 / s) changes no iterate, so no rate: the
+    SDP works in gradient units of L with a balanced state (SCAFFOLD's controls, EXTRA's
+    gradient memory hold gradients)."""
+    L, mu = scale, 0.1 * scale
+    for method, unit, options in (
+        (FedAvg(0.5 / scale, 1), FedAvg(0.5, 1), {"n_clients": 1}),
+        (SCAFFOLD(0.3 / scale, 3), SCAFFOLD(0.3, 3), {"n_clients": 3}),
+        (EXTRA(0.5 / scale, RING), EXTRA(0.5, RING), {}),
+        (NIDS(0.5 / scale, RING), NIDS(0.5, RING), {"mixing": 0.5}),
+    ):
+        scaled = certify(method, L=L, mu=mu, **options)
+        assert scaled.certified
+        assert scaled.rate == pytest.approx(certify(unit, L=1.0, mu=0.1, **options).rate, abs=1e-6)
+    far = certify(FedAvg(0.5 / scale, 3), L=L, mu=mu, n_clients=2)
+    assert far.status == "inexact"
+
+
+def test_a_fixed_point_the_run_cannot_reach_is_not_certified():
+    """Node activation conserves a weighted sum of gradient tracking's trackers that starts
+    away from its value at x_star (the run ends elsewhere: the library refuses such runs
+    unless check_mixing=False); a disconnected graph has no consensus. Both: inexact."""
+    ring5 = StaticSequence(nx.cycle_graph(5))
+    pattern = np.array([[1, 1, 0, 1, 0], [0, 1, 1, 0, 1]], dtype=bool)
+    for method in (GradientTracking(0.1, ring5), NIDS(0.3, ring5)):
+        found = certify(method, L=1.0, mu=0.1, participation=pattern)
+        assert found.status == "inexact" and "x_star" in found.reason
+    split = StaticSequence(nx.disjoint_union(nx.cycle_graph(3), nx.cycle_graph(3)))
+    found = certify(GradientTracking(0.1, split, check_mixing=False), L=1.0, mu=0.1)
+    assert found.status == "inexact"
+    # a federated pattern in which every client takes part each period is still exact
+    fed = certify(SCAFFOLD(0.3, 3), L=1.0, mu=0.1, participation=pattern[:, :3] | pattern[::-1, :3])
+    assert fed.certified

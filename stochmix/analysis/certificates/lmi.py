@@ -173,15 +173,16 @@ class Feasibility:
                 mixing.append(lm)
             top = float(np.linalg.eigvalsh((lmi + lmi.T) / 2)[-1]) / scale
             worst = max(worst, top)
-        if worst > 1e-9:
+        if worst > 0.0:  # never a positive margin: the bisection backs off instead
             return None
         return Solution(rho, lyapunov, lam, mixing, worst, status)
 
 
 def bisect_rate(feasibility: Feasibility, tol: float) -> tuple[float, Solution | None]:
-    """The smallest certified rate in [0, 1] to ``tol`` (bisection: the set of certified
-    rates is an interval up to 1), and its certificate; ``(1.0, None)`` when rho = 1 has
-    none (no linear rate is proved)."""
+    """The smallest certified rate in [0, 1] (bisection: the set of certified rates is an
+    interval up to 1) to ``tol`` relative to ``1 - rho`` (a rate of 1 - 1e-7 is told from
+    1), at most 64 solves, and its certificate; ``(1.0, None)`` when rho = 1 has none (no
+    linear rate is proved)."""
     top = feasibility.solve(1.0)
     if top is None:
         return 1.0, None
@@ -189,7 +190,9 @@ def bisect_rate(feasibility: Feasibility, tol: float) -> tuple[float, Solution |
     if bottom is not None:
         return 0.0, bottom
     lo, hi, best = 0.0, 1.0, top
-    while hi - lo > tol:
+    for _ in range(64):
+        if hi - lo <= tol * max(1.0 - lo, 1e-12):
+            break
         mid = (lo + hi) / 2
         found = feasibility.solve(mid)
         if found is None:

@@ -67,6 +67,33 @@ class RoundSystem:
         """p: gradient calls of the round."""
         return int(self.clients.size)
 
+    def normalized(self, L: float) -> RoundSystem:
+        """The same system in gradient units of ``L`` (``u = L u~``: the class becomes
+        [mu / L, 1]) and with its state balanced by a diagonal similarity in powers of 2
+        (exact; Osborne's iteration on ``[A B; C D]``, the inputs and outputs kept as they
+        are), so that the SDP's numbers are of one scale whatever L and whatever units the
+        state keeps (models, gradients, duals)."""
+        p = self.calls
+        b, d = self.B.copy(), self.D.copy()
+        b[:, :p] *= L
+        d[:, :p] *= L
+        a, c, out = self.A.copy(), self.C.copy(), self.output.copy()
+        off = ~np.eye(a.shape[0], dtype=bool)
+        for _ in range(40):
+            rows = np.sqrt((np.where(off, a, 0.0) ** 2).sum(axis=1) + (b**2).sum(axis=1))
+            cols = np.sqrt((np.where(off, a, 0.0) ** 2).sum(axis=0) + (c**2).sum(axis=0))
+            ok = (rows > 0) & (cols > 0)
+            f = np.ones_like(rows)
+            f[ok] = np.exp2(np.round(0.5 * np.log2(cols[ok] / rows[ok])))
+            if np.all(f == 1.0):
+                break
+            # xi' = f * xi: rows of A and B scale by f, columns of A and C by 1 / f
+            a = a * f[:, None] / f[None, :]
+            b = b * f[:, None]
+            c = c / f[None, :]
+            out = out / f
+        return replace(self, A=a, B=b, C=c, D=d, output=out)
+
     def reduced(self) -> RoundSystem:
         """The same system on the state that matters: rows that reach neither a gradient
         point, a mixing product nor the output are left out (rows rewritten before they are
@@ -111,9 +138,9 @@ def _check_linear(method: Method) -> None:
         raise TypeError(f"method must be a stochmix Method, got {_show(method)}")
     if type(method).points is not Method.points:
         raise NotLinearError(
-            f"method {method.name}: its gradients are taken at points that are not affine in "
-            "the state (it overrides points(): push-sum's ratio x / w), so no state-space "
-            "form exists to certify"
+            f"method {method.name}: it overrides points(), so its gradients are not known to "
+            "be taken at rows of its state (push-sum's ratio x / w is not affine in it), and "
+            "no state-space form exists to certify"
         )
 
 
@@ -219,8 +246,9 @@ def round_system(method: Method, masks: np.ndarray, first_round: int) -> RoundSy
     if not _same_system(one, two):
         raise NotLinearError(
             f"method {method.name}: its rounds change with the round index (a decaying step, "
-            "a schedule, or a graph sequence without a period), so one round's map does not "
-            "describe the run; certify a method with a constant step over a periodic pattern"
+            "a schedule, a period of its own, or a graph sequence without a period), so one "
+            "round's map does not describe the run; certify a constant step, and for a method "
+            "with a period of its own pass participation masks with that many rounds"
         )
     return one
 
