@@ -1,0 +1,168 @@
+"""Rate certificates (issue 30): what a certificate costs, and how tight it is.
+
+* **speed**: seconds of one whole certificate (every SDP of the rho-bisection, tolerance
+  1e-7) for EXTRA, NIDS, gradient tracking and exact diffusion over the sigma-class
+  (sigma = 0.5; the SDP does not grow with n; target < 2 s), over one matrix at n = 20
+  (the ring with Metropolis weights, split by W's eigenvalues; target < 30 s) and over
+  rings of 6 and 10 nodes as one whole-network SDP (a multiplier per node: what a directed
+  W, a period of several matrices or a participation pattern needs);
+* **soundness and tightness**: for each method and setting, the certified rate, the rate of
+  the slowest quadratic a search finds (its exact rate by the library's operators), and
+  the gap between them.
+
+Every figure from one process on this machine, L = 1, mu = 0.1. Prints the tables (the
+README's "Certified rates" section quotes them) and writes
+``benchmarks/results-certify.json``. Run: ``.venv/bin/python benchmarks/bench_certify.py
+[--quick]`` (about two minutes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+
+import networkx as nx
+import numpy as np
+
+from stochmix.algorithms import EXTRA, NIDS, SCAFFOLD, ExactDiffusion, FedAvg, GradientTracking
+from stochmix.analysis.certificates import certify, worst_quadratic
+from stochmix.mixing import StaticSequence
+
+L, MU = 1.0, 0.1
+
+
+def _decentralized(graphs):
+    return [
+        ("EXTRA", EXTRA(0.5, graphs)),
+        ("NIDS", NIDS(0.8, graphs)),
+        ("gradient tracking (DIGing)", GradientTracking(0.1, graphs)),
+        ("exact diffusion", ExactDiffusion(0.5, graphs)),
+    ]
+
+
+def speed(quick: bool) -> list[dict]:
+    rows = []
+    ring6 = StaticSequence(nx.cycle_graph(6))
+    ring20 = StaticSequence(nx.cycle_graph(20))
+    for name, method in _decentralized(ring6):
+        found = certify(method, L=L, mu=MU, mixing=0.5)
+        rows.append(_speed_row(name, "sigma-class, sigma 0.5", found))
+    for name, method in _decentralized(ring20):
+        found = certify(method, L=L, mu=MU)
+        rows.append(_speed_row(name, "ring n = 20, by eigenvalues", found))
+    for n in (6, 10):  # the whole-network SDP: n^2 unknowns; n = 14 took 70 s a solve
+        everyone = np.ones((1, n), dtype=bool)
+        name, method = _decentralized(StaticSequence(nx.cycle_graph(n)))[0]
+        found = certify(method, L=L, mu=MU, participation=everyone)
+        rows.append(_speed_row(name, f"ring n = {n}, whole network", found))
+    return rows
+
+
+def _speed_row(name, setting, found) -> dict:
+    return {
+        "method": name,
+        "setting": setting,
+        "rate": found.rate,
+        "status": found.status,
+        "solves": found.solves,
+        "seconds": found.seconds,
+        "state": found.state_size,
+    }
+
+
+def tightness(quick: bool) -> list[dict]:
+    ring = StaticSequence(nx.cycle_graph(6))
+    cases = [
+        ("gradient descent, step 1/L", FedAvg(1.0, 1), {"n_clients": 1}),
+        (
+            "FedAvg K = 1, 3 clients, server step 1.5",
+            FedAvg(0.5, 1, server_lr=1.5),
+            {"n_clients": 3},
+        ),
+        ("SCAFFOLD K = 3, 3 clients", SCAFFOLD(0.3, 3), {"n_clients": 3}),
+    ]
+    for name, method in _decentralized(ring):
+        cases.append((name + ", ring of 6", method, {}))
+        cases.append((name + ", sigma 0.5", method, {"mixing": 0.5}))
+    rows = []
+    for name, method, options in cases:
+        found = certify(method, L=L, mu=MU, **options)
+        worst = worst_quadratic(method, L=L, mu=MU, trials=40 if quick else 150, seed=0, **options)
+        rows.append(
+            {
+                "method": name,
+                "certified": found.rate,
+                "status": found.status,
+                "worst_found": worst.rate,
+                "gap": found.rate - worst.rate,
+            }
+        )
+    return rows
+
+
+def _table(rows, columns) -> str:
+    head = "| " + " | ".join(c for c, _ in columns) + " |"
+    rule = "|" + "|".join("---" for _ in columns) + "|"
+    body = [
+        "| " + " | ".join(format(r[k], f) if f else str(r[k]) for _, (k, f) in columns) + " |"
+        for r in rows
+    ]
+    return "\n".join([head, rule, *body])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    fast = speed(args.quick)
+    print(
+        _table(
+            fast,
+            [
+                ("method", ("method", "")),
+                ("setting", ("setting", "")),
+                ("rate", ("rate", ".6f")),
+                ("SDP solves", ("solves", "d")),
+                ("seconds", ("seconds", ".2f")),
+            ],
+        )
+    )
+    print()
+    tight = tightness(args.quick)
+    print(
+        _table(
+            tight,
+            [
+                ("method", ("method", "")),
+                ("certified rate", ("certified", ".6f")),
+                ("slowest found", ("worst_found", ".6f")),
+                ("gap", ("gap", ".1e")),
+            ],
+        )
+    )
+    record = {
+        "machine": {
+            "platform": platform.platform(),
+            "cores_allowed": len(os.sched_getaffinity(0)),
+            "load_average_at_start": os.getloadavg(),
+        },
+        "quick": args.quick,
+        "L": L,
+        "mu": MU,
+        "speed": fast,
+        "tightness": tight,
+        "seconds": time.perf_counter() - start,
+    }
+    if not args.quick:
+        path = os.path.join(os.path.dirname(__file__), "results-certify.json")
+        with open(path, "w") as handle:
+            json.dump(record, handle, indent=1)
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
