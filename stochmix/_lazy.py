@@ -27,3 +27,14 @@ class _LazyModule:
 def lazy_module(name: str) -> _LazyModule:
     """A stand-in for the module ``name`` (see the module docstring)."""
     return _LazyModule(name)
+
+
+def optional_module(name: str, extra: str, what: str):
+    """The optional dependency ``name``, or an ImportError saying that ``what`` needs it and
+    how to install it (``pip install "stochmix[extra]"``)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise ImportError(
+            f'{what} needs {name}, which is not installed: pip install "stochmix[{extra}]"'
+        ) from None

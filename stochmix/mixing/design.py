@@ -76,6 +76,7 @@ import warnings
 import numpy as np
 import scipy.sparse as sp
 
+from .._lazy import optional_module
 from .rowsparse import csr_from_triplets
 from .weights import GraphLike, _undirected_links, _with_diagonal
 
@@ -191,14 +192,7 @@ def _optimal_weights(graph, n_nodes, rule: str, nonnegative: bool) -> sp.csr_arr
 
 
 def _cvxpy(rule: str):
-    try:
-        import cvxpy
-    except ImportError:
-        raise ImportError(
-            f"rule={rule!r} solves a semidefinite program with cvxpy, which is not installed: "
-            'pip install "stochmix[analysis]"'
-        ) from None
-    return cvxpy
+    return optional_module("cvxpy", "analysis", f"rule={rule!r} (a semidefinite program)")
 
 
 def _incidence(tail: np.ndarray, head: np.ndarray, n: int) -> sp.csc_array:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..._lazy import optional_module
 from .system import RoundSystem
 
 __all__ = ["Feasibility", "Solution", "bisect_rate", "require_cvxpy"]
@@ -38,13 +39,7 @@ __all__ = ["Feasibility", "Solution", "bisect_rate", "require_cvxpy"]
 
 def require_cvxpy():
     """cvxpy, or an ImportError that says how to install it."""
-    try:
-        import cvxpy
-    except ImportError as error:  # pragma: no cover - exercised with cvxpy hidden
-        raise ImportError(
-            'rate certificates and mixing design need cvxpy: pip install "stochmix[analysis]"'
-        ) from error
-    return cvxpy
+    return optional_module("cvxpy", "analysis", "rate certificates and mixing design")
 
 
 def _sector(alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
