@@ -32,9 +32,11 @@ class WorstCase:
 
 
 def class_matrix(n: int, sigma: float, rng: np.random.Generator) -> np.ndarray:
-    """A random symmetric W with ``W 1 = 1`` and ``||W - 11^T/n|| = sigma``: ``11^T/n +
-    sigma Q diag(s) Q^T`` with Q an orthonormal basis of the disagreement directions and
-    ``s`` in [-1, 1] reaching 1 or -1."""
+    """A random symmetric matrix of the sigma-class, shape (n, n).
+
+    ``W = 11^T/n + sigma Q diag(s) Q^T``, Q an orthonormal basis of the disagreement
+    directions and ``s`` in [-1, 1] reaching 1 or -1: ``W 1 = 1`` and the spectral norm
+    of ``W - 11^T/n`` is sigma."""
     basis, _ = np.linalg.qr(np.hstack([np.ones((n, 1)), rng.standard_normal((n, n - 1))]))
     q = basis[:, 1:]
     s = rng.uniform(-1, 1, size=n - 1)

@@ -214,7 +214,7 @@ def _output_row(method: Method, ctx) -> np.ndarray:
 
 
 def round_system(method: Method, masks: np.ndarray, first_round: int) -> RoundSystem:
-    """The concrete system of rounds ``first_round .. first_round + P - 1`` with
+    """The concrete system of the rounds from ``first_round`` to ``first_round + P - 1`` with
     participants ``masks[r % P]`` (P = len(masks)), every mixing matrix the method's own.
 
     Raises:
