@@ -90,6 +90,11 @@ class Certificate:
         return f"{head}: {self.status}: {self.reason}"
 
 
+def is_sigma(mixing) -> bool:
+    """Whether ``mixing`` is a number: the spectral bound sigma of a class of matrices."""
+    return isinstance(mixing, (int, float, np.floating)) and not isinstance(mixing, bool)
+
+
 def _is_decentralized(method) -> bool:
     from ...algorithms.decentralized_base import DecentralizedMethod
 
@@ -122,7 +127,7 @@ def method_for_mixing(method: Any, mixing) -> Any:
 def _symmetric_spectrum(method) -> np.ndarray | None:
     """The distinct eigenvalues of the one symmetric matrix a decentralized method mixes with
     (graphs of period 1, one weight rule), the largest first; None when there is not one
-    such matrix or the method has no per-agent form (then the whole network is analysed)."""
+    such matrix (then the whole network is analysed)."""
     graphs = method.graphs
     rules = {getattr(method, attribute) for attribute in type(method).needs}
     if graphs.period != 1 or len(rules) != 1:
@@ -131,14 +136,8 @@ def _symmetric_spectrum(method) -> np.ndarray | None:
     w = w.toarray() if sp.issparse(w) else np.asarray(w)
     if not np.allclose(w, w.T, atol=1e-12):
         return None
-    try:
-        from .system import agent_steps
-
-        agent_steps(method)
-    except NotLinearError:
-        return None
     values = np.sort(np.linalg.eigvalsh(w))[::-1]
-    if abs(values[0] - 1.0) > 1e-9 or values[1] > 1.0 - 1e-9:
+    if abs(values[0] - 1.0) > 1e-9 or (values.size > 1 and values[1] > 1.0 - 1e-9):
         return None  # not stochastic, or disconnected: the whole network says so
     distinct = [values[0]]
     for value in values[1:]:
@@ -335,11 +334,7 @@ def certify(
             f"mixing is for decentralized methods; {method.name} mixes through its server "
             f"(got mixing={_show(mixing)})"
         )
-    if (
-        decentralized
-        and isinstance(mixing, (int, float, np.floating))
-        and not isinstance(mixing, bool)
-    ):
+    if decentralized and is_sigma(mixing):
         sigma = as_float(mixing, "mixing")
         if not (0 <= sigma < 1):
             raise ValueError(f"mixing (sigma) must be in [0, 1), got {mixing!r}")
@@ -355,15 +350,18 @@ def certify(
             f"n_clients={n_clients!r})"
         )
     start = time.perf_counter()
-    spectrum = None
-    if sigma is None and decentralized and participation is None:
+    pieces: list[RoundSystem] = []
+    if sigma is not None:
+        pieces = list(agent_systems(method))
+    elif decentralized and participation is None:
         one = method if mixing is None else method_for_mixing(method, mixing)
         spectrum = _symmetric_spectrum(one)
-    if sigma is not None or spectrum is not None:
-        if sigma is not None:
-            pieces = list(agent_systems(method))
-        else:
-            pieces = spectral_systems(method, np.asarray(spectrum))
+        if spectrum is not None:
+            try:
+                pieces = spectral_systems(method, spectrum)
+            except NotLinearError:  # no per-agent form: the whole network below
+                pieces = []
+    if pieces:
         pieces = [piece.normalized(L) for piece in pieces]  # the class [mu / L, 1]
         targets = [(0, np.zeros(pieces[0].calls), np.ones(pieces[0].calls), "consensus")]
         targets += [

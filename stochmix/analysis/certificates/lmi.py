@@ -92,6 +92,8 @@ class Feasibility:
                 constraints.append(big_lambda >> 0)
             self._parts.append((p_var, big_lambda, pieces))
         self._problem = cp.Problem(cp.Minimize(self._t), constraints)
+        installed = cp.installed_solvers()  # about 10 ms: once, not at every solve
+        self._solver_name = self.solver or ("CLARABEL" if "CLARABEL" in installed else "SCS")
 
     def _lmi(self, cp, system: RoundSystem):
         r = system.A.shape[0]
@@ -127,7 +129,7 @@ class Feasibility:
         cp = require_cvxpy()
         self._rho2.value = rho * rho
         start = time.perf_counter()
-        solver = self.solver or ("CLARABEL" if "CLARABEL" in cp.installed_solvers() else "SCS")
+        solver = self._solver_name
         try:
             with warnings.catch_warnings():  # "may be inaccurate": _verify decides
                 warnings.simplefilter("ignore", UserWarning)

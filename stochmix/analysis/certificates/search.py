@@ -13,7 +13,7 @@ import numpy as np
 from ..._validate import as_float, as_int
 from ...problems import Quadratic
 from ..linear.periodic import periodic_rate
-from .certify import _is_decentralized, _masks, method_for_mixing
+from .certify import _is_decentralized, _masks, is_sigma, method_for_mixing
 
 __all__ = ["WorstCase", "class_matrix", "worst_quadratic"]
 
@@ -81,11 +81,7 @@ def worst_quadratic(
     trials = as_int(trials, "trials", minimum=1)
     rng = np.random.default_rng(seed)
     sigma = None
-    if (
-        _is_decentralized(method)
-        and isinstance(mixing, (int, float))
-        and not isinstance(mixing, bool)
-    ):
+    if _is_decentralized(method) and is_sigma(mixing):
         sigma = as_float(mixing, "mixing", nonnegative=True)
         n = 6 if n_clients is None else as_int(n_clients, "n_clients", minimum=2)
         masks = np.ones((1, n), dtype=bool)

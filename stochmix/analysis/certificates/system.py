@@ -31,7 +31,7 @@ import scipy.sparse as sp
 from ..._validate import _show
 from ...engine import Method, RowMap
 from ...problems import Quadratic
-from ..linear.operators import run_context
+from ..linear.operators import _check_points, run_context
 
 __all__ = [
     "NotLinearError",
@@ -136,12 +136,12 @@ def _complement(columns: np.ndarray) -> np.ndarray:
 def _check_linear(method: Method) -> None:
     if not isinstance(method, Method):
         raise TypeError(f"method must be a stochmix Method, got {_show(method)}")
-    if type(method).points is not Method.points:
+    try:
+        _check_points(method)  # the exact operators' own test
+    except NotImplementedError as error:
         raise NotLinearError(
-            f"method {method.name}: it overrides points(), so its gradients are not known to "
-            "be taken at rows of its state (push-sum's ratio x / w is not affine in it), and "
-            "no state-space form exists to certify"
-        )
+            f"method {method.name}: {error}; no state-space form to certify"
+        ) from None
 
 
 def _linear_phases(method: Method, r: int, participants: np.ndarray, ctx) -> list:
@@ -225,7 +225,7 @@ def round_system(method: Method, masks: np.ndarray, first_round: int) -> RoundSy
     n = masks.shape[1]
     problem = _probe_problem(n)
 
-    def period(start: int) -> tuple[RoundSystem, object]:
+    def period(start: int) -> RoundSystem:
         ctx = run_context(method, problem)
         m = ctx.layout.size
         steps = []
@@ -239,10 +239,10 @@ def round_system(method: Method, masks: np.ndarray, first_round: int) -> RoundSy
                     k = phase.gradient_matrix(n).toarray()[:, clients]
                     points = ctx.layout.rows(method.model_block, clients + method.client_node)
                 steps.append((mat, None, k, points, clients))
-        return _compose(steps, m, _output_row(method, ctx), uncertain=False), ctx
+        return _compose(steps, m, _output_row(method, ctx), uncertain=False)
 
-    one, _ = period(first_round)
-    two, _ = period(first_round + masks.shape[0])
+    one = period(first_round)
+    two = period(first_round + masks.shape[0])
     if not _same_system(one, two):
         raise NotLinearError(
             f"method {method.name}: its rounds change with the round index (a decaying step, "
