@@ -383,7 +383,7 @@ def read_floor(arrays, runs, threads=2, ahead=16):
     """Seconds per round to read every participant's row of each of ``arrays`` (N, d) and
     nothing else: a Numba loop over the participants in ``threads`` parts that sums the
     rows, asking for the rows ``ahead`` participants on as the engine's compiled loop does
-    (``stochmix.engine.rowwise.AHEAD``; 0: no prefetching), timed like the engine (``runs``
+    (``stochmix.engine.codegen.rowwise.AHEAD``; 0: no prefetching), timed like the engine (``runs``
     is a list of runs, each a list of per-round participant arrays never read before; the
     minimum over runs of the mean time per round). The least any round that needs those
     bytes can take. None without Numba."""

@@ -11,8 +11,8 @@ script reports
 * seconds per round (median over rounds after the first two, rank 0's clock);
 * bytes one rank put into the process group per round and bytes it got out (the backend
   counts what each collective passes: ``DistributedBackend.traffic``), and the closed
-  form (:func:`stochmix.engine.distributed.closed_form_bytes`: one (outer rows, d) array in,
-  R - 1 of them out, plus the 8-byte finiteness flag);
+  form (:func:`stochmix.engine.backends.distributed.closed_form_bytes`: one (outer rows, d)
+  array in, R - 1 of them out, plus the 8-byte finiteness flag);
 * the planning each rank repeats (every rank plans the whole round: O(participants)),
   timed on one rank by planning the same rounds again;
 * the gloo all_gather on 2 ranks: latency (one number), the (outer rows, d) sums, and
@@ -31,8 +31,8 @@ products a round, x and y) over ``--dec-n`` nodes in ``--dec-dim`` dimensions (d
 round on 1 and 2 ranks (and on the NumPy backend, one process), and the halo bytes one
 rank sends and receives per round, counted at the process group and in closed form: per
 product, the remote rows its rows of W read (2 on a ring, ``min(m, h) - max(0, m + h -
-n)`` at hop h for a rank of m nodes: :func:`~stochmix.engine.distributed.ring_halo_rows`,
-:func:`~stochmix.engine.distributed.shift_halo_rows`) times d times 8 bytes. The rest of a
+n)`` at hop h for a rank of m nodes: :func:`~stochmix.engine.backends.distributed.ring_halo_rows`,
+:func:`~stochmix.engine.backends.distributed.shift_halo_rows`) times d times 8 bytes. The rest of a
 round's traffic is the network average (one (1, d) all_gather) and the finiteness flag.
 
 Run: ``.venv/bin/python benchmarks/bench_distributed.py`` (about a minute; ``--n``,
@@ -75,7 +75,7 @@ def _worker(rank, size, port, args, out):
     import torch.distributed as dist
 
     import stochmix as sm
-    from stochmix.engine.distributed import DistributedBackend
+    from stochmix.engine.backends.distributed import DistributedBackend
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=size)  # fmt: skip
@@ -124,7 +124,11 @@ def _decentralized(graph: str, args) -> dict:
     """Gradient tracking on ``graph`` on this rank: time per round, halo bytes per round
     (measured and closed form, this rank's) and the final average's digest."""
     import stochmix as sm
-    from stochmix.engine.distributed import DistributedBackend, ring_halo_rows, shift_halo_rows
+    from stochmix.engine.backends.distributed import (
+        DistributedBackend,
+        ring_halo_rows,
+        shift_halo_rows,
+    )
     from stochmix.problems import Quadratic
 
     n, dim, rounds = args.dec_n, args.dec_dim, args.dec_rounds
@@ -164,15 +168,20 @@ def _decentralized(graph: str, args) -> dict:
 def _outer_rows(method, problem, participation) -> int:
     """The aggregates of a round's node-local run (what each rank sends)."""
     import stochmix as sm
-    from stochmix.engine import execute
-    from stochmix.engine.layout import Layout
+    from stochmix.engine.codegen.cache import program_for
+    from stochmix.engine.model.layout import Layout
+    from stochmix.engine.plan import round_plan
 
     n = problem.n_clients
     ctx = sm.RunContext(Layout(method.blocks(n)), n, problem.dim, participation.probabilities)
     method.start(ctx)
     phases = method.round_phases(0, np.arange(0, n, 7), ctx)
-    plan = execute.plan_round(phases, sm.engine.NumpyBackend(), method, ctx)
-    return sum(len(p.program.outer_rows) for p in plan if isinstance(p, execute.LocalStep))
+    plan = round_plan.plan_round(phases, sm.engine.NumpyBackend(), method, ctx)
+    return sum(
+        len(program_for(p.structure).outer_rows)
+        for p in plan
+        if isinstance(p, round_plan.LocalStep)
+    )
 
 
 def _time_all_gather(back, piece, repeats=200) -> dict:
@@ -193,8 +202,8 @@ def _time_all_gather(back, piece, repeats=200) -> dict:
 def _plan_seconds(args, name) -> float:
     """Seconds per round of planning alone (what every rank repeats), on one process."""
     import stochmix as sm
-    from stochmix.engine.layout import Layout
-    from stochmix.engine.planner import RoundPlanner
+    from stochmix.engine.model.layout import Layout
+    from stochmix.engine.plan.planner import RoundPlanner
 
     problem, participation, methods = _setup(args.n, args.dim)
     method = methods[name]
@@ -228,7 +237,7 @@ def project(round_1: float, plan: float, collective: dict, piece_bytes: int, ran
 
 
 def main() -> None:
-    from stochmix.engine.distributed import closed_form_bytes
+    from stochmix.engine.backends.distributed import closed_form_bytes
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=20000)

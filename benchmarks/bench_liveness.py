@@ -27,9 +27,9 @@ CHILD = """
 import json, resource, sys, time
 import numpy as np
 import stochmix as sm
-from stochmix.engine.execute import plan_round
-from stochmix.engine.layout import Layout
-from stochmix.engine.liveness import find_scratch
+from stochmix.engine.plan.round_plan import plan_round
+from stochmix.engine.model.layout import Layout
+from stochmix.engine.plan.liveness import find_scratch
 
 def rss():  # resident memory now, in bytes
     with open("/proc/self/statm") as f:

@@ -9,7 +9,7 @@ side in one process, rounds interleaved:
 * ``default``: the O(|S| log |S|) draws;
 * ``blocked B``: the default draws with the row-wise loop in blocks of B nodes (gather or
   prefetch a block's rows, then compute), instead of node after node with prefetching
-  ahead (see ``stochmix.engine.rowwise.BLOCK``).
+  ahead (see ``stochmix.engine.codegen.rowwise.BLOCK``).
 
 With ``--baseline PATH`` (a checkout of an earlier stochmix, e.g. ``git worktree add
 /tmp/before <commit>``), the same FedAvg and FOCUS runs (default draws) of that code and of
@@ -51,7 +51,8 @@ from baselines import read_floor
 from harness import draw_seconds
 
 import stochmix as sm
-from stochmix.engine import execute, rowwise
+from stochmix.engine.codegen import cache as programs
+from stochmix.engine.codegen import rowwise
 
 HERE = Path(__file__).resolve().parent
 
@@ -73,7 +74,7 @@ def per_round(method, problem, participation, rounds: int, block: int, compiled=
     first (``Result.wall_time``; set-up left out), after a whole run of the same rounds
     (which compiles and warms)."""
     rowwise.BLOCK = block
-    execute._ROWWISE.clear()
+    programs._ROWWISE.clear()
     options = {"compiled": compiled, "metrics": (), "progress": False}
     # a whole run first, as the fresh-process script does: compiles, warms the caches, and
     # touches the pages this run's arrays will use

@@ -29,8 +29,8 @@ import numpy as np
 from ._version import __version__
 from .config import Experiment, dumps
 from .engine import Result, run
-from .engine.checkpoint import check_folder_writable
-from .engine.result import COLUMNS
+from .engine.runner.checkpoint import check_folder_writable
+from .engine.runner.result import COLUMNS
 from .reporting import summary_row
 
 __all__ = [
@@ -205,7 +205,7 @@ def _write(path: Path, text: str | bytes) -> Path:
 def write_metrics(outcomes: list[MethodOutcome], path) -> Path:
     """``metrics.csv``: :meth:`Result.csv_rows` of every run, one header. No timing in
     it, so the same configuration gives the same bytes. The ``objective`` column
-    (:data:`~stochmix.engine.result.OPTIONAL_COLUMNS`) is there when some run recorded it
+    (:data:`~stochmix.engine.runner.result.OPTIONAL_COLUMNS`) is there when some run recorded it
     (f_star unknown), for every run."""
     runs = list(_all_runs(outcomes))
     objective = any(res.objective is not None for res in runs)

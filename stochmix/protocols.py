@@ -15,7 +15,7 @@ order, repeats allowed, possibly empty. Optional, used where present:
 
 * ``x_star`` (the minimiser, shape (d,), or None), ``f_star``, ``objective(x)``,
   ``objective_gap(x)``, ``gradient(x)`` (the full gradient), ``closed_form_metrics``: the
-  run's metrics (see :mod:`stochmix.engine.recorder`);
+  run's metrics (see :mod:`stochmix.engine.runner.recorder`);
 * ``fingerprint()``: a string identifying the problem's data (checkpoints);
 * ``reseed(seed)``, ``rng_state()``, ``set_rng_state(state)``: stochastic gradients that
   restart with the run's seed and are saved in checkpoints;
@@ -58,7 +58,7 @@ gradients`` in place, returning False when a new entry is not finite. A backend 
 four members runs every method, each phase through ``apply`` (the general path).
 
 The fast paths are optional capabilities, each declared below as a Protocol of its own.
-:func:`stochmix.engine.capabilities.capabilities` checks a backend against all of them
+:func:`stochmix.engine.plan.capabilities.capabilities` checks a backend against all of them
 once per run (each Protocol's members looked up on the backend object, plus the value of a
 flag where the Protocol has one) and the engine reads that record wherever it needs a
 capability, never the backend's attributes:
@@ -78,7 +78,7 @@ capability, never the backend's attributes:
 * :class:`Typed` (``dtype``): the state's dtype, recorded in the Result and checkpoints.
 
 ``threads`` (optional): Torch's intra-op thread count during the backend's runs (None: left
-alone; absent: ``$STOCHMIX_TORCH_THREADS`` or one thread, :mod:`stochmix.engine.threads`).
+alone; absent: ``$STOCHMIX_TORCH_THREADS`` or one thread, :mod:`stochmix.engine.backends.threads`).
 
 This module imports nothing but ``typing``.
 """
@@ -195,7 +195,7 @@ class BackendLike(Protocol):
 
 
 # ------------------------------------------------------------------ optional capabilities
-# Each is checked by stochmix.engine.capabilities.capabilities, once per run; a flag
+# Each is checked by stochmix.engine.plan.capabilities.capabilities, once per run; a flag
 # attribute (runs_local_phases, hands_off, runs_sharded) must also be true.
 
 
@@ -203,14 +203,14 @@ class BackendLike(Protocol):
 class RunsLocalPhases(Protocol):
     """Runs of node-local phases go through the engine's node-local programs.
 
-    With ``runs_local_phases`` true, the planner (:func:`stochmix.engine.execute.
+    With ``runs_local_phases`` true, the planner (:func:`stochmix.engine.plan.round_plan.
     plan_round`) cuts each run of consecutive node-local phases over the same nodes into
-    one ``LocalStep``, and :func:`~stochmix.engine.execute.execute` runs it, once per
-    round, through a :class:`~stochmix.engine.program.LocalProgram` (NumPy code over
+    one ``LocalStep``, and :func:`~stochmix.engine.backends.dispatch.execute` runs it, once per
+    round, through a :class:`~stochmix.engine.codegen.program.LocalProgram` (NumPy code over
     chunks of nodes, two threads where the gradients are pure), a Numba row-wise program
     (:class:`CompilesLocalPhases`) or the backend's own program
     (:class:`EmitsLocalPrograms`). The run also knows then which rows are zero or never
-    read (``storage="compact"``, :mod:`stochmix.engine.liveness`). Without
+    read (``storage="compact"``, :mod:`stochmix.engine.plan.liveness`). Without
     :class:`EmitsLocalPrograms` the programs index the state in place, so it must be a
     NumPy array (as on the NumPy backend)."""
 
@@ -221,10 +221,10 @@ class RunsLocalPhases(Protocol):
 class CompilesLocalPhases(RunsLocalPhases, Protocol):
     """Node-local runs may be compiled Numba loops over one node at a time.
 
-    ``compiled`` is True, False or ``"auto"``: :func:`stochmix.engine.execute.
+    ``compiled`` is True, False or ``"auto"``: :func:`stochmix.engine.plan.gradients.
     row_gradient` reads it once per run (True: the problem's compiled gradient is
     required; ``"auto"``: used for runs long enough to repay compiling), and
-    :func:`~stochmix.engine.execute.execute` then takes the row-wise program for a
+    :func:`~stochmix.engine.backends.dispatch.execute` then takes the row-wise program for a
     segment when it is True or the segment is large enough. Ignored where the backend
     emits its own programs (:class:`EmitsLocalPrograms`)."""
 
@@ -236,8 +236,8 @@ class EmitsLocalPrograms(RunsLocalPhases, Protocol):
     """The backend runs node-local runs in its own dialect (the Torch backend)."""
 
     def local_program(self, program: Any) -> Any:
-        """Called by :func:`~stochmix.engine.execute.execute` for every segment of every
-        round, with the segment's :class:`~stochmix.engine.program.LocalProgram`; returns
+        """Called by :func:`~stochmix.engine.backends.dispatch.execute` for every segment of every
+        round, with the segment's :class:`~stochmix.engine.codegen.program.LocalProgram`; returns
         an object whose ``run(z, nodes, layout, coefs, clients, bind, data_per_row,
         workers, whole=...)`` does what ``LocalProgram.run`` does (applies the segment to
         ``z`` in place, False when a written entry is not finite)."""
@@ -250,11 +250,11 @@ class AppliesBlockwise(Protocol):
 
     def apply_blockwise(self, z: Any, phase: Any, gradients: Any) -> bool:
         """Apply ``phase`` through its whole-block form ``phase.blockwise``
-        (:mod:`stochmix.engine.blockwise`) to ``z`` in place; ``gradients`` are those of
+        (:mod:`stochmix.engine.model.blockwise`) to ``z`` in place; ``gradients`` are those of
         ``phase.blockwise.clients`` (shape (c, d)) or None; False when a new entry is not
         finite. With it the planner keeps whole-block phases whole (and leaves the checks
         of the blocks the reported model sums to the run), and
-        :func:`~stochmix.engine.execute.execute` sends every phase that has a whole-block
+        :func:`~stochmix.engine.backends.dispatch.execute` sends every phase that has a whole-block
         form here instead of to ``apply``."""
         ...
 
@@ -263,7 +263,7 @@ class AppliesBlockwise(Protocol):
 class HandsOffBlocks(AppliesBlockwise, Protocol):
     """With ``hands_off`` true, the planner may give :meth:`apply_blockwise` a phase that
     hands a rewritten block to the next phase instead of writing it
-    (:func:`stochmix.engine.blockwise.chained`); the backend keeps the handed rows."""
+    (:func:`stochmix.engine.model.blockwise.chained`); the backend keeps the handed rows."""
 
     hands_off: bool
 
@@ -274,7 +274,7 @@ class RoundHooks(Protocol):
     synchronisation per round). Both members or neither."""
 
     def begin_round(self) -> None:
-        """Called by :func:`~stochmix.engine.execute.execute` before a round's first
+        """Called by :func:`~stochmix.engine.backends.dispatch.execute` before a round's first
         phase."""
         ...
 
@@ -287,9 +287,9 @@ class RoundHooks(Protocol):
 @runtime_checkable
 class Sharded(Protocol):
     """With ``runs_sharded`` true, :func:`stochmix.run` hands the whole run to
-    :func:`stochmix.engine.distributed.run_sharded` (one shard of the state per rank),
+    :func:`stochmix.engine.runner.sharded.run_sharded` (one shard of the state per rank),
     which drives the backend through the members of
-    :class:`stochmix.engine.distributed.DistributedBackend`: it is that backend's flag,
+    :class:`stochmix.engine.backends.distributed.DistributedBackend`: it is that backend's flag,
     not an extension point of its own."""
 
     runs_sharded: bool

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .engine.result import Result
+from .engine.runner.result import Result
 
 __all__ = [
     "Comparison",

@@ -7,7 +7,7 @@ import pytest
 
 import stochmix as sm
 from stochmix import algorithms, mixing, participation, problems
-from stochmix.engine.result import AXES, COLUMNS, Result
+from stochmix.engine.runner.result import AXES, COLUMNS, Result
 from stochmix.mixing.activation import edge_matrix, expected_activated_matrix, pulled, pushed
 
 N = 8

@@ -10,7 +10,7 @@ import pytest
 import stochmix as sm
 from stochmix.algorithms import DGD, ChannelNoise, GradientTracking
 from stochmix.algorithms.channel import channel_label
-from stochmix.engine.rowmap import map_generator
+from stochmix.engine.model.rowmap import map_generator
 from stochmix.mixing import RandomSequence
 from stochmix.participation import Full
 from tests.reference.decentralized import _grad, _mean, _mix, start

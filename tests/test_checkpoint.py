@@ -85,8 +85,8 @@ def test_checkpoint_of_another_run_is_refused(tmp_path):
 
 # ------------------------------------------------------------ the file format and identity
 from stochmix.engine import CheckpointWarning  # noqa: E402
-from stochmix.engine import checkpoint as checkpoints  # noqa: E402
-from stochmix.engine.checkpoint import CheckpointError  # noqa: E402
+from stochmix.engine.runner import checkpoint as checkpoints  # noqa: E402
+from stochmix.engine.runner.checkpoint import CheckpointError  # noqa: E402
 from stochmix.participation import Full  # noqa: E402
 from stochmix.problems import Quadratic  # noqa: E402
 
@@ -244,7 +244,7 @@ def test_killed_while_writing_a_checkpoint_resumes_to_the_same_trajectory(tmp_pa
         f"""
         import os, signal
         from stochmix import run
-        from stochmix.engine import checkpoint
+        from stochmix.engine.runner import checkpoint
         real_replace = os.replace
         def replace(src, dst):
             saved = checkpoint.load({str(path)!r})

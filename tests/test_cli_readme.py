@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from stochmix.cli import main
-from stochmix.engine.result import COLUMNS
+from stochmix.engine.runner.result import COLUMNS
 from tests import CHILD_TIMEOUT
 
 

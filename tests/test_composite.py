@@ -523,7 +523,7 @@ def test_compact_state_keeps_what_the_prox_phases_read():
     p=st.sampled_from([1.0, 0.5, 0.2]),
 )
 def test_fedpd_equals_its_reference(seed, n, local_steps, p):
-    from stochmix.engine.rowmap import map_generator
+    from stochmix.engine.model.rowmap import map_generator
     from tests.reference.primal_dual import fedpd
 
     rng = np.random.default_rng(seed)
@@ -589,7 +589,7 @@ def test_exact_operators_cover_the_linear_primal_dual_methods():
     gives the engine's next state (1e-12), and the fixed point of the static ring's map is
     x_star; ADMM's exact solve is a row map, refused with an error that says so."""
     from stochmix.analysis import fixed_point_under_pattern, round_operator, run_context
-    from stochmix.engine.rowmap import NonlinearPhaseError
+    from stochmix.engine.model.rowmap import NonlinearPhaseError
 
     problem = Quadratic.random(6, 3, diagonal=False, seed=4)
     graphs = StaticSequence(nx.cycle_graph(6))

@@ -12,10 +12,10 @@ import scipy.sparse as sp
 from stochmix import run
 from stochmix.algorithms import DGD, GradientTracking, PushPull, PushSum
 from stochmix.engine import Block, Layout, Method, NumpyBackend
-from stochmix.engine.blockwise import apply_blockwise_numpy
-from stochmix.engine.loop import DivergenceWarning
-from stochmix.engine.method import RunContext
-from stochmix.engine.phase import PhaseBuilder
+from stochmix.engine.model.blockwise import apply_blockwise_numpy
+from stochmix.engine.model.method import RunContext
+from stochmix.engine.model.phase import PhaseBuilder
+from stochmix.engine.runner.loop import DivergenceWarning
 from stochmix.mixing import OnePeerExponential, RandomSequence
 from stochmix.mixing.rowsparse import RowSparse
 from stochmix.participation import Full
@@ -295,7 +295,7 @@ def test_matrices_and_phases_are_reused_per_distinct_matrix():
 
 
 def test_the_same_phases_get_the_same_plan():
-    from stochmix.engine.execute import plan_round
+    from stochmix.engine.plan.round_plan import plan_round
 
     n, d = 16, 2
     method = DGD(0.05, OnePeerExponential(n), rule="natural")
@@ -325,7 +325,7 @@ def test_whole_block_phases_leave_the_model_block_to_the_reported_average():
     """In a run's plan, whole-block phases do not sum the model block for the NaN/Inf
     check: the network average, checked after every round, sums every row of it. The
     other blocks keep their checks (y), but for a copy of gradients that y adds (g)."""
-    from stochmix.engine.execute import plan_round
+    from stochmix.engine.plan.round_plan import plan_round
 
     n, d = 16, 2
     method = GradientTracking(0.05, OnePeerExponential(n), rule="natural")
@@ -355,7 +355,7 @@ def test_a_block_handed_to_the_next_phase_gives_the_same_bits(form, d):
     """DGD's local step hands x to its product x <- W x, which writes W x straight into the
     state (no temporary copied back): the same bits as writing x and multiplying it. The
     CTA form and gradient tracking have no such pair (their products have other terms)."""
-    from stochmix.engine.execute import plan_round
+    from stochmix.engine.plan.round_plan import plan_round
 
     n = 12
     problem = Quadratic.random(n, d, seed=3)
@@ -414,7 +414,7 @@ class TwoGossips(Method):
 def test_a_phase_that_takes_a_block_hands_none_on():
     """Of three phases in a chain, only the first pair hands x over (a phase takes or hands,
     not both); the run gives the bits of the unchained path."""
-    from stochmix.engine.execute import plan_round
+    from stochmix.engine.plan.round_plan import plan_round
 
     n, d = 10, 3
     w = OnePeerExponential(n).matrix(1, "natural")

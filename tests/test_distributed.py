@@ -119,7 +119,7 @@ def _save(out, tag, rank, results: dict) -> None:
 
 
 def _worker(rank, size, port, out, extra):
-    from stochmix.engine.distributed import DistributedBackend
+    from stochmix.engine.backends.distributed import DistributedBackend
 
     dist.init_process_group(
         "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=size
@@ -318,7 +318,7 @@ def test_halo_bytes_equal_closed_form(runs, ranks):
     row is D float64 values. Gradient tracking mixes x and y each round, DGD x; the
     products of a round move in one exchange (y's halo is fetched with x's: the phase
     that mixes x does not rewrite y)."""
-    from stochmix.engine.distributed import ring_halo_rows, shift_halo_rows
+    from stochmix.engine.backends.distributed import ring_halo_rows, shift_halo_rows
 
     graphs = sm.mixing.OnePeerExponential(N)
     for k in range(ranks):

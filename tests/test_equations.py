@@ -1,4 +1,4 @@
-"""Phases written as equations (stochmix.engine.equations) are the phases written by hand.
+"""Phases written as equations (stochmix.engine.model.equations) are the phases written by hand.
 
 The hand-written ``round_phases`` of the methods rewritten with equations are kept below as
 the reference: for random masks (empty and one-participant rounds included) both give the
@@ -12,7 +12,7 @@ import pytest
 from stochmix import run
 from stochmix.algorithms import FOCUS, MIFA, SCAFFOLD, FedAvg, FedStale, FedVARP
 from stochmix.engine import Block, Equations, Layout, PhaseBuilder, RunContext
-from stochmix.engine.equations import dot, grad, mean, total
+from stochmix.engine.model.equations import dot, grad, mean, total
 from stochmix.mixing.federated import assign_rows, collect_rows
 from stochmix.participation import Trace
 from stochmix.problems import LeastSquares, Quadratic

@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 import stochmix as sm
-from stochmix.engine import execute, grad, mean
-from stochmix.engine.layout import Layout
-from stochmix.engine.slowpath import SLOW_PATH_MIN_ROUNDS
-from stochmix.engine.template import RoundTemplate
+from stochmix.engine import grad, mean
+from stochmix.engine.model.layout import Layout
+from stochmix.engine.plan import gradients, round_plan
+from stochmix.engine.plan.slowpath import SLOW_PATH_MIN_ROUNDS
+from stochmix.engine.plan.template import RoundTemplate
 from tests._backends import SparseOnly
 
 N, D = 24, 3
@@ -163,8 +164,8 @@ def test_the_corrections_take_each_gradient_once():
     corrections = method.round_phases(0, np.array([1, 3, 4]), ctx)[1]
     assert corrections.local is not None and corrections.local_why is None
     assert corrections.local.takes_gradients
-    plan = execute.plan_round([corrections], sm.engine.NumpyBackend(), method, ctx)
-    steps = plan[0].program.schedule.describe().splitlines()
+    plan = round_plan.plan_round([corrections], sm.engine.NumpyBackend(), method, ctx)
+    steps = plan[0].structure.schedule.describe().splitlines()
     assert sum(line.strip().startswith("gradient") for line in steps) == 1
     assert any(line.strip().startswith("reduce 14 g") for line in steps)  # gbar is row 14
 
@@ -176,7 +177,7 @@ def test_the_corrections_take_each_gradient_once():
 )
 @pytest.mark.parametrize("k", [1, 6])
 def test_one_phase_fedlin_equals_the_two_phase_form(problem, options, k):
-    if options.get("compiled") and not execute.numba_available():
+    if options.get("compiled") and not gradients.numba_available():
         pytest.skip("Numba is not installed")
     if options.get("backend") == "torch":
         pytest.importorskip("torch")
@@ -232,7 +233,7 @@ def test_a_template_keeps_arrays_of_one_value_only():
     )
     ctx = sm.RunContext(Layout(method.blocks(n)), n, 2)
     method.start(ctx)
-    (step,) = execute.plan_round(
+    (step,) = round_plan.plan_round(
         method.round_phases(0, S, ctx), sm.engine.NumpyBackend(), method, ctx
     )
     arrays = [k for k, c in enumerate(step.coefs) if isinstance(c, np.ndarray)]
@@ -320,7 +321,7 @@ def test_explain_fedavg(problem):
 
 
 def test_explain_compiled_fedavg(problem):
-    if not execute.numba_available():
+    if not gradients.numba_available():
         pytest.skip("Numba is not installed")
     found = sm.explain(sm.algorithms.FedAvg(0.01, 2), problem, some(), compiled=True)
     assert found.segments[0].runs == "compiled loop (Numba)"

@@ -432,7 +432,7 @@ def test_a_clock_with_availability_keeps_the_clients_that_are_on():
 
 
 def test_uneven_rounds_are_templated_per_group_and_give_the_same_bits(monkeypatch):
-    from stochmix.engine.template import RoundTemplate
+    from stochmix.engine.plan.template import RoundTemplate
 
     answers, original = [], RoundTemplate.matches
 

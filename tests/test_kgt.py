@@ -8,7 +8,7 @@ import pytest
 
 import stochmix as sm
 from stochmix.algorithms import DGD, KGT
-from stochmix.engine.layout import Layout
+from stochmix.engine.model.layout import Layout
 from stochmix.mixing import RandomSequence, StaticSequence
 from stochmix.participation import Full
 from tests.reference.kgt import kgt

@@ -1,7 +1,7 @@
 """Liveness: blocks known to be zero, and node rows the state does not keep; same numbers.
 
 FOCUS's collect empties the client rows of its tracker y every round, so from the second
-round on a run need not gather them, nor store zeros over zeros (stochmix.engine.liveness).
+round on a run need not gather them, nor store zeros over zeros (stochmix.engine.plan.liveness).
 Checked against the same runs with the knowledge switched off, bit for bit, for every
 method of the fast-path tests (whose rows are zero or not), on the NumPy programs and the
 compiled row-wise loop, through rounds nobody joins and a checkpoint.
@@ -17,13 +17,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import stochmix.engine.execute as execute
+import stochmix.engine.backends.dispatch as dispatch
+import stochmix.engine.codegen.cache as programs
+import stochmix.engine.plan.round_plan as round_plan
 from stochmix.algorithms import FOCUS, FedAvg
 from stochmix.engine import Block, Method, run
 from stochmix.engine.backends import NumpyBackend
-from stochmix.engine.equations import Equations, grad, mean
-from stochmix.engine.layout import Layout
-from stochmix.engine.liveness import LivenessError, ZeroRows, find_scratch
+from stochmix.engine.model.equations import Equations, grad, mean
+from stochmix.engine.model.layout import Layout
+from stochmix.engine.plan.liveness import LivenessError, ZeroRows, find_scratch
 from stochmix.participation import Trace
 from stochmix.problems import Quadratic
 from tests.test_programs import _methods
@@ -43,7 +45,7 @@ def _masks(rounds=16):
 
 
 def _states(method, compiled, zero, monkeypatch, **options):
-    monkeypatch.setattr(execute, "ZERO_ROWS", zero)
+    monkeypatch.setattr(dispatch, "ZERO_ROWS", zero)
     out = []
     everyone = method.client_node == 0  # decentralized: every node in every iteration
     run(
@@ -71,23 +73,23 @@ def test_same_states_with_and_without_zero_rows(monkeypatch, method, compiled):
 
 def test_focus_skips_its_empty_trackers(monkeypatch):
     used = []
-    original = execute._variant
+    original = dispatch.variant
 
     def spy(program, nodes, zero):
         found = original(program, nodes, zero)
         used.append(found.schedule.zero)
         return found
 
-    monkeypatch.setattr(execute, "_variant", spy)
+    monkeypatch.setattr(dispatch, "variant", spy)
     _states(FOCUS(0.002, 3), False, True, monkeypatch)
     assert used and all("y" in zero for zero in used[1:])  # round 0: x0 = 0 is zero too
 
 
 def test_golden_focus_schedule_with_y_known_zero():
     (step,) = _steps(FOCUS(0.1, local_steps=2))
-    program = execute._VARIANTS.built(
+    program = programs._VARIANTS.built(
         ("golden", frozenset({"y"})),
-        lambda: execute.LocalProgram(step.program.forms, "x", step.program.tail_length,
+        lambda: programs.LocalProgram(list(step.structure.forms), "x", step.structure.tail,
                                      zero=frozenset({"y"})),
     )  # fmt: skip
     assert program.schedule.describe() == (
@@ -151,7 +153,7 @@ def test_a_block_zero_only_at_times_gives_the_same_states(monkeypatch, compiled)
 def test_checkpointed_focus_resumes_bit_identical(monkeypatch, tmp_path):
     path = tmp_path / "focus.ckpt"
     whole = _states(FOCUS(0.002, 3), False, True, monkeypatch)
-    monkeypatch.setattr(execute, "ZERO_ROWS", True)
+    monkeypatch.setattr(dispatch, "ZERO_ROWS", True)
     problem = Quadratic.random(N, 3, seed=7)
     options = dict(seed=1, metrics=(), progress=False, checkpoint=path, checkpoint_every=5)
     options["storage"] = "full"  # the whole state is compared, client models included
@@ -182,7 +184,7 @@ def test_zero_rows_knows_node_rows_only():
 
 
 def _plan_with(backend):
-    return lambda phases, method, ctx: execute.plan_round(phases, backend, method, ctx)
+    return lambda phases, method, ctx: round_plan.plan_round(phases, backend, method, ctx)
 
 
 def _scratch(method, n=N):

@@ -6,7 +6,7 @@ import pytest
 
 import stochmix as sm
 from stochmix.algorithms import FOCUS, FedAvg, GradientTracking
-from stochmix.engine.recorder import auto_interval
+from stochmix.engine.runner.recorder import auto_interval
 from stochmix.mixing import OnePeerExponential
 from stochmix.participation import Bernoulli, Full, UniformSample
 from stochmix.problems import LeastSquares, Logistic, Quadratic

@@ -9,9 +9,9 @@ import pytest
 import stochmix as sm
 from stochmix.algorithms import DGD, FOCUS, FedAvg, GradientTracking
 from stochmix.engine import NumpyBackend
-from stochmix.engine.blockwise import apply_blockwise_numpy
-from stochmix.engine.capabilities import Capabilities, capabilities
-from stochmix.engine.execute import row_gradient
+from stochmix.engine.model.blockwise import apply_blockwise_numpy
+from stochmix.engine.plan.capabilities import Capabilities, capabilities
+from stochmix.engine.plan.gradients import row_gradient
 from stochmix.mixing import StaticSequence
 from stochmix.participation import Bernoulli, Full
 from stochmix.problems import ClientData, LeastSquares, Problem, client_rows
@@ -327,7 +327,7 @@ def test_a_declared_capability_is_used():
     assert backend.blockwise > 0 and backend.applied == 0  # whole-block phases, one product
 
     # node-local runs of phases go through the engine's programs: one segment per round
-    from stochmix.engine.execute import LocalStep, plan_round
+    from stochmix.engine.plan.round_plan import LocalStep, plan_round
 
     fedavg = FedAvg(0.02, 3)
     ctx = _context(fedavg)

@@ -11,15 +11,16 @@ import pytest
 
 import stochmix as sm
 from stochmix.algorithms import FOCUS
-from stochmix.engine import execute, rowwise
+from stochmix.engine.codegen import cache as programs
+from stochmix.engine.codegen import rowwise
 
 pytest.importorskip("numba")
 
 
 def _forget_programs():
     """Start as a new process would: no program in memory."""
-    execute._ROWWISE.clear()
-    execute._PROGRAMS.clear()
+    programs._ROWWISE.clear()
+    programs._PROGRAMS.clear()
     rowwise._REFUSED.clear()
     for name in [m for m in sys.modules if m.startswith("stochmix_program_")]:
         del sys.modules[name]

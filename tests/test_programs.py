@@ -7,7 +7,7 @@ its sparse rows), on the whole state, not just the server row.
 import numpy as np
 import pytest
 
-import stochmix.engine.program as program
+import stochmix.engine.codegen.program as program
 from stochmix.algorithms import (
     FOCUS,
     MIFA,
@@ -19,6 +19,7 @@ from stochmix.algorithms import (
     PushPull,
 )
 from stochmix.engine import Block, Method, NumpyBackend, run
+from stochmix.engine.codegen.cache import program_for
 from stochmix.mixing import OnePeerExponential
 from stochmix.mixing.federated import assign_rows, average_rows
 from stochmix.participation import Bernoulli, Full, Trace, UniformSample
@@ -134,15 +135,15 @@ def test_fast_path_equals_the_sparse_path_on_the_whole_state(monkeypatch, method
 
 def test_swirl_runs_on_the_fast_path_with_its_cycle_out_of_place():
     """The made-up method really goes through one compiled run per round."""
-    from stochmix.engine.execute import LocalStep, plan_round
-    from stochmix.engine.layout import Layout
-    from stochmix.engine.method import RunContext
+    from stochmix.engine.model.layout import Layout
+    from stochmix.engine.model.method import RunContext
+    from stochmix.engine.plan.round_plan import LocalStep, plan_round
 
     method, n = Swirl(), 12
     ctx = RunContext(Layout(method.blocks(n)), n, 3)
     plan = plan_round(method.round_phases(0, np.array([1, 4, 9]), ctx), NumpyBackend(), method, ctx)
     assert len(plan) == 1 and isinstance(plan[0], LocalStep)
-    source = plan[0].program.source
+    source = program_for(plan[0].structure).source
     assert "acc[" in source  # reductions into the outer rows
     assert "np.take" in source  # y and w are read before they are written
 
@@ -173,7 +174,7 @@ def test_templates_give_bit_identical_states(monkeypatch, method, kind):
 
 def _spy_on_template_checks(monkeypatch) -> list:
     """Record what every template check (RoundTemplate.matches) answers."""
-    from stochmix.engine.template import RoundTemplate
+    from stochmix.engine.plan.template import RoundTemplate
 
     answers, original = [], RoundTemplate.matches
 
@@ -243,12 +244,12 @@ def test_a_template_whose_nodes_would_meet_its_outer_row_falls_back():
 def test_threads_give_the_serial_result_and_are_deterministic(monkeypatch, method):
     """Chunks split over two threads: the same numbers as one thread (to rounding: the
     outer sums add up in another order) and bit-identical from run to run."""
-    import stochmix.engine.execute as execute
+    import stochmix.engine.backends.dispatch as dispatch
 
     problem = Quadratic.random(300, 3, seed=4)
     part = Bernoulli(np.linspace(0.2, 0.9, 300))
     serial = states(method, problem, part, 12)
-    monkeypatch.setattr(execute, "WORKERS", 2)
+    monkeypatch.setattr(dispatch, "WORKERS", 2)
     monkeypatch.setattr(program, "PARALLEL_BUFFER_BYTES", 1)
     monkeypatch.setattr(program, "PARALLEL_MIN_ROWS", 1)
     monkeypatch.setattr(program, "MIN_CHUNK_ROWS", 7)
@@ -269,9 +270,10 @@ def test_threads_give_the_serial_result_and_are_deterministic(monkeypatch, metho
 def test_a_state_that_is_not_c_contiguous_takes_the_plain_row_copies():
     """The row-element views need a C-contiguous state; any other array gets the same
     numbers through ordinary fancy indexing."""
-    from stochmix.engine.execute import execute, plan_round
-    from stochmix.engine.layout import Layout
-    from stochmix.engine.method import RunContext
+    from stochmix.engine.backends.dispatch import execute
+    from stochmix.engine.model.layout import Layout
+    from stochmix.engine.model.method import RunContext
+    from stochmix.engine.plan.round_plan import plan_round
 
     method, n = FOCUS(0.01, 2), 20
     problem = Quadratic.random(n, 3, seed=2)
@@ -293,9 +295,9 @@ def test_threads_work_in_a_forked_child(monkeypatch):
     copied pool has no threads and would wait forever)."""
     import multiprocessing
 
-    import stochmix.engine.execute as execute
+    import stochmix.engine.backends.dispatch as dispatch
 
-    monkeypatch.setattr(execute, "WORKERS", 2)
+    monkeypatch.setattr(dispatch, "WORKERS", 2)
     monkeypatch.setattr(program, "PARALLEL_BUFFER_BYTES", 1)
     monkeypatch.setattr(program, "PARALLEL_MIN_ROWS", 1)
     problem = Quadratic.random(200, 3, seed=4)

@@ -12,7 +12,7 @@ import pytest
 import stochmix as sm
 from stochmix import config, experiments
 from stochmix.cli import main
-from stochmix.engine.result import COLUMNS
+from stochmix.engine.runner.result import COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI_PAGE = ROOT / "docs" / "guide" / "cli.md"

@@ -12,8 +12,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stochmix.engine import row_statements as rs
-from stochmix.engine.schedule import (
+from stochmix.engine.codegen import row_statements as rs
+from stochmix.engine.plan.schedule import (
     GRADIENT,
     Add,
     AddScaled,

@@ -13,11 +13,13 @@ import pytest
 
 pytest.importorskip("numba")
 
-import stochmix.engine.execute as execute  # noqa: E402
-import stochmix.engine.rowwise as rowwise  # noqa: E402
+import stochmix.engine.codegen.rowwise as rowwise  # noqa: E402
 from stochmix.algorithms import FOCUS, FedAvg  # noqa: E402
 from stochmix.engine import run  # noqa: E402
-from stochmix.engine.program import ProgramCache  # noqa: E402
+from stochmix.engine.backends import dispatch  # noqa: E402
+from stochmix.engine.codegen import cache as programs  # noqa: E402
+from stochmix.engine.codegen.program import ProgramCache  # noqa: E402
+from stochmix.engine.plan import gradients  # noqa: E402
 from stochmix.participation import Bernoulli, Full, Trace, UniformSample  # noqa: E402
 from stochmix.problems import LeastSquares, Logistic, Quadratic  # noqa: E402
 from tests._backends import SparseOnly  # noqa: E402
@@ -148,7 +150,7 @@ def test_threads_give_the_serial_result_and_are_deterministic(monkeypatch, metho
     problem = Quadratic.random(300, 3, seed=4)
     part = Bernoulli(np.linspace(0.2, 0.9, 300))
     serial, _ = states(method, problem, part, 12, compiled=True)
-    monkeypatch.setattr(execute, "WORKERS", 2)
+    monkeypatch.setattr(dispatch, "WORKERS", 2)
     monkeypatch.setattr(rowwise, "PARALLEL_MIN_ENTRIES", 1)
     parts = []
     original = rowwise.RowwiseProgram._task  # what each part runs (the pool's or not)
@@ -181,10 +183,10 @@ def test_auto_compiles_long_runs_only(monkeypatch):
     problem = Quadratic.random(100, 10, seed=0)
     states(FedAvg(0.1, 2), problem, UniformSample(100, 50), 5)  # 2,500 entries in all
     assert not ran
-    monkeypatch.setattr(execute, "ROWWISE_MIN_WORK", 2_000)
+    monkeypatch.setattr(gradients, "ROWWISE_MIN_WORK", 2_000)
     states(FedAvg(0.1, 2), problem, UniformSample(100, 50), 5)
     assert not ran  # 500 entries a round: under ROWWISE_MIN_ENTRIES
-    monkeypatch.setattr(execute, "ROWWISE_MIN_ENTRIES", 400)
+    monkeypatch.setattr(gradients, "ROWWISE_MIN_ENTRIES", 400)
     states(FedAvg(0.1, 2), problem, UniformSample(100, 50), 5)
     assert ran
 
@@ -221,8 +223,8 @@ def test_without_numba_auto_falls_back_and_true_says_how_to_install():
 def test_a_subclass_with_its_own_formula_is_not_given_the_parent_kernel(monkeypatch):
     """Quadratic's compiled gradient is Quadratic's formula: a subclass that changes the
     formula (here: doubles it) stays on the NumPy path, and compiled=True says why."""
-    monkeypatch.setattr(execute, "ROWWISE_MIN_WORK", 0)  # "auto" would compile anything
-    monkeypatch.setattr(execute, "ROWWISE_MIN_ENTRIES", 0)
+    monkeypatch.setattr(gradients, "ROWWISE_MIN_WORK", 0)  # "auto" would compile anything
+    monkeypatch.setattr(gradients, "ROWWISE_MIN_ENTRIES", 0)
 
     class Doubled(Quadratic):
         def gradient_formula(self, xp, data, idx, x):
@@ -239,14 +241,15 @@ def test_a_subclass_with_its_own_formula_is_not_given_the_parent_kernel(monkeypa
 
 _CACHED_RUN = """
 import sys, numpy as np, stochmix as sm
-import stochmix.engine.execute as execute
+import stochmix.engine.codegen.cache as programs
+import stochmix.engine.plan.gradients as gradients
 from stochmix.algorithms import FOCUS
-execute.ROWWISE_MIN_ENTRIES = 0  # rounds of 9 x 3 entries may take the row-wise path
+gradients.ROWWISE_MIN_ENTRIES = 0  # rounds of 9 x 3 entries may take the row-wise path
 compiled = sys.argv[2] if len(sys.argv) > 2 else True
 p = sm.problems.Quadratic.random(40, 3, seed=1)
 r = sm.run(FOCUS(0.002, 3), p, sm.participation.UniformSample(40, 9), 5, metrics=(),
            compiled=compiled)
-hits = sum(sum(prog._function.stats.cache_hits.values()) for prog in execute._ROWWISE.values())
+hits = sum(sum(prog._function.stats.cache_hits.values()) for prog in programs._ROWWISE.values())
 np.save(sys.argv[1], r.server)
 print("hits", hits)
 """
@@ -297,11 +300,11 @@ def test_auto_decides_by_the_run_alone_never_by_the_cache(monkeypatch):
 
     backend = make_backend("numpy")
     problem = Quadratic.random(20, 3, seed=0)
-    assert execute.row_gradient(problem, backend, np.float64, 1e6, 1e5) is None  # short
-    assert execute.row_gradient(problem, backend, np.float64, 1e9, 1e5) is not None  # long
-    assert execute.row_gradient(problem, backend, np.float64, 1e9, 10.0) is None  # small rounds
+    assert gradients.row_gradient(problem, backend, np.float64, 1e6, 1e5) is None  # short
+    assert gradients.row_gradient(problem, backend, np.float64, 1e9, 1e5) is not None  # long
+    assert gradients.row_gradient(problem, backend, np.float64, 1e9, 10.0) is None  # small rounds
     # a short run after the same structure ran compiled stays on the NumPy programs
-    monkeypatch.setattr(execute, "ROWWISE_MIN_ENTRIES", 0)
+    monkeypatch.setattr(gradients, "ROWWISE_MIN_ENTRIES", 0)
     big = Quadratic.random(200, 5, seed=1)
     method, part = FedAvg(0.05, 3), UniformSample(200, 100)
     short_before, _ = states(method, big, part, 5, compiled=False)
@@ -318,10 +321,10 @@ def test_blocked_loop_equals_the_node_loop_bit_for_bit(monkeypatch, method, bloc
     problem = Quadratic.random(40, 5, seed=2)
     participation = Trace(_masks(40))
     monkeypatch.setattr(rowwise, "BLOCK", 0)
-    monkeypatch.setattr(execute, "_ROWWISE", ProgramCache())
+    monkeypatch.setattr(programs, "_ROWWISE", ProgramCache())
     nodes, _ = states(method, problem, participation, 20, compiled=True)
     monkeypatch.setattr(rowwise, "BLOCK", block)
-    monkeypatch.setattr(execute, "_ROWWISE", ProgramCache())
+    monkeypatch.setattr(programs, "_ROWWISE", ProgramCache())
     ran = _spy(monkeypatch)
     blocked, _ = states(method, problem, participation, 20, compiled=True)
     assert ran and all(program.block == block for program in ran)
@@ -375,7 +378,7 @@ def test_lowered_programs_equal_one_loop_per_step_bit_for_bit(monkeypatch, metho
     found = {}
     for lowered in (False, True):
         monkeypatch.setattr(rowwise, "LOWERED", lowered)
-        monkeypatch.setattr(execute, "_ROWWISE", ProgramCache())
+        monkeypatch.setattr(programs, "_ROWWISE", ProgramCache())
         ran = _spy(monkeypatch)
         found[lowered], _ = states(method, problem, part, 20, compiled=True, dtype=dtype)
         assert ran and all(program.lowered == lowered for program in ran)

@@ -10,14 +10,14 @@ from stochmix import run
 from stochmix._fingerprint import seed_identity
 from stochmix._validate import as_seed
 from stochmix.algorithms import FOCUS, FedAvg
-from stochmix.engine import checkpoint as files
-from stochmix.engine.backend_names import make_backend
-from stochmix.engine.checkpointer import Checkpointer, CheckpointWarning, run_identity
-from stochmix.engine.execute import execute
-from stochmix.engine.layout import Layout
-from stochmix.engine.method import RunContext
-from stochmix.engine.planner import RoundPlanner
-from stochmix.engine.recorder import Recorder
+from stochmix.engine.backends.dispatch import execute
+from stochmix.engine.backends.names import make_backend
+from stochmix.engine.model.layout import Layout
+from stochmix.engine.model.method import RunContext
+from stochmix.engine.plan.planner import RoundPlanner
+from stochmix.engine.runner import checkpoint as files
+from stochmix.engine.runner.checkpointer import Checkpointer, CheckpointWarning, run_identity
+from stochmix.engine.runner.recorder import Recorder
 from stochmix.participation import Bernoulli, Full
 from stochmix.problems import Quadratic
 
@@ -87,7 +87,7 @@ def test_without_a_phase_key_every_round_is_built():
 
 
 def test_large_rounds_are_not_cached(monkeypatch):
-    from stochmix.engine import planner as planning
+    from stochmix.engine.plan import planner as planning
 
     monkeypatch.setattr(planning, "CACHE_MAX_PARTICIPANTS", 2)
     method = Counting(0.1, 1, template_key=False)
@@ -336,7 +336,7 @@ def _scaled_sphere_class():
 
 def test_a_problem_of_ones_own_runs_compiled_through_the_public_api():
     from stochmix.engine.backends import NumpyBackend
-    from stochmix.engine.execute import row_gradient
+    from stochmix.engine.plan.gradients import row_gradient
 
     ScaledSphere = _scaled_sphere_class()
     rng = np.random.default_rng(0)

@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 
 import stochmix as sm
-from stochmix.engine import execute, schedule
 from stochmix.engine.backends import NumpyBackend
-from stochmix.engine.layout import Layout
-from stochmix.engine.method import RunContext
-from stochmix.engine.program import CHUNK_PARAMETERS, ChunkCall, LocalProgram
-from stochmix.engine.rowwise import ROWS_PARAMETERS, RowwiseProgram
+from stochmix.engine.codegen.cache import program_for
+from stochmix.engine.codegen.program import CHUNK_PARAMETERS, ChunkCall, LocalProgram
+from stochmix.engine.codegen.rowwise import ROWS_PARAMETERS, RowwiseProgram
+from stochmix.engine.model.layout import Layout
+from stochmix.engine.model.method import RunContext
+from stochmix.engine.plan import round_plan, schedule
 
 A = sm.algorithms
 
@@ -67,8 +68,8 @@ def _steps(method, n=6, participants=(1, 3, 4)):
     ctx = RunContext(layout, n, 2, np.full(n, 0.5))
     method.start(ctx)
     nodes = np.array(participants, dtype=np.int64)
-    plan = execute.plan_round(method.round_phases(0, nodes, ctx), NumpyBackend(), method, ctx)
-    return [item for item in plan if isinstance(item, execute.LocalStep)]
+    plan = round_plan.plan_round(method.round_phases(0, nodes, ctx), NumpyBackend(), method, ctx)
+    return [item for item in plan if isinstance(item, round_plan.LocalStep)]
 
 
 @pytest.mark.parametrize(
@@ -78,15 +79,15 @@ def _steps(method, n=6, participants=(1, 3, 4)):
 )
 def test_golden_schedule(method, golden):
     (step,) = _steps(method)
-    assert step.program.schedule.describe() == golden
+    assert program_for(step.structure).schedule.describe() == golden
     # one coefficient value per slot, in the order the schedule numbers them
-    assert step.program.schedule.coefficients == len(step.coefs)
+    assert program_for(step.structure).schedule.coefficients == len(step.coefs)
 
 
 def test_schedule_is_pure_data():
     (step,) = _steps(A.FOCUS(0.1, local_steps=3))
-    plan = step.program.schedule
-    again = schedule.plan_schedule(step.program.forms, "x", step.program.tail_length)
+    plan = program_for(step.structure).schedule
+    again = schedule.plan_schedule(list(step.structure.forms), "x", step.structure.tail)
     assert again == plan and hash(again) == hash(plan)
     assert pickle.loads(pickle.dumps(plan)) == plan
     for buffer in plan.checks:
@@ -96,7 +97,7 @@ def test_schedule_is_pure_data():
 
 def test_every_step_type_has_a_numpy_statement():
     (step,) = _steps(A.FOCUS(0.1, local_steps=2))
-    program = step.program
+    program = program_for(step.structure)
     writer = program._writer()
     b = schedule.Buffer(0, 0)
     coef = schedule.Coef(0, "array")
@@ -124,23 +125,23 @@ def test_every_step_type_has_a_numpy_statement():
 
 def test_generated_signature_is_the_declared_interface():
     (step,) = _steps(A.FedAvg(0.1, local_steps=1))
-    first = step.program.source.splitlines()[0]
+    first = program_for(step.structure).source.splitlines()[0]
     assert first == f"def chunk({', '.join(CHUNK_PARAMETERS)}):"
     assert CHUNK_PARAMETERS[0] == "z" and len(CHUNK_PARAMETERS) == len(
         ChunkCall.__dataclass_fields__
     )
-    assert isinstance(step.program, LocalProgram)
+    assert isinstance(program_for(step.structure), LocalProgram)
 
 
 def test_rowwise_signature_is_the_declared_interface():
     (step,) = _steps(A.FOCUS(0.1, local_steps=2))
-    program = RowwiseProgram(step.program.forms, "x", step.program.tail_length, None)
-    assert program.schedule == step.program.schedule
+    program = RowwiseProgram(list(step.structure.forms), "x", step.structure.tail, None)
+    assert program.schedule == program_for(step.structure).schedule
     assert program.source.splitlines()[0] == f"def rows({', '.join(ROWS_PARAMETERS)}):"
 
 
 # The row-wise program's loop body for the same rounds: the schedule lowered
-# (stochmix.engine.row_statements). Read against the golden schedules above: the snapshot
+# (stochmix.engine.codegen.row_statements). Read against the golden schedules above: the snapshot
 # row and the gathered rows are read where they are, each gradient is written into the
 # buffer that keeps it, each run of steps on one buffer is one loop, and FOCUS's y is
 # summed from its expression (nothing reads it again).
@@ -182,6 +183,6 @@ for j in range(d):
 )
 def test_golden_row_loop(method, golden):
     (step,) = _steps(method)
-    program = RowwiseProgram(step.program.forms, "x", step.program.tail_length, None)
+    program = RowwiseProgram(list(step.structure.forms), "x", step.structure.tail, None)
     body = program.source.split("client = clients[t]\n")[1].split("\n    return")[0]
     assert "\n".join(line[8:] for line in body.splitlines() if line.strip()) == golden

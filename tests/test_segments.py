@@ -1,4 +1,4 @@
-"""Compiled segments of small gossip rounds (stochmix.engine.segments): the same run as
+"""Compiled segments of small gossip rounds (stochmix.engine.runner.segments): the same run as
 round by round, to rounding; where they run and where they do not."""
 
 import networkx as nx
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import stochmix as sm
-import stochmix.engine.segments as segments_module
+import stochmix.engine.runner.segments as segments_module
 from stochmix import algorithms, mixing, participation, problems
 from stochmix.engine import DivergenceWarning
 

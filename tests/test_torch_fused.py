@@ -22,9 +22,10 @@ from stochmix.algorithms import (  # noqa: E402
     GradientTracking,
     PushPull,
 )
-from stochmix.engine import backends as backends_module  # noqa: E402
-from stochmix.engine import torch_program  # noqa: E402
 from stochmix.engine.backends import TorchBackend  # noqa: E402
+from stochmix.engine.backends import torch_backend as backends_module  # noqa: E402
+from stochmix.engine.codegen import torch_program  # noqa: E402
+from stochmix.engine.codegen.cache import program_for  # noqa: E402
 from stochmix.mixing import OnePeerExponential, RandomSequence  # noqa: E402
 from stochmix.participation import Full, Trace  # noqa: E402
 from stochmix.problems import LeastSquares, Quadratic  # noqa: E402
@@ -217,9 +218,10 @@ def test_a_nan_anywhere_gives_the_numpy_verdict_for_its_round():
     read at its end) says False exactly when the NumPy round (checks per phase) does, and
     the next round starts with a clean flag."""
     from stochmix.engine.backends import NumpyBackend
-    from stochmix.engine.execute import execute, plan_round
-    from stochmix.engine.layout import Layout
-    from stochmix.engine.method import RunContext
+    from stochmix.engine.backends.dispatch import execute
+    from stochmix.engine.model.layout import Layout
+    from stochmix.engine.model.method import RunContext
+    from stochmix.engine.plan.round_plan import plan_round
 
     problem = Quadratic.random(N, 3, seed=0)
     method = FOCUS(0.01, 2)
@@ -254,9 +256,9 @@ def test_a_nan_anywhere_gives_the_numpy_verdict_for_its_round():
 
 def test_a_program_alone_reads_its_own_flag(problem):
     """TorchProgram.run without a round flag checks its own values."""
-    from stochmix.engine.execute import LocalStep, plan_round
-    from stochmix.engine.layout import Layout
-    from stochmix.engine.method import RunContext
+    from stochmix.engine.model.layout import Layout
+    from stochmix.engine.model.method import RunContext
+    from stochmix.engine.plan.round_plan import LocalStep, plan_round
 
     method = FedAvg(0.1, 2)
     layout = Layout(method.blocks(N))
@@ -266,7 +268,7 @@ def test_a_program_alone_reads_its_own_flag(problem):
     z = backend.asarray(layout.initial(np.zeros(problem.dim)))
     plan = plan_round(method.round_phases(0, np.array([0, 3, 5]), ctx), backend, method, ctx)
     step = next(item for item in plan if isinstance(item, LocalStep))
-    program = torch_program.torch_program(step.program)
+    program = torch_program.torch_program(program_for(step.structure))
     args = (step.nodes, layout, step.coefs, step.clients, problem.bind_clients, 2 * problem.dim)
     assert program.run(z, *args) is True
     z[layout.start("x"), 0] = float("inf")  # the server row, which the clients pull

@@ -1,7 +1,7 @@
 """Torch's intra-op threads: a run's Torch work runs on the fast count (one thread unless the
 user asked otherwise), and the process's count is what it was after the run, on either
 backend, for a TorchModel on the default backend too, and when the run raises
-(stochmix.engine.threads). Every test starts from two threads, so that a count left at
+(stochmix.engine.backends.threads). Every test starts from two threads, so that a count left at
 one would show."""
 
 import subprocess
@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 from stochmix import run  # noqa: E402
 from stochmix.algorithms import FedAvg  # noqa: E402
 from stochmix.engine.backends import NumpyBackend, TorchBackend  # noqa: E402
-from stochmix.engine.threads import resolve_threads, torch_threads  # noqa: E402
+from stochmix.engine.backends.threads import resolve_threads, torch_threads  # noqa: E402
 from stochmix.participation import Full  # noqa: E402
 from stochmix.problems import Quadratic, TorchModel  # noqa: E402
 
@@ -114,7 +114,7 @@ def test_a_run_that_raises_restores_the_count(backend, unchecked):
 
 
 def test_a_diverging_run_that_raises_restores_the_count():
-    from stochmix.engine.loop import DivergenceError
+    from stochmix.engine.runner.loop import DivergenceError
 
     problem = Quadratic.random(N, 3, seed=0)
     for backend in ("numpy", "torch"):

@@ -26,7 +26,7 @@ from stochmix.algorithms import (
     PushSum,
 )
 from stochmix.engine import Layout
-from stochmix.engine.method import RunContext
+from stochmix.engine.model.method import RunContext
 from stochmix.mixing import OnePeerExponential, RandomSequence, is_strongly_connected_union
 from stochmix.participation import Full
 from stochmix.problems import LeastSquares, Noisy, Quadratic

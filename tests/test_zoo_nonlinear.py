@@ -13,7 +13,7 @@ from stochmix import run
 from stochmix.algorithms import CHOCO, FedAdagrad, FedAdam, FedAdaptive, FedAvg, FedProx, FedYogi
 from stochmix.analysis.linear.operators import round_operator
 from stochmix.engine import Block, Layout, NonlinearPhaseError, RowMap, map_generator
-from stochmix.engine.method import RunContext
+from stochmix.engine.model.method import RunContext
 from stochmix.mixing import RandomSequence, StaticSequence
 from stochmix.mixing.compression import QSGD, NoCompression, RandK, TopK, compressor
 from stochmix.participation import Bernoulli, Full, Trace
@@ -131,7 +131,7 @@ def test_row_map_phase_api_and_rng_derivation():
     np.testing.assert_array_equal(phase.rows, [1, 3])
     z = np.arange(10.0).reshape(5, 2)
     from stochmix.engine.backends import NumpyBackend
-    from stochmix.engine.rowmap import apply_map
+    from stochmix.engine.model.rowmap import apply_map
 
     assert apply_map(z, phase, NumpyBackend(), None, ctx.seed_sequence)
     np.testing.assert_array_equal(z[[1, 3]], [[2 * 2 + 8, 2 * 3 + 9], [2 * 6 + 8, 2 * 7 + 9]])
@@ -150,7 +150,7 @@ def test_map_result_shape_and_nonfinite_values_are_caught():
     layout = Layout([Block("x", 3, "model")])
     ctx = RunContext(layout, 2, 2)
     from stochmix.engine.backends import NumpyBackend
-    from stochmix.engine.rowmap import apply_map
+    from stochmix.engine.model.rowmap import apply_map
 
     z = np.ones((3, 2))
     bad = ctx.map("x", [0], lambda x, *, info: np.ones((2, 2)), "x", round=0)

@@ -23,7 +23,7 @@ import numpy as np
 
 from .._validate import as_float, as_int, choice, show
 from ..engine import Block, Method, RunContext
-from ..engine.equations import Equations, dot, grad
+from ..engine.model.equations import Equations, dot, grad
 from .local_training import LocalTraining, step_groups
 
 __all__ = [

@@ -7,7 +7,7 @@ import scipy.sparse as sp
 
 from .._validate import as_float
 from ..engine import RunContext
-from ..engine.rowmap import RowMap
+from ..engine.model.rowmap import RowMap
 from .decentralized_base import DecentralizedMethod
 from .wrapper import Wrapper
 
@@ -30,7 +30,7 @@ class ChannelNoise(Wrapper):
 
     and every term of the phase that reads the same transmission (the same S and W) sees
     the same noise. The noise is added by a nonlinear row map after the phase
-    (:mod:`stochmix.engine.rowmap`): its draws come from the run's seed, the round and a
+    (:mod:`stochmix.engine.model.rowmap`): its draws come from the run's seed, the round and a
     label naming the phase and the source block (per edge, in the order of W's stored
     entries), so a reference can reproduce them and a resumed run draws the same.
 

@@ -42,7 +42,7 @@ class CHOCO(DecentralizedMethod):
 
     Q a compressor of :mod:`stochmix.mixing.compression` (top-k, rand-k, QSGD, ...),
     applied to every node's row at once with its draws from the round's map generator
-    (label ``"compress"``; see :mod:`stochmix.engine.rowmap`). ``lr = 0`` is
+    (label ``"compress"``; see :mod:`stochmix.engine.model.rowmap`). ``lr = 0`` is
     CHOCO-Gossip, which drives the nodes to the average of their starting points at a
     linear rate (the average is kept exactly with doubly stochastic W). The local step and
     the gossip step are linear phases (the gossip one whole-block); the compression is a
@@ -63,7 +63,7 @@ class CHOCO(DecentralizedMethod):
 
     Shapes: ``x``, ``xhat`` (n, d).
 
-    Activation (:mod:`stochmix.engine.activated`): every W_k pulls. Edge gossip
+    Activation (:mod:`stochmix.engine.model.activated`): every W_k pulls. Edge gossip
     (:class:`~stochmix.participation.RandomEdge`, ``RandomMatching``,
     ``OnePeerPermutation``) keeps the doubly stochastic mixing it needs; node activation
     (``D W + I - D``, row-stochastic only) breaks it and is refused unless

@@ -45,7 +45,7 @@ class DGD(DecentralizedMethod):
     is node i's model. ATC is two phases, the local step (node-local) and the combine
     ``x <- W_k x`` (one sparse product); CTA is one whole-block phase.
 
-    Activation (:mod:`stochmix.engine.activated`): W_k pulls, and node activation keeps
+    Activation (:mod:`stochmix.engine.model.activated`): W_k pulls, and node activation keeps
     it row-stochastic (``D W + I - D``): DGD runs under any participation process.
 
     References:
@@ -138,7 +138,7 @@ class GradientTracking(_Tracking):
     g, with the n gradients); ATC is "mix and descend" (x from x and y with W_k), "track"
     (node-local) and "mix tracker" (y with W_k).
 
-    Activation (:mod:`stochmix.engine.activated`): every W_k pulls. Edge gossip
+    Activation (:mod:`stochmix.engine.model.activated`): every W_k pulls. Edge gossip
     (:class:`~stochmix.participation.RandomEdge`, ``RandomMatching``,
     ``OnePeerPermutation``) keeps the doubly stochastic mixing it needs; node activation
     (``D W + I - D``, row-stochastic only) breaks it and is refused unless
@@ -208,7 +208,7 @@ class PushPull(_Tracking):
     "pull" (x <- R_k x - lr y) and "track" (y <- C_k y + grad F(x) - g, g <- grad F(x)),
     both whole-block.
 
-    Activation (:mod:`stochmix.engine.activated`): x pulls with R_k (``D R + I - D``,
+    Activation (:mod:`stochmix.engine.model.activated`): x pulls with R_k (``D R + I - D``,
     row-stochastic) and y pushes with C_k (``C D + I - D``, column-stochastic), so node
     activation keeps both: the sum of y stays the sum of the latest gradients, and with
     every node active with positive probability the iterates reach x_star (the
@@ -288,7 +288,7 @@ class PushSum(PushSumModels, DecentralizedMethod):
     after round k is read off the state. A fixed step leaves an O(lr) error. State:
     blocks x and w, each (n, d); "push" mixes both with C_k (whole blocks).
 
-    Activation (:mod:`stochmix.engine.activated`): C_k pushes (``C D + I - D`` stays
+    Activation (:mod:`stochmix.engine.model.activated`): C_k pushes (``C D + I - D`` stays
     column-stochastic): under node activation or Poisson clocks this is asynchronous
     gradient push (Assran and Rabbat, 2021); with lr small, push-sum gossip (Kempe,
     Dobra and Gehrke, 2003).

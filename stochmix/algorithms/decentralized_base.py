@@ -8,7 +8,7 @@ With ``participation.Full(n)`` every peer computes in every iteration; any other
 activates some nodes (or, for gossip processes, some edges) in each iteration, and the
 method's whole-block equations hold for the active nodes only, each mixing term pulling
 or pushing as the method declares (:attr:`DecentralizedMethod.mixes`; the rules are in
-:mod:`stochmix.engine.activated` and :mod:`stochmix.mixing.activation`). The reported
+:mod:`stochmix.engine.model.activated` and :mod:`stochmix.mixing.activation`). The reported
 model is the network average; ``consensus`` records the spread around it.
 
 Each method states what its convergence needs of its mixing (:attr:`DecentralizedMethod.needs`:
@@ -19,16 +19,16 @@ sequences and at every step otherwise. A violation is a ValueError naming the st
 rule and what fails; ``check_mixing=False`` turns the checks off, for research on broken
 mixing.
 
-Every method writes its iteration in the equation form (:mod:`stochmix.engine.equations`),
+Every method writes its iteration in the equation form (:mod:`stochmix.engine.model.equations`),
 the mixing included: ``x[:] = W @ x - lr * y`` is one phase over whole blocks, and
 ``grad()`` is every node's gradient at its point.
 
 Cost: W_k is taken from the sequence without a copy (``graphs.matrix(k, rule,
 copy=False)``) and wrapped once per distinct matrix (:meth:`DecentralizedMethod.mixing`),
 so equations written with the same W_k give the same phase object back from the run's
-phase cache (:mod:`stochmix.engine.phase_cache`): static and periodic graphs are planned
+phase cache (:mod:`stochmix.engine.model.phase_cache`): static and periodic graphs are planned
 once per distinct matrix. The mixing phases rewrite whole blocks, so the engine applies
-W_k to a block as one sparse product (see :mod:`stochmix.engine.blockwise`). A
+W_k to a block as one sparse product (see :mod:`stochmix.engine.model.blockwise`). A
 non-periodic sequence pays for building (and checking) its matrix, and planning its
 phases, each step (its W_k are marked not reusable, so nothing keeps them).
 """
@@ -159,7 +159,7 @@ class DecentralizedMethod(Method):
 
         ``W @ x`` in an equation applies it to the whole block ``x``. ``direction``
         ("pull" or "push"; by default :meth:`direction` of ``rule``) is how the equations
-        activate it when only some nodes are active (:mod:`stochmix.engine.activated`).
+        activate it when only some nodes are active (:mod:`stochmix.engine.model.activated`).
         In a round of edge activation (gossip), the operator is the activated edges'
         matrix instead (:func:`~stochmix.mixing.activation.edge_matrix`: pairwise
         averaging, or W_k on those edges when the process says ``mixing="weights"``)."""
@@ -263,7 +263,7 @@ class DecentralizedMethod(Method):
         blocks into the returned equations (``eq.blocks(...)``, ``x[:] = W @ x - a *
         grad()``, ``eq.build(label)``). With every node active (``Full(n)``) they are the
         plain equations; otherwise they hold for the active nodes only, each mixing
-        operator activated by its direction (:mod:`stochmix.engine.activated`): the
+        operator activated by its direction (:mod:`stochmix.engine.model.activated`): the
         inactive nodes keep every row, but for what active nodes push to them. In a
         round of edge activation (``ctx.activation.edges``), :meth:`mixing` gives the
         activated edges' matrix.
@@ -275,7 +275,7 @@ class DecentralizedMethod(Method):
                 nodes n, ``ctx.activation`` the round's activation record (or None).
 
         Returns:
-            Equations: fresh :class:`~stochmix.engine.equations.Equations` of this run
+            Equations: fresh :class:`~stochmix.engine.model.equations.Equations` of this run
             (``self.equations(ctx)``), nodes numbered from row 0 (``client_node = 0``),
             activated when m < n.
         """

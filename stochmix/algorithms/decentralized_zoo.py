@@ -43,7 +43,7 @@ class EXTRA(DecentralizedMethod):
     each (n, d); a round is one whole-block phase that rewrites all three from the old
     state with the n gradients at x.
 
-    Activation (:mod:`stochmix.engine.activated`): every W_k pulls; the first step
+    Activation (:mod:`stochmix.engine.model.activated`): every W_k pulls; the first step
     (round 0), which starts the memory ``xp`` and ``g``, is taken by every node with W_0
     whatever the activation. Edge gossip
     (:class:`~stochmix.participation.RandomEdge`, ``RandomMatching``,
@@ -135,7 +135,7 @@ class ExactDiffusion(_CorrectedDiffusion):
     (symmetric doubly stochastic W: ``needs`` ``rule`` doubly stochastic). State: blocks x
     and psi, each (n, d); a round is "adapt" (node-local) and "combine" (one product).
 
-    Activation (:mod:`stochmix.engine.activated`): every W_k pulls. Edge gossip
+    Activation (:mod:`stochmix.engine.model.activated`): every W_k pulls. Edge gossip
     (:class:`~stochmix.participation.RandomEdge`, ``RandomMatching``,
     ``OnePeerPermutation``) keeps the doubly stochastic mixing it needs; node activation
     (``D W + I - D``, row-stochastic only) breaks it and is refused unless
@@ -166,7 +166,7 @@ class NIDS(_CorrectedDiffusion):
     "adapt" (node-local) and, from round 1, "combine" (x <- W~_k x, one product).
     ``needs``: ``rule`` doubly stochastic (symmetric W in the paper).
 
-    Activation (:mod:`stochmix.engine.activated`): every W_k pulls. Edge gossip
+    Activation (:mod:`stochmix.engine.model.activated`): every W_k pulls. Edge gossip
     (:class:`~stochmix.participation.RandomEdge`, ``RandomMatching``,
     ``OnePeerPermutation``) keeps the doubly stochastic mixing it needs; node activation
     (``D W + I - D``, row-stochastic only) breaks it and is refused unless
@@ -203,7 +203,7 @@ class D2(_CorrectedDiffusion):
     local objectives, limits it. State: blocks x and psi, each (n, d); "adapt"
     (node-local) and "combine" (x <- W_k x, one product).
 
-    Activation (:mod:`stochmix.engine.activated`): every W_k pulls. Edge gossip
+    Activation (:mod:`stochmix.engine.model.activated`): every W_k pulls. Edge gossip
     (:class:`~stochmix.participation.RandomEdge`, ``RandomMatching``,
     ``OnePeerPermutation``) keeps the doubly stochastic mixing it needs; node activation
     (``D W + I - D``, row-stochastic only) breaks it and is refused unless
@@ -240,7 +240,7 @@ class PushDIGing(PushSumModels, _Tracking):
     "push" (u and v, whole-block products) and "track" (y <- C_k y + grad F - g, g <-
     grad F, whole-block). ``needs``: ``rule`` column-stochastic.
 
-    Activation (:mod:`stochmix.engine.activated`): C_k pushes (``C D + I - D`` stays
+    Activation (:mod:`stochmix.engine.model.activated`): C_k pushes (``C D + I - D`` stays
     column-stochastic), so it runs under node activation.
 
     References:

@@ -20,7 +20,7 @@ import numpy as np
 
 from .._validate import as_float
 from ..engine import Block, Method, RunContext
-from ..engine.equations import Equations, grad
+from ..engine.model.equations import Equations, grad
 from ..mixing.federated import average_rows
 from .local_training import LocalTraining, step_groups
 from .proximal import prox_map

@@ -6,8 +6,8 @@ import numpy as np
 
 from .._validate import as_float, as_int
 from ..engine import Block, Method, RunContext
-from ..engine.equations import Equations, grad, mean
-from ..engine.rowmap import map_generator
+from ..engine.model.equations import Equations, grad, mean
+from ..engine.model.rowmap import map_generator
 from .decentralized_base import require_everyone
 
 __all__ = ["FedPD"]
@@ -33,7 +33,7 @@ class FedPD(Method):
     The local solve is warm-started at the client's own last iterate x_i (x^0 in round 0;
     the authors' code). One round is one local solve of every client; it communicates
     with probability p (one
-    coin for all, drawn from the run's seed and the round: :func:`~stochmix.engine.rowmap.
+    coin for all, drawn from the run's seed and the round: :func:`~stochmix.engine.model.rowmap.
     map_generator` with the label ``"communicate"``), otherwise the clients keep their
     local copies and the server model (the reported one) is unchanged. With p = 1 the
     fixed point is exact whatever the clients' data: lambda_i = -grad F_i(x*) and x_{0,i}

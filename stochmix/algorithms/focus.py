@@ -6,7 +6,7 @@ import numpy as np
 
 from .._validate import as_bool, as_float
 from ..engine import Block, Method, RunContext
-from ..engine.equations import Equations, grad
+from ..engine.model.equations import Equations, grad
 from ..mixing.federated import collect_rows
 from .local_training import LocalTraining, step_groups
 

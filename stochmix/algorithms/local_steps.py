@@ -23,7 +23,7 @@ clock with a deadline (:mod:`stochmix.timing.clock`) may overrule the counts of 
 round with the steps each client completed in time (the round record's ``steps``).
 
 The draws of a :class:`RandomSteps` come from the run's seed and the round alone
-(:func:`~stochmix.engine.rowmap.map_generator` with the label ``"local steps"``), so a
+(:func:`~stochmix.engine.model.rowmap.map_generator` with the label ``"local steps"``), so a
 checkpointed run resumes with the same counts and the participation stream is untouched.
 """
 
@@ -35,7 +35,7 @@ import numpy as np
 from jaxtyping import Int
 
 from .._validate import as_int, as_int_array, as_probabilities, is_scalar, show
-from ..engine.rowmap import map_generator
+from ..engine.model.rowmap import map_generator
 
 __all__ = [
     "ClientSteps",

@@ -45,7 +45,7 @@ class KGT(DecentralizedMethod):
         lr: eta_c, the local step size. local_steps: K. server_lr: eta_s (1 by default).
         graphs: the graph sequence; rule: its weight rule (doubly stochastic needed).
 
-    Activation (:mod:`stochmix.engine.activated`): every W_k pulls. Edge gossip
+    Activation (:mod:`stochmix.engine.model.activated`): every W_k pulls. Edge gossip
     (:class:`~stochmix.participation.RandomEdge`, ``RandomMatching``,
     ``OnePeerPermutation``) keeps the doubly stochastic mixing it needs; node activation
     (``D W + I - D``, row-stochastic only) breaks it and is refused unless

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..engine import Phase, RunContext
-from ..engine.equations import Equations, grad
+from ..engine.model.equations import Equations, grad
 from .local_steps import LocalSteps, as_local_steps
 
 __all__ = [

@@ -6,7 +6,7 @@ import numpy as np
 
 from .._validate import as_bool, as_float
 from ..engine import Block, RunContext
-from ..engine.equations import Equations, dot
+from ..engine.model.equations import Equations, dot
 from .aggregation import round_weights
 from .fedavg import FedAvg
 from .local_training import pull_and_train

@@ -6,7 +6,7 @@ import numpy as np
 
 from .._validate import as_float, as_int
 from ..engine import Block, Method, RunContext
-from ..engine.equations import Equations, grad, mean
+from ..engine.model.equations import Equations, grad, mean
 
 __all__ = [
     "Scaffnew",

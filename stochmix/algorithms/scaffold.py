@@ -6,7 +6,7 @@ import numpy as np
 
 from .._validate import as_float
 from ..engine import Block, Method, RunContext
-from ..engine.equations import Equations, grad, mean, total
+from ..engine.model.equations import Equations, grad, mean, total
 from .local_training import LocalTraining, train
 
 __all__ = [

@@ -6,7 +6,7 @@ import numpy as np
 
 from .._validate import as_bool, as_float
 from ..engine import Block, Method, RunContext
-from ..engine.equations import Equations, dot, total
+from ..engine.model.equations import Equations, dot, total
 from .aggregation import InverseProbabilities
 from .local_training import LocalTraining, pull_and_train
 

@@ -21,7 +21,7 @@ running estimate of its own upload and sends only the compressed correction; the
 estimate is the same e_i. The server then aggregates the received uploads as the method
 always does (the model rows become x_0 + \hat u_i). The maps'
 draws come from the run's seed, the round and the label ``"uplink"``
-(:mod:`stochmix.engine.rowmap`).
+(:mod:`stochmix.engine.model.rowmap`).
 
 Lost uploads are a participation matter (:class:`~stochmix.participation.UplinkDrops`);
 both combine.

@@ -5,7 +5,7 @@ Node i holds a finite sum f_i = (1/m_i) sum_j f_{i,j} (its samples: a
 :class:`~stochmix.problems.LeastSquares` or :class:`~stochmix.problems.Logistic` client's
 rows, component f_{i,j} = m_i times the loss of row j). Each iteration every node draws b
 of its samples uniformly with replacement (from the run's seed and the iteration:
-:func:`~stochmix.engine.rowmap.map_generator` with the label ``"samples"``, so a resumed run
+:func:`~stochmix.engine.model.rowmap.map_generator` with the label ``"samples"``, so a resumed run
 draws the same) and forms a variance-reduced estimate v_i of grad f_i at its new point,
 evaluating the *same* samples at two points; gradient tracking then mixes:
 
@@ -27,7 +27,7 @@ import numpy as np
 
 from .._validate import as_int, choice, show
 from ..engine import Block, RunContext, grad
-from ..engine.rowmap import map_generator
+from ..engine.model.rowmap import map_generator
 from ..mixing.sequences import RULES, GraphSequence
 from ..problems._common import NUMPY_NAMESPACE
 from .decentralized_base import DecentralizedMethod, require_everyone

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..engine.result import METRICS
+from ..engine.runner.result import METRICS
 from .parsing import DEFAULT_SEED, ConfigError, _integer
 
 __all__ = [

@@ -67,7 +67,7 @@ class RowSparse:
             when a later round writes the same equations with it (True by default; an
             operator made afresh for one step only, such as a non-periodic sequence's
             W_k, says False so that nothing keeps it; see
-            :mod:`stochmix.engine.phase_cache`).
+            :mod:`stochmix.engine.model.phase_cache`).
         pattern: a :class:`Broadcast` or :class:`Reduce` that says the same as the entries
             in structured form, or None. Builders that know their structure set it so that
             the engine can recognise node-local phases without inspecting the entries.
@@ -251,7 +251,7 @@ class RowSparse:
 @lru_cache(maxsize=16)
 def whole_rows(n: int) -> np.ndarray:
     """``arange(n)`` as int64, read-only, shared by every whole-matrix RowSparse of size n
-    (and the equations' whole-block rows, :meth:`~stochmix.engine.phase_cache.PhaseCache.
+    (and the equations' whole-block rows, :meth:`~stochmix.engine.model.phase_cache.PhaseCache.
     whole`: the same object, so that ``x[:] = W @ x`` matches rows by identity)."""
     rows = np.arange(n, dtype=np.int64)
     rows.flags.writeable = False

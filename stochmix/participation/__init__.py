@@ -5,20 +5,14 @@ generator (same seed, same stream), and exposes the marginals ``p_i`` where they
 This package depends on nothing else of ours but :mod:`stochmix._validate`.
 """
 
+# the module that held the processes before they were split, still loaded as before
+from . import processes  # noqa: F401
 from ._record import Activation, ActivationStream
 from .activation import OnePeerPermutation, PoissonClocks, RandomEdge, RandomMatching
+from .base import ParticipationProcess
+from .correlated import Markov, Periodic, Regularized
 from .estimators import FedAUEstimator
-from .processes import (
-    Bernoulli,
-    Full,
-    Markov,
-    ParticipationProcess,
-    Periodic,
-    Regularized,
-    Trace,
-    UniformSample,
-    WeightedSample,
-)
+from .independent import Bernoulli, Full, UniformSample, WeightedSample
 from .statistics import (
     empirical_probabilities,
     mean_intervals,
@@ -26,6 +20,7 @@ from .statistics import (
     period_averaged_weights,
     weight_variance,
 )
+from .traces import Trace
 from .uplink import UplinkDrops
 from .weights import unbiased_weights, uniform_weights
 

@@ -29,7 +29,7 @@ from jaxtyping import Float, Int, Real
 
 from .._validate import as_float, as_int, as_real_array, choice, is_scalar, show
 from ._record import Activation, ActivationStream, _activation
-from .processes import FloatLike, IntLike, ParticipationProcess, _mask_from, _show_vector
+from .base import FloatLike, IntLike, ParticipationProcess, _mask_from, _show_vector
 
 _BATCH = 4096  # ticks drawn at once by the clock-driven processes
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .._validate import as_float, show
-from ..engine.rowmap import map_generator
+from ..engine.model.rowmap import map_generator
 from ._record import Activation
-from .processes import ParticipationProcess
+from .base import ParticipationProcess
 
 __all__ = [
     "UplinkDrops",

@@ -1,6 +1,6 @@
 """One client's gradient at one point, compiled with Numba (the ``fast`` extra).
 
-The engine's row-wise programs (:mod:`stochmix.engine.rowwise`) call these as
+The engine's row-wise programs (:mod:`stochmix.engine.codegen.rowwise`) call these as
 ``kernel(data, c, x, out)``: write grad F_c(x) into ``out`` (shape (d,)), reading client
 ``c``'s rows of the problem's arrays in ``data`` (a tuple). A companion ``fetch(data, c)``
 starts loading client c's rows into the cache; the programs call it a few nodes ahead, so

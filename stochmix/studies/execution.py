@@ -14,7 +14,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from ..engine.progress import Progress
+from ..engine.runner.progress import Progress
 from .cells import Cell, run_cell
 from .spec import SweepError
 

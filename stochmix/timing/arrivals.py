@@ -35,7 +35,7 @@ from typing import no_type_check
 import numpy as np
 
 from .._validate import as_int
-from ..engine.rowmap import map_generator
+from ..engine.model.rowmap import map_generator
 from ..participation._record import Activation
 
 __all__ = [

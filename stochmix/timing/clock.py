@@ -29,7 +29,7 @@ from dataclasses import replace
 import numpy as np
 
 from .._validate import as_bool, as_float, show
-from ..engine.rowmap import map_generator
+from ..engine.model.rowmap import map_generator
 from ..participation._record import Activation
 from .arrivals import arrival_records
 from .availability import OnOff

@@ -13,7 +13,7 @@ from the papers' pseudo-code (plain loops).
   x_i <- x_i - eta grad F_i(x_i); q_i = Q(x_i - x^_i); x^_i <- x^_i + q_i (+ sigma xi_i);
   x_i <- x_i + gamma sum_j W[i, j] (x^_j - x^_i). The round's random numbers come from
   SeedSequence(seed, spawn_key=(0x726F776D, k, crc32(b"compress"))) (the engine's map
-  generator, documented in stochmix.engine.rowmap): first one (n, d) array of uniforms
+  generator, documented in stochmix.engine.model.rowmap): first one (n, d) array of uniforms
   (rand-k: node i keeps the k coordinates of its smallest uniforms; QSGD: node i's
   rounding draws), then (n, d) standard normals for the channel noise; node i reads row i.
 """

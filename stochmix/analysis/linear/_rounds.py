@@ -5,7 +5,7 @@ A round's phases are built as :func:`stochmix.run` builds them: from
 ``method.round_phases``, reusing earlier rounds with the same ``phase_key``, and, where the
 method declares a ``template_key``, by substituting the participants into the first round
 with that key and as many participants instead of building the phases again (the engine's
-round templates, :mod:`stochmix.engine.template`; here on the rows, columns and clients of
+round templates, :mod:`stochmix.engine.plan.template`; here on the rows, columns and clients of
 each phase, whose lengths follow the number of participants). As
 the engine does, the claim is checked: the second round of each key is built in full and
 compared with the substitution, entry by entry, and a key that fails is never substituted

@@ -1,0 +1,162 @@
+"""Applying a planned round to the state: the one dispatcher every backend runs.
+
+Each item of a plan (:func:`~stochmix.engine.plan.round_plan.plan_round`) goes to its
+backend hook: a :class:`~stochmix.engine.plan.round_plan.LocalStep` to its compiled program
+(the NumPy program of its structure, the backend's own dialect of it, or, with Numba and
+a problem that provides a compiled one-client gradient
+(:meth:`Problem.row_gradient <stochmix.problems.Problem.row_gradient>`), one compiled loop
+over the nodes: ``run(..., compiled=...)`` chooses); a nonlinear row map to
+:func:`~stochmix.engine.model.rowmap.apply_map`; a phase with a whole-block form to
+``backend.apply_blockwise`` (one sparse product per mixed block); any other phase to
+``backend.apply`` (the general path: its sparse rows).
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..codegen.cache import program_for, rowwise_for, variant
+from ..model.method import Method, RunContext
+from ..model.phase import Phase
+from ..model.rowmap import RowMap, apply_map
+from ..plan.capabilities import Capabilities, capabilities
+from ..plan.gradients import RowGradient, chunk_gradients, gradients_at, pure_formula, runs_rowwise
+from ..plan.liveness import ZeroRows
+from ..plan.round_plan import LocalStep
+
+__all__ = ["WORKERS", "ZERO_ROWS", "execute"]
+
+WORKERS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+
+
+def _apply_blockwise(phase: Phase, z, backend, problem, method: Method, ctx: RunContext) -> bool:
+    """``backend.apply_blockwise`` with the gradients of the whole-block form's clients,
+    taken at the method's points (a slice of the model block, not a gathered copy, when
+    the clients are consecutive and the method takes gradients at its model rows)."""
+    form = phase.blockwise
+    assert form is not None  # only whole-block phases come here
+    grads = None
+    clients = form.clients
+    if clients is not None:
+        if form.consecutive and type(method).points is Method.points:
+            first = ctx.layout.start(method.model_block) + int(clients[0]) + method.client_node
+            points = z[first : first + clients.size]
+        else:
+            points = method.points(z, ctx, clients)
+        grads = gradients_at(problem, clients, points, form.consecutive)
+    return backend.apply_blockwise(z, phase, grads)
+
+
+#: Whether runs of node-local phases skip blocks known to be zero (see
+#: :mod:`stochmix.engine.plan.liveness`); False runs every block as if it held values.
+ZERO_ROWS = True
+
+
+def _zero_rows(z, method: Method, ctx: RunContext) -> ZeroRows:
+    """The run's knowledge of zero node rows (made, from the state, on its first round:
+    a run that resumes from a checkpoint reads it from the restored state)."""
+    found = ctx.zero_rows
+    if not isinstance(found, ZeroRows):  # None until then
+        found = ctx.zero_rows = ZeroRows(ctx.layout, method.client_node, ctx.n_clients)
+        found.start(z)
+    return found
+
+
+class _KeptRows:
+    """A general phase seen by a state that keeps only the first ``kept`` rows of Z:
+    its matrix without the columns past them (which it does not use; see
+    :func:`~stochmix.engine.plan.liveness.check_plan`)."""
+
+    def __init__(self, phase: Phase, kept: int):
+        self._phase = phase
+        self.mix = phase.mix[:, :kept]
+        self.inject, self.rows, self.clients = phase.inject, phase.rows, phase.clients
+
+    def __getattr__(self, name):
+        return getattr(self._phase, name)
+
+
+def _forget_written(zero: ZeroRows, item) -> None:
+    """Tell ``zero`` what a phase that is not a run of node-local phases rewrote: whole
+    blocks (a whole-block phase), its rows (other phases), or possibly anything."""
+    if not isinstance(item, Phase):
+        zero.after_phase(None)
+    elif item.blockwise is not None:
+        zero.forget(target.block for target in item.blockwise.targets)
+    else:
+        zero.after_phase(item.rows)
+
+
+def execute(
+    plan: list,
+    z,
+    backend,
+    problem,
+    method: Method,
+    ctx: RunContext,
+    kernel: RowGradient | None = None,
+    caps: Capabilities | None = None,
+) -> bool:
+    """Apply a planned round to ``z`` in place; False if a rewritten entry is not finite.
+    ``kernel`` is :func:`row_gradient`'s answer for this run (None: NumPy programs only),
+    ``caps`` the backend's :func:`~stochmix.engine.plan.capabilities.capabilities` (made here
+    when None)."""
+    finite = True
+    bind = chunk_gradients(problem)
+    data = 2 * (problem.chunk_cost() if hasattr(problem, "chunk_cost") else z.shape[1])
+    # Chunks and threads only where the gradients are a pure formula of the problem's
+    # data; others (stochastic gradients) see every node at once, as on the general path.
+    pure = pure_formula(problem)
+    if caps is None:
+        caps = capabilities(backend)
+    # a backend may run node-local programs in its own dialect (Torch, caps.own_programs),
+    # and check the round's values once at its end instead of once per phase
+    # (caps.round_hooks); phases that mix whole blocks go to the backend as one product
+    # per block where it can (caps.blockwise)
+    if caps.round_hooks:
+        backend.begin_round()
+    local_runs = caps.local_phases
+    layout = ctx.layout
+    zero = _zero_rows(z, method, ctx) if (ZERO_ROWS or layout.scratch) and local_runs else None
+    for item in plan:
+        if isinstance(item, LocalStep):
+            program, grads = program_for(item.structure), bind
+            if zero is not None and (zero.known or layout.scratch):
+                program = variant(program, item.nodes, zero)
+            planned = program  # every dialect below runs this one's schedule
+            if caps.own_programs:
+                program = backend.local_program(program)
+            elif kernel is not None and runs_rowwise(
+                caps.compiled, kernel, item.nodes.size, z.shape[1]
+            ):
+                program, grads = rowwise_for(program, (kernel.kernel, kernel.fetch)), kernel
+            ok = program.run(
+                z,
+                item.nodes,
+                ctx.layout,
+                item.coefs,
+                item.clients,
+                grads,
+                data,
+                WORKERS if pure else 1,
+                whole=not pure,
+            )
+            if zero is not None:
+                zero.after_program(planned, item.nodes)
+        elif isinstance(item, RowMap):  # nonlinear: never inside a run (it has no local form)
+            ok = apply_map(z, item, backend, problem, ctx.seed_sequence)
+        elif caps.blockwise and item.blockwise is not None:
+            ok = _apply_blockwise(item, z, backend, problem, method, ctx)
+        else:
+            grads = None
+            if item.clients.size:
+                grads = problem.gradients(item.clients, method.points(z, ctx, item.clients))
+            ok = backend.apply(
+                z, item if layout.kept == layout.size else _KeptRows(item, layout.kept), grads
+            )
+        if zero is not None and zero.known and not isinstance(item, LocalStep):
+            _forget_written(zero, item)
+        finite = ok and finite
+    if caps.round_hooks:
+        finite = backend.end_round() and finite
+    return finite

@@ -1,0 +1,54 @@
+"""Backends by name: ``run(backend="numpy" | "torch" | "distributed")``.
+
+Above the backends' own modules (it imports each when named), so that none of them imports
+another through it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..._validate import choice
+from .numpy_backend import NumpyBackend
+from .torch_backend import TorchBackend
+
+__all__ = ["BACKENDS", "make_backend"]
+
+BACKENDS = ("numpy", "torch", "distributed")
+
+
+def make_backend(backend, dtype=np.float64, **options):
+    """A backend from its name ("numpy", "torch", "distributed") or an already built
+    backend object.
+
+    ``options`` go to the Torch backend (``device``, ``mixing``), or ``compiled`` to the
+    NumPy backend."""
+    if not isinstance(backend, str):
+        if options:
+            raise ValueError(
+                f"options {sorted(options)} apply to a backend given by name; "
+                f"set them on the {type(backend).__name__} object instead"
+            )
+        return backend
+    choice(backend, "backend", BACKENDS)
+    if backend == "distributed":
+        if options.pop("compiled", "auto") is True:
+            raise ValueError('compiled=True needs backend="numpy" (Numba compiles NumPy code)')
+        if options:
+            raise ValueError(f"options {sorted(options)} apply to the torch backend only")
+        from .distributed import DistributedBackend
+
+        return DistributedBackend(dtype)
+    if backend == "torch":
+        if options.pop("compiled", "auto") is True:
+            raise ValueError('compiled=True needs backend="numpy" (Numba compiles NumPy code)')
+        try:
+            return TorchBackend(dtype, **options)
+        except ImportError:
+            raise ValueError(
+                'backend="torch" needs PyTorch: pip install "stochmix[torch]"'
+            ) from None
+    compiled = options.pop("compiled", "auto")
+    if options:
+        raise ValueError(f"options {sorted(options)} apply to the torch backend only")
+    return NumpyBackend(dtype, compiled)

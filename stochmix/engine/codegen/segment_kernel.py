@@ -1,0 +1,98 @@
+"""The compiled loop of :mod:`stochmix.engine.runner.segments` (importing it imports Numba).
+
+The loop calls the problem's one-client gradient as the module global ``grad``: its
+source (:data:`SOURCE`) is compiled once per gradient kernel, through the row-wise
+programs' disk cache where the kernel can be imported by name (so a machine compiles it
+once), else in memory.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import no_type_check
+
+import numba
+import numpy as np
+
+from ...problems.kernels import fetch_none
+from .rowwise import _cached_function
+
+__all__ = ["SOURCE", "batch_function", "no_gradient"]
+
+
+@numba.njit(nogil=True, boundscheck=False, cache=True)
+@no_type_check  # plain Python for Numba
+def no_gradient(data, client, x, out):
+    """The gradient kernel of rounds that take no gradient (never called)."""
+    out[0] = np.nan
+
+
+#: ``rows(...)``: apply rounds ``0..B-1`` in order (round r: program
+#: ``round_program[r]`` with the nodes ``round_nodes[r]``), each phase from the state
+#: before it, keeping ``sums`` (the sum of the model block's rows) and writing ``sums /
+#: n_average`` into ``server[r]``. Returns the number of rounds done: B, or the round
+#: whose phase wrote a value that is not finite (its rows are written, its model row not).
+SOURCE = """def rows(
+    z, round_nodes, round_program, P0, T0, t_base, t_slot, M0, m_target, m_base, m_slot,
+    m_coef, G0, g_target, g_client, g_coef, C0, c_slot, data, model_base, client_node,
+    n_average, sums, server, tbuf, gbuf,
+):
+    d = z.shape[1]
+    rounds = round_program.shape[0]
+    for r in range(rounds):
+        p = round_program[r]
+        nodes = round_nodes[r]
+        for q in range(P0[p], P0[p + 1]):
+            c_lo = C0[q]
+            for c in range(c_lo, C0[q + 1]):
+                node = nodes[c_slot[c]]
+                grad(data, node - client_node, z[model_base + node], gbuf[c - c_lo])
+            t_lo = T0[q]
+            targets = T0[q + 1] - t_lo
+            for t in range(targets):
+                for j in range(d):
+                    tbuf[t, j] = 0.0
+            for e in range(M0[q], M0[q + 1]):
+                slot = m_slot[e]
+                row = m_base[e] + nodes[slot] if slot >= 0 else m_base[e]
+                t = m_target[e]
+                coef = m_coef[e]
+                for j in range(d):
+                    tbuf[t, j] += coef * z[row, j]
+            for e in range(G0[q], G0[q + 1]):
+                t = g_target[e]
+                gi = g_client[e]
+                coef = g_coef[e]
+                for j in range(d):
+                    tbuf[t, j] += coef * gbuf[gi, j]
+            finite = True
+            for t in range(targets):
+                base = t_base[t_lo + t]
+                row = base + nodes[t_slot[t_lo + t]]
+                model = base == model_base
+                for j in range(d):
+                    value = tbuf[t, j]
+                    if model:
+                        sums[j] += value - z[row, j]
+                    z[row, j] = value
+                    if not np.isfinite(value):
+                        finite = False
+            if not finite:
+                return r
+        for j in range(d):
+            server[r, j] = sums[j] / n_average
+    return rounds
+"""
+
+
+@cache
+def batch_function(kernel=None, fetch=None):
+    """The compiled loop calling ``kernel`` (a problem's one-client gradient; None: no
+    gradient) as ``grad``."""
+    gradient = (no_gradient, fetch_none) if kernel is None else (kernel, fetch)
+    found = _cached_function(SOURCE, gradient)
+    if found is not None:
+        return found
+    namespace = {"np": np, "grad": gradient[0]}
+    exec(compile(SOURCE, "<stochmix segment loop>", "exec"), namespace)
+    return numba.njit(nogil=True, boundscheck=False)(namespace["rows"])

@@ -1,0 +1,66 @@
+"""The terms of the equation layer (:mod:`stochmix.engine.model.equations`): ``num / den``
+times block rows or gradients, shared with the activated lowering
+(:mod:`stochmix.engine.model.activated`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ...mixing.rowsparse import RowSparse
+
+__all__: list[str] = []
+
+
+class _Every:
+    """The clients of ``grad()``: every client, resolved against the equation's target."""
+
+    size = -1
+
+    def __repr__(self) -> str:
+        return "every client"
+
+
+EVERY = _Every()
+
+
+@dataclass(frozen=True)
+class _Term:
+    """``num / den`` times block rows (or gradients when ``block`` is None).
+
+    ``rows`` is one block-local row (an int) or block-local rows aligned with ``over``, the
+    clients the term runs over; ``summed`` marks a reduction of such rows onto one row.
+    """
+
+    block: str | None
+    rows: Any  # a row (int), rows (int array), or EVERY for grad()
+    num: Any  # float or a float array aligned with the clients
+    den: float = 1.0
+    over: Any = None  # np.ndarray, EVERY or None
+    summed: bool = False
+    op: RowSparse | None = None  # a mixing operator applied to the whole block ``block``
+    whole: bool = False  # every row of ``block`` (x[:]): ``rows`` and ``over`` are aranges
+
+    @property
+    def coef(self):
+        return self.num if self.den == 1.0 else self.num / self.den
+
+
+def _term(block, rows, num, over=None, whole: bool = False) -> _Term:
+    """``_Term(block, rows, num, over=over, whole=whole)``, made without the frozen
+    ``__init__`` (a round's equations make a few dozen terms)."""
+    new = object.__new__(_Term)
+    new.__dict__.update(
+        block=block, rows=rows, num=num, den=1.0, over=over, summed=False, op=None, whole=whole
+    )
+    return new
+
+
+def _with(term: _Term, **changes) -> _Term:
+    """``dataclasses.replace(term, **changes)`` without its per-field ``getattr`` and
+    frozen ``__init__`` (the equations of a round make a few dozen terms)."""
+    new = object.__new__(_Term)
+    fields = new.__dict__
+    fields.update(term.__dict__)
+    fields.update(changes)
+    return new

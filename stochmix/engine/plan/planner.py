@@ -1,0 +1,172 @@
+"""The round planner: what a round runs, built from the method's phases or reused.
+
+Planning a round (:func:`~stochmix.engine.plan.round_plan.plan_round`) costs far more than a
+small round takes to run, and most rounds repeat an earlier round's structure. The
+planner reuses plans two ways:
+
+* **the plan cache**, keyed by :meth:`~stochmix.engine.model.method.Method.phase_key`: a
+  round whose key came before gets that round's plan. A plan is kept only once its key
+  has come *twice*, so random participation, whose sets rarely repeat, costs a hash per
+  round and no memory; rounds of more than :data:`CACHE_MAX_PARTICIPANTS` participants
+  are always built;
+* **round templates**, keyed by :meth:`~stochmix.engine.model.method.Method.template_key`:
+  the plan with its participants abstracted out (:mod:`stochmix.engine.plan.template`), checked
+  against a full build on the key's second round.
+
+Either way the plan is the one a full build gives, so a run's numbers never depend on
+what the planner kept. What the planner finds slow (a phase on the general path, a
+``template_key`` it cannot use) goes into its :attr:`RoundPlanner.notes` (see
+:mod:`stochmix.engine.plan.slowpath`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.method import Method, RunContext
+from ..model.traffic import round_traffic
+from .capabilities import Capabilities, capabilities
+from .round_plan import general_path, plan_round
+from .slowpath import SlowPaths
+from .template import RoundTemplate
+
+__all__ = [
+    "CACHE_MAX_PARTICIPANTS",
+    "CACHE_SEEN",
+    "CACHE_SIZE",
+    "NOT_TEMPLATED",
+    "RoundPlanner",
+    "TEMPLATES",
+]
+
+CACHE_SIZE = 1024  # rounds' plans kept for reuse (see Method.phase_key)
+CACHE_MAX_PARTICIPANTS = 4096  # larger rounds are rebuilt: rarely repeated, costly to keep
+CACHE_SEEN = 1 << 16  # keys remembered (as hashes) to spot the ones that come back
+TEMPLATES = 256  # round templates kept (see Method.template_key)
+NOT_TEMPLATED = "not templated (its template_key is not used)"
+
+
+class RoundPlanner:
+    """The plans of one run's rounds (see the module docstring).
+
+    Args:
+        method: the run's method (its ``round_phases``, ``phase_key``, ``template_key``).
+        backend: the run's backend (plans depend on what it can run).
+        ctx: the run's context.
+        caps: the backend's :func:`~stochmix.engine.plan.capabilities.capabilities` (made
+            here when None).
+        notes: where the slow paths met are recorded (and warned about, if it says so);
+            a quiet :class:`~stochmix.engine.plan.slowpath.SlowPaths` by default.
+    """
+
+    def __init__(
+        self,
+        method: Method,
+        backend,
+        ctx: RunContext,
+        caps: Capabilities | None = None,
+        notes: SlowPaths | None = None,
+    ):
+        self.method, self.backend, self.ctx = method, backend, ctx
+        self.caps = capabilities(backend) if caps is None else caps
+        self.notes = SlowPaths(method.name) if notes is None else notes
+        self.cache: dict = {}  # phase key -> plan
+        self.seen: set = set()  # hashes of phase keys met once
+        self.templates: dict = {}  # template key -> RoundTemplate, or False: never
+        self.source = ""  # how the last plan came: "template", "cache" or "built"
+        #: (gradient evaluations, messages, floats) of the last plan (see traffic.py)
+        self.traffic: tuple[int, int, int] = (0, 0, 0)
+        self._traffics: dict = {}  # phase or template key -> the traffic of its plan
+        self.phases: list | None = None  # the last round's phases, if it was built
+
+    def plan(self, r: int, participants: np.ndarray) -> list:
+        """The plan of round ``r`` (sorted int64 ``participants``): from its template when
+        the method has a verified one for the round, else cached or built."""
+        self.phases = None  # the round's phases, where it is built in full
+        key = None if _overrides(self.ctx) else self.method.template_key(r, participants)
+        bases: tuple = ()
+        if key is not None:  # a method may template rounds over groups of participants
+            found = self.method.template_groups(r, participants, self.ctx)
+            if found is not None:
+                extra, bases = found
+                key = (key, extra)
+        if key is None or participants.size < 2:
+            # one participant's rows are single rows of the state: such rounds are always
+            # built in full, so that a run gives the same numbers with or without templates
+            return self.cached(r, participants)
+        template = self.templates.get(key)
+        if template is not None and template is not False and template.verified:
+            plan = template.instantiate(participants, bases)
+            if plan is not None:
+                self.source = "template"
+                counted = template.traffic(plan)
+                self.traffic = (
+                    self._traffics.get(("template", key), self.traffic)
+                    if counted is None
+                    else counted
+                )
+                return plan
+        plan = self.cached(r, participants)
+        self._traffics[("template", key)] = self.traffic
+        if template is None:
+            if len(self.templates) >= TEMPLATES:
+                self.templates.clear()
+            found = RoundTemplate.attempt(plan, participants, bases)
+            self.templates[key] = found if isinstance(found, RoundTemplate) else False
+            whole = hasattr(self.backend, "apply_blockwise")
+            # a phase on the general path has said why already (and stops the template)
+            if isinstance(found, tuple) and not any(general_path(it, whole) for it in plan):
+                self.notes.add(found[0], NOT_TEMPLATED, found[1])
+        elif template is not False and not template.verified:
+            template.verified = template.matches(plan, participants, bases)
+            if not template.verified:
+                self.templates[key] = False  # the method's rounds differ: never template it
+                self.notes.add(
+                    "",
+                    NOT_TEMPLATED,
+                    "two rounds with the same template_key built different plans (not the "
+                    "same phases up to who participates)",
+                )
+        return plan
+
+    def cached(self, r: int, participants: np.ndarray) -> list:
+        """The round's plan from the plan cache, or built (and kept if its key came
+        twice)."""
+        key = None
+        if participants.size <= CACHE_MAX_PARTICIPANTS and not _overrides(self.ctx):
+            key = self.method.phase_key(r, participants)
+        if key is None:
+            return self.build(r, participants)
+        plan = self.cache.get(key)
+        if plan is not None:
+            self.source = "cache"
+            self.traffic = self._traffics[("phase", key)]
+        else:
+            plan = self.build(r, participants)
+            fingerprint = hash(key)
+            if fingerprint not in self.seen:
+                if len(self.seen) > CACHE_SEEN:
+                    self.seen.clear()
+                self.seen.add(fingerprint)
+            elif len(self.cache) < CACHE_SIZE:
+                self.cache[key] = plan
+                self._traffics[("phase", key)] = self.traffic
+        return plan
+
+    def build(self, r: int, participants: np.ndarray) -> list:
+        """The round's plan built in full from the method's phases."""
+        self.source = "built"
+        phases = self.method.round_phases(r, participants, self.ctx)
+        self.phases = phases
+        self.traffic = round_traffic(phases, self.method, self.ctx.dim)
+        return plan_round(phases, self.backend, self.method, self.ctx, self.caps, notes=self.notes)
+
+
+def _overrides(ctx: RunContext) -> bool:
+    """Whether the round's record carries what a method's keys cannot see (a clock's
+    local-step counts, an asynchronous round's launches, the uploads that arrived): such
+    rounds are built in full."""
+    record = ctx.activation
+    return record is not None and any(
+        getattr(record, name, None) is not None for name in ("steps", "launched", "received")
+    )

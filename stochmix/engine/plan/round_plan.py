@@ -1,0 +1,418 @@
+"""Planning a round: its phases cut into segments (runs of node-local phases to apply
+chunk by chunk) and single phases, each bound to the round.
+
+A run of consecutive node-local phases over the same nodes (see
+:class:`~stochmix.engine.model.phase.LocalForm`) becomes one :class:`LocalStep`: the
+nodes are processed in cache-sized chunks, and for each chunk every block row the run
+reads is gathered once into a small dense buffer, all the run's phases are applied to the
+buffer (gradients and reductions into outer rows included), and the rewritten rows are
+scattered back. A round then streams each participant's rows through memory once instead
+of once per phase, which is what a hand-written kernel does, but for any method whose
+phases have this shape.
+
+This is exact, not an approximation: within such a run each node's rows depend only on
+the same node's rows and on single rows no phase of the run has written yet (read from a
+snapshot taken when the run starts), and an outer row is a sum over the nodes that can be
+accumulated chunk by chunk and written when the run ends. Runs are cut where these
+conditions would fail.
+
+A :class:`LocalStep` carries its run's :class:`Structure` (which blocks each phase writes
+from which, which coefficients are +-1, numbers or per-node arrays), not a compiled
+program: code generation (:mod:`stochmix.engine.codegen`) compiles one program per
+structure, and later rounds with the same structure (every round of a method, whatever
+its participants) reuse it, binding only the round's nodes and coefficients. Phases that
+rewrite whole blocks (a decentralized ``W_k`` mixing every node; see
+:mod:`stochmix.engine.model.blockwise`) stay single phases, applied by the backend as one
+sparse product per mixed block where it can.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import lru_cache, partial
+
+import numpy as np
+
+from ..model.blockwise import chained
+from ..model.method import Method, RunContext
+from ..model.phase import LocalForm, Phase
+from ..model.rowmap import RowMap
+from ..model.traffic import round_traffic
+from .capabilities import Capabilities, capabilities
+from .schedule import Schedule, plan_schedule
+from .slowpath import SlowPaths
+
+__all__ = ["LocalStep", "Structure", "general_path", "label_of", "plan_round"]
+
+
+def _block_of(layout, row: int) -> tuple[str, int]:
+    """The block that row ``row`` of Z belongs to, and the node it holds."""
+    name, local = layout.locate(row)
+    return name, local + layout.first_node(name)
+
+
+class _Run:
+    """A run of node-local phases being assembled (see :func:`_plan`).
+
+    The run may end with a *tail*: phases without nodes (single rows from single rows,
+    such as a server step) that read an outer row the run has written. They are applied
+    after the run's outer rows are set.
+    """
+
+    def __init__(self, phase: Phase, lf: LocalForm):
+        self.phases = [phase]
+        self.forms = [lf]  # the phases' node-local forms
+        self.tail = 0
+        self.nodes = lf.nodes
+        self.same_nodes = {id(self.nodes)}  # node arrays known equal to ``nodes``
+        self.node_targets = set(lf.targets)
+        self.outer_written = set(lf.outer_rows)
+
+    def accepts(self, lf: LocalForm) -> bool:
+        outer_only = not lf.nodes.size and bool(lf.outer)
+        if self.tail:
+            return outer_only
+        nodes = lf.nodes
+        if nodes.size and self.nodes.size:
+            if id(nodes) not in self.same_nodes:
+                if not np.array_equal(nodes, self.nodes):
+                    return False
+                self.same_nodes.add(id(nodes))
+        elif nodes.size != self.nodes.size and not outer_only:
+            return False
+        if lf.single_reads & self.outer_written or lf.outer_rows & self.outer_written:
+            return outer_only  # as the first phase of the tail
+        return True
+
+    def add(self, phase: Phase, lf: LocalForm) -> None:
+        if self.tail or (
+            not lf.nodes.size
+            and (lf.single_reads & self.outer_written or lf.outer_rows & self.outer_written)
+        ):
+            self.tail += 1
+        self.phases.append(phase)
+        self.forms.append(lf)
+        if not self.nodes.size:
+            self.nodes = lf.nodes
+            self.same_nodes = {id(self.nodes)}
+        self.node_targets.update(lf.targets)
+        self.outer_written.update(lf.outer_rows)
+
+    @property
+    def body(self) -> list[LocalForm]:
+        """The forms of the phases applied chunk by chunk (all but the tail)."""
+        return self.forms[: len(self.forms) - self.tail]
+
+
+def _local_refusal(lf: LocalForm, method: Method, ctx: RunContext, memo: dict) -> str | None:
+    """None when a node-local phase can run on the chunked path at all (distinct nodes,
+    gradients taken at the method's default points, of the clients whose nodes they are);
+    else why not, in words. (Which rows it may read and write one at a time is checked
+    per run: :func:`_rows_ok`.)"""
+    nodes = lf.nodes
+    key: tuple
+    if nodes.size > 1:  # a node twice would be written twice, not summed
+        key = ("distinct", id(nodes))
+        if key not in memo:
+            ordered = nodes if (nodes[1:] > nodes[:-1]).all() else np.sort(nodes)
+            memo[key] = bool((ordered[1:] > ordered[:-1]).all())
+        if not memo[key]:
+            return "its nodes repeat (a node's rows would be written twice, not summed)"
+    if not lf.takes_gradients:
+        return None
+    if type(method).points is not Method.points:
+        return (
+            f"it takes gradients, at the points {type(method).__name__}.points gives (the "
+            "node-local path takes them at the model rows)"
+        )
+    offset = method.client_node + ctx.layout.first_node(method.model_block)
+    clients = lf.clients
+    assert clients is not None  # a form that takes gradients names their clients
+    key = ("clients", id(clients), id(lf.nodes))
+    if key not in memo:
+        memo[key] = clients.shape == lf.nodes.shape and np.array_equal(clients + offset, lf.nodes)
+    if not memo[key]:
+        return (
+            f"its gradients' clients are not its nodes (client i is node i + {offset} of "
+            f"{method.model_block!r})"
+        )
+    return None
+
+
+def _plan(phases: list[Phase], local_ok: bool, method, ctx, whole: bool = False, why=None) -> list:
+    """Split a round's phases into runs to chunk (``_Run``) and single phases. ``whole``:
+    the backend applies whole-block forms (see :func:`_whole_runs`). ``why``: a dict that
+    gets, for each phase left out of every run, why (by ``id`` of the phase)."""
+    out: list[_Run | Phase] = []
+    run: _Run | None = None
+    memo: dict = {}
+    why = {} if why is None else why
+    for ph in phases:
+        if ph.is_identity:
+            continue
+        lf = ph.local if local_ok else None
+        if lf is not None:
+            refusal = _local_refusal(lf, method, ctx, memo)
+            if refusal is not None:
+                lf, why[id(ph)] = None, refusal
+        elif ph.local is None:
+            why[id(ph)] = ph.local_why or "it is not node-local"
+        if lf is not None and run is not None and run.accepts(lf):
+            run.add(ph, lf)
+            continue
+        if run is not None:
+            out.append(run)
+            run = None
+        if lf is not None:
+            run = _Run(ph, lf)
+        else:
+            out.append(ph)
+    if run is not None:
+        out.append(run)
+    checked: list[_Run | Phase] = []
+    for item in out:
+        if isinstance(item, _Run) and not _rows_ok(item, ctx, memo):
+            checked += item.phases  # one at a time through the sparse path
+            for ph in item.phases:
+                why[id(ph)] = (
+                    "its segment reads or writes a single row (a server or aggregate row) "
+                    "that is one of the round's nodes' rows"
+                )
+        else:
+            checked.append(item)
+    return _whole_runs(checked) if whole else checked
+
+
+def _hand_off(plan: list) -> list:
+    """The plan with each pair of whole-block phases where the first may hand a block to
+    the second (:func:`~stochmix.engine.model.blockwise.chained`: DGD's local step, then its
+    product ``x <- W x``) replaced by copies of them that do."""
+    out = list(plan)
+    for i in range(len(out) - 1):
+        first, second = out[i], out[i + 1]
+        if not (isinstance(first, Phase) and isinstance(second, Phase)):
+            continue
+        one, two = first.blockwise, second.blockwise
+        if one is None or two is None:
+            continue
+        block = chained(one, two)
+        if block is not None:
+            out[i] = first.twin(("hand_off", block), partial(replace, one, hand_off=block))
+            out[i + 1] = second.twin(("take", block), partial(replace, two, take=block))
+    return out
+
+
+def _whole_runs(items: list) -> list:
+    """A run of one node-local phase that rewrites one whole block, next to a phase that
+    takes the whole-block path (a decentralized mixing step), takes the whole-block path
+    too: a mixing product cuts the run anyway, and one expression on whole slices needs
+    no gathering or scattering (DGD's local step). Runs that write several blocks stay
+    chunked, where each node's rows stream through the cache once for all of them. (A
+    federated round never qualifies: its model block holds the server row, which client
+    phases do not rewrite.)"""
+
+    def mixing(item) -> bool:
+        return isinstance(item, Phase) and item.blockwise is not None
+
+    out = []
+    for i, item in enumerate(items):
+        if (
+            isinstance(item, _Run)
+            and len(item.phases) == 1
+            and ((i > 0 and mixing(items[i - 1])) or (i + 1 < len(items) and mixing(items[i + 1])))
+            and item.phases[0].blockwise is not None
+            and len(item.phases[0].blockwise.targets) == 1
+        ):
+            out += item.phases
+        else:
+            out.append(item)
+    return out
+
+
+def _rows_ok(run: _Run, ctx: RunContext, memo: dict) -> bool:
+    """The single rows of a run are outside its nodes' rows: an outer row must not be
+    one of the nodes' rows of any block, and a row read one at a time must not be a
+    node's row of a block the run writes on its nodes (its snapshot would go stale)."""
+    nodes = run.nodes
+    if not nodes.size:
+        return True
+
+    def among_nodes(row):
+        key = ("row", row, id(nodes))
+        if key not in memo:
+            block, node = _block_of(ctx.layout, row)
+            memo[key] = block, bool((nodes == node).any())
+        return memo[key]
+
+    for lf in run.body:
+        for row in lf.outer_rows:
+            if among_nodes(row)[1]:
+                return False
+        for row in lf.single_reads:
+            block, inside = among_nodes(row)
+            if inside and block in run.node_targets:
+                return False
+    return True
+
+
+@dataclass(frozen=True, eq=False)
+class Structure:
+    """What a compiled program of a run of node-local phases depends on: the phases'
+    node-local ``forms``, the method's ``model`` block and the ``tail`` (how many of the
+    forms are applied after the run's outer rows are set). Runs of equal structure run the
+    same code; :attr:`key` says which (equal keys, equal programs), hashed once."""
+
+    forms: tuple[LocalForm, ...]
+    model: str
+    tail: int
+    key: tuple = field(init=False)
+    _hash: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        key = (self.model, self.tail, tuple(lf.signature for lf in self.forms))
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "_hash", hash(key))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other) -> bool:
+        return self is other or (
+            isinstance(other, Structure) and self._hash == other._hash and self.key == other.key
+        )
+
+    @property
+    def schedule(self) -> Schedule:
+        """The run's :class:`~stochmix.engine.plan.schedule.Schedule` (every block known
+        to hold values), planned once per structure."""
+        return _schedule(self)
+
+
+@lru_cache(maxsize=256)
+def _schedule(structure: Structure) -> Schedule:
+    return plan_schedule(list(structure.forms), structure.model, structure.tail)
+
+
+@dataclass(frozen=True)
+class LocalStep:
+    """A run of node-local phases, bound to one round: the program of ``structure``
+    applied to ``nodes`` with the coefficient values ``coefs`` and gradient ``clients``.
+    ``outside`` lists nodes that must stay outside ``nodes`` for the program to be right
+    (its outer rows and the single rows it reads of blocks it writes)."""
+
+    structure: Structure
+    nodes: np.ndarray
+    coefs: tuple
+    clients: np.ndarray | None
+    outside: tuple
+    labels: tuple = ()  #: the labels of the run's phases, in order (for messages)
+    #: (gradient evaluations, messages, floats) of the run's phases (for templates)
+    traffic: tuple | None = None
+
+
+def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
+    forms = list(run.forms)
+    # every single row the run reads or writes, tail included: a template may reuse the
+    # run only for participants whose nodes avoid them all
+    outside = {
+        _block_of(ctx.layout, row)[1] for lf in forms for row in (*lf.outer_rows, *lf.single_reads)
+    }
+    return LocalStep(
+        Structure(tuple(forms), method.model_block, run.tail),
+        run.nodes,
+        tuple(c for lf in forms for c in lf.coefficients),
+        next((lf.clients for lf in forms if lf.takes_gradients), None),
+        tuple(sorted(outside)),
+        tuple(ph.label for ph in run.phases),
+        round_traffic(run.phases, method, ctx.dim),
+    )
+
+
+def plan_round(
+    phases: list[Phase],
+    backend,
+    method: Method,
+    ctx: RunContext,
+    caps: Capabilities | None = None,
+    *,
+    notes: SlowPaths | None = None,
+) -> list:
+    """What :func:`~stochmix.engine.backends.dispatch.execute` runs for a round:
+    :class:`LocalStep` s and single phases.
+    ``caps``: the backend's :func:`~stochmix.engine.plan.capabilities.capabilities` (made here
+    when None). ``notes`` gets the phases that take the general path, and why (see
+    :mod:`stochmix.engine.plan.slowpath`)."""
+    # A method that returns the very same phase objects again (decentralized methods on a
+    # static or periodic graph) gets the plan made for them, kept on the first phase
+    # along with everything it was made for (compared by identity, so never stale).
+    memo = phases[0].__dict__.setdefault("_plans", {}) if phases else None
+    key = (id(backend), id(method), id(ctx), *map(id, phases))
+    if memo is not None:
+        found = memo.get(key)
+        if found and all(
+            a is b for a, b in zip(found[0], (backend, method, ctx, *phases), strict=True)
+        ):
+            return list(found[1])
+    if caps is None:
+        caps = capabilities(backend)
+    local_ok, whole = caps.local_phases, caps.blockwise
+    # a whole-block phase leaves the checks of the blocks the reported model sums to the
+    # run, which checks that model after every round
+    trusted = method.checked_by_output if whole else ()
+    why: dict = {}
+    items = _plan(phases, local_ok, method, ctx, whole, why)
+    if notes is not None:
+        _note_general(items, phases, why, backend, local_ok, whole, notes)
+    plan = [
+        _bind(item, method, ctx)
+        if isinstance(item, _Run)
+        else item.trusting(trusted)
+        if isinstance(item, Phase)
+        else item
+        for item in items
+    ]
+    if caps.hands_off:
+        plan = _hand_off(plan)
+    if memo is not None:
+        if len(memo) >= 256:
+            memo.clear()
+        # kept from the second time these phases come (reused phases only: the plan
+        # refers to the phase that holds it, a cycle not worth making for phases built
+        # afresh every round)
+        memo[key] = ((backend, method, ctx, *phases), plan) if key in memo else None
+    return list(plan)
+
+
+def label_of(phase: Phase, phases: list) -> str:
+    """A phase's label for messages, or ``#k`` (its place in the round) when it has none."""
+    if phase.label:
+        return phase.label
+    return next((f"#{k}" for k, ph in enumerate(phases) if ph is phase), "#?")
+
+
+def general_path(item, whole: bool) -> bool:
+    """Whether a planned item is a phase that takes the general path (its sparse rows):
+    not a segment, not a whole-block product, not a nonlinear row map."""
+    if not isinstance(item, Phase) or isinstance(item, RowMap):
+        return False
+    return not (whole and item.blockwise is not None)
+
+
+def _note_general(items, phases, why, backend, local_ok, whole, notes: SlowPaths) -> None:
+    """Record in ``notes`` the planned phases that take the general path, and why."""
+    what = "general path (its sparse rows built and applied every round)"
+    if not local_ok and not hasattr(backend, "runs_local_phases"):
+        # (a backend that declares runs_local_phases = False chose the general path)
+        name = getattr(backend, "name", type(backend).__name__)
+        notes.add("", what, f"the {name} backend runs no node-local segments (runs_local_phases)")
+    for item in items:
+        if not general_path(item, whole) or getattr(item, "row_sparse", False):
+            continue  # (an activated mixing phase: its sparse rows are the active ones)
+        reason = why.get(id(item))
+        if reason is None:
+            if not local_ok and item.local is not None:
+                continue  # said once for the round, above
+            reason = "it is not node-local"
+        if not whole and item.local is None and item.blockwise is not None:
+            reason = "it mixes whole blocks and the backend has no apply_blockwise"
+        notes.add(label_of(item, phases), what, reason)

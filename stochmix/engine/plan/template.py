@@ -1,0 +1,252 @@
+"""Round templates: a planned round with its participants abstracted out.
+
+Most methods build the same phases every round up to *who* participates: the rows a phase
+touches are the participants' indices shifted by a constant (``participants + 1`` in a
+federated state) and the coefficients are the same numbers (a per-client coefficient
+array is templated when all its entries are one number: the uniform weights 1/|S| of a
+``dot``, kept as that number and made again, as an array of the round's length, for each
+instance: the same values, the same program, the same bits). A method says so by returning
+a key from :meth:`~stochmix.engine.model.method.Method.template_key`. The engine then plans the
+first round with a given key (and at least two participants: with one, a participant's
+rows become single rows of the state, which a template cannot move) as usual, keeps the
+plan as a :class:`RoundTemplate`, and for later rounds with the same key only substitutes
+the new participants: no phases are built and nothing is compiled.
+
+The engine does not take the method's word for it: the second round with a key is also
+built in full and compared with the template's instance (same programs, coefficients and
+indices); a key whose rounds differ is never templated again in that run. An instance
+whose new nodes would collide with a row the program reads or writes one at a time falls
+back to a full build.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .round_plan import LocalStep
+
+__all__ = [
+    "RoundTemplate",
+]
+
+
+class _Uniform(float):
+    """A per-node coefficient array whose entries are all this number (rebuilt, for each
+    instance, as an array of the instance's length)."""
+
+
+def _coefficient(value):
+    """A template's form of a coefficient value: the number, a :class:`_Uniform` for an
+    array of one repeated number, or None (an array of several values)."""
+    if isinstance(value, float):
+        return value
+    value = np.asarray(value)
+    if value.ndim == 1 and value.size and (value == value[0]).all():
+        return _Uniform(value[0])
+    return None
+
+
+def _same_coefficients(a: tuple, b: tuple) -> bool:
+    """Coefficient values equal entry by entry (numbers, or arrays of equal entries)."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            if not (
+                isinstance(x, np.ndarray) and isinstance(y, np.ndarray) and np.array_equal(x, y)
+            ):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def _label_of_slot(step: LocalStep, slot: int) -> str:
+    """The label of the phase of ``step`` whose coefficients hold value number ``slot``."""
+    if not step.labels:
+        return ""
+    for lf, label in zip(step.structure.forms, step.labels, strict=False):
+        if slot < len(lf.coefficients):
+            return label
+        slot -= len(lf.coefficients)
+    return ""
+
+
+def _shift(indices, participants: np.ndarray):
+    """``k`` with ``indices == participants + k``, or None."""
+    if indices is None:
+        return "none"
+    if indices.size == 0:
+        return "empty"
+    if indices.shape != participants.shape:
+        return None
+    k = int(indices[0]) - int(participants[0])
+    return k if np.array_equal(indices, participants + k) else None
+
+
+def _locate(indices, bases: tuple):
+    """``(b, k)`` with ``indices == bases[b] + k`` (the first base that fits), a marker
+    ("none", "empty") as :func:`_shift` gives, or None."""
+    for b, base in enumerate(bases):
+        if base.size == 0:
+            continue
+        k = _shift(indices, base)
+        if k is None:
+            continue
+        return k if isinstance(k, str) else (b, k)
+    return None
+
+
+def _per_node(traffic, nodes) -> tuple | None:
+    """A step's traffic per node (its gradients, messages and floats are multiples of its
+    node count), or None."""
+    if traffic is None or nodes is None or nodes.size == 0:
+        return None
+    n = nodes.size
+    if any(t % n for t in traffic):
+        return None
+    return tuple(t // n for t in traffic)
+
+
+class RoundTemplate:
+    """A plan of :class:`~stochmix.engine.plan.round_plan.LocalStep` s whose nodes and clients
+    are the participants shifted by constants and whose coefficients are numbers."""
+
+    def __init__(self, steps: list, bases: int = 0, traffic: list | None = None):
+        self.steps = steps  # (structure, node shift, coefs, client shift, outside, labels)
+        self.verified = False
+        #: the number of extra index arrays (groups of the participants) the template's
+        #: node arrays may be shifted copies of, besides the participants themselves
+        self.bases = bases
+        #: per step, its (gradients, messages, floats) per node, where bases are used
+        self.per_node = traffic
+
+    @classmethod
+    def from_plan(cls, plan: list, participants: np.ndarray) -> RoundTemplate | None:
+        """The template of a planned round, or None when the plan is not one."""
+        found = cls.attempt(plan, participants)
+        return found if isinstance(found, RoundTemplate) else None
+
+    @classmethod
+    def attempt(
+        cls, plan: list, participants: np.ndarray, bases: tuple = ()
+    ) -> RoundTemplate | tuple[str, str] | None:
+        """The template of a planned round; or, when the plan is not one, ``(label, why)``:
+        the phase that stops it (its label, "" for the round) and why, in words; None for
+        rounds of fewer than two participants (never templated, by design).
+
+        ``bases``: groups of the participants (the method's
+        :meth:`~stochmix.engine.model.method.Method.template_groups`) whose shifted copies a
+        step's nodes may also be; every group needs two members, and the template then
+        counts each round's traffic per node."""
+        if participants.size < 2 or any(b.size < 2 for b in bases):
+            return None  # with one participant, node rows become single (absolute) rows
+        if bases:
+            return cls._attempt_groups(plan, participants, bases)
+        steps = []
+        for item in plan:
+            if not isinstance(item, LocalStep):
+                # a phase on the general path, a whole-block product or a row map
+                return getattr(item, "label", ""), "it is not part of a node-local segment"
+            coefs = tuple(_coefficient(c) for c in item.coefs)
+            if None in coefs:  # per-node coefficients that depend on who participates
+                label = _label_of_slot(item, coefs.index(None))
+                return label, (
+                    "it has per-client coefficients of several values (an array), which "
+                    "depend on who participates: a template needs numbers"
+                )
+            node_shift = _shift(item.nodes, participants)
+            client_shift = _shift(item.clients, participants)
+            if node_shift is None or client_shift is None:
+                label = item.labels[0] if item.labels else ""
+                return label, "its rows are not the participants shifted by a constant"
+            steps.append(
+                (item.structure, node_shift, coefs, client_shift, item.outside, item.labels)
+            )
+        return cls(steps)
+
+    @classmethod
+    def _attempt_groups(cls, plan: list, participants: np.ndarray, bases: tuple):
+        """:meth:`attempt` with groups: node and client arrays located among
+        ``(participants, *bases)``, traffic kept per node."""
+        everything = (participants, *bases)
+        steps, per_node = [], []
+        for item in plan:
+            if not isinstance(item, LocalStep):
+                return getattr(item, "label", ""), "it is not part of a node-local segment"
+            coefs = tuple(_coefficient(c) for c in item.coefs)
+            if None in coefs:
+                label = _label_of_slot(item, coefs.index(None))
+                return label, (
+                    "it has per-client coefficients of several values (an array), which "
+                    "depend on who participates: a template needs numbers"
+                )
+            nodes, clients = _locate(item.nodes, everything), _locate(item.clients, everything)
+            traffic = _per_node(item.traffic, item.nodes)
+            if nodes is None or clients is None or traffic is None:
+                label = item.labels[0] if item.labels else ""
+                return label, "its rows are not one group of the participants, shifted"
+            steps.append((item.structure, nodes, coefs, clients, item.outside, item.labels))
+            per_node.append(traffic)
+        return cls(steps, len(bases), per_node)
+
+    def traffic(self, plan: list) -> tuple[int, int, int] | None:
+        """The (gradients, messages, floats) of an instance ``plan`` of a template with
+        groups (per node times its nodes), or None for a template without."""
+        if self.per_node is None:
+            return None
+        total = [0, 0, 0]
+        for step, unit in zip(plan, self.per_node, strict=True):
+            for j in range(3):
+                total[j] += unit[j] * step.nodes.size
+        return total[0], total[1], total[2]
+
+    def instantiate(self, participants: np.ndarray, bases: tuple = ()) -> list | None:
+        """The plan for ``participants`` (and the round's groups ``bases``, for a template
+        with groups), or None if it would not be right."""
+        if participants.size == 0 or len(bases) != self.bases:
+            return None
+        if any(b.size < 2 for b in bases):
+            return None
+        everything = (participants, *bases)
+        plan: list = []
+        shifted: dict = {}
+        for structure, node_shift, coefs, client_shift, outside, labels in self.steps:
+            nodes = self._indices(node_shift, everything, shifted)
+            if nodes.size and any(bool((nodes == node).any()) for node in outside):
+                return None
+            clients = self._indices(client_shift, everything, shifted)
+            if any(isinstance(c, _Uniform) for c in coefs):
+                n = nodes.size if nodes is not None and nodes.size else participants.size
+                coefs = tuple(np.full(n, float(c)) if isinstance(c, _Uniform) else c for c in coefs)
+            plan.append(LocalStep(structure, nodes, coefs, clients, outside, labels))
+        return plan
+
+    @staticmethod
+    def _indices(shift, everything: tuple, cache):
+        if shift == "none":
+            return None
+        if shift == "empty":
+            return np.zeros(0, dtype=np.int64)
+        b, k = shift if isinstance(shift, tuple) else (0, shift)
+        if (b, k) not in cache:
+            cache[b, k] = everything[b] + k if k else everything[b]
+        return cache[b, k]
+
+    def matches(self, plan: list, participants: np.ndarray, bases: tuple = ()) -> bool:
+        """Whether a fully built plan equals this template's instance."""
+        mine = self.instantiate(participants, bases)
+        if mine is None or len(mine) != len(plan):
+            return False
+        for a, b in zip(mine, plan, strict=True):
+            if not isinstance(b, LocalStep) or a.structure != b.structure:
+                return False
+            if not _same_coefficients(a.coefs, b.coefs) or a.outside != b.outside:
+                return False
+            for x, y in ((a.nodes, b.nodes), (a.clients, b.clients)):
+                if x is None or y is None:
+                    if x is not y:
+                        return False
+                elif not np.array_equal(x, y):
+                    return False
+        return True

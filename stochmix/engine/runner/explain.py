@@ -1,0 +1,374 @@
+"""``explain``: the plan of a run's first rounds, as the engine makes it, in words.
+
+:func:`explain` sets a run up as :func:`~stochmix.engine.runner.loop.run` does (the same
+backend, compiled gradient, state layout and :class:`~stochmix.engine.plan.planner.
+RoundPlanner`), draws the first rounds' participants from the same stream and asks the
+planner for their plans, without running them. What it reports is what the run would do:
+
+* the round cut into **segments**: node-local segments (a run of node-local phases over
+  the participants, run as one NumPy program, one compiled Numba loop or one Torch
+  program), whole-block phases (one sparse product per mixed block: the decentralized
+  methods' fast path), nonlinear row maps, and phases on the **general path** (their
+  sparse rows built and applied every round: the slow path), each with why;
+* what runs the node-local segments, and why the compiled loop is off where it is;
+* whether rounds are **templated** (planned once per ``template_key``), and why not;
+* the slow paths the planner noted (:mod:`stochmix.engine.plan.slowpath`), the same a long
+  run warns about.
+
+``str(explain(...))`` prints it; :attr:`Explanation.table` gives the segments as rows.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..._validate import as_int, choice
+from ..model.phase import Phase
+from ..model.rowmap import RowMap
+from ..plan.capabilities import capabilities
+from ..plan.gradients import (
+    ROWWISE_MIN_ENTRIES,
+    ROWWISE_MIN_WORK,
+    compiled_refusal,
+    row_gradient,
+    runs_rowwise,
+)
+from ..plan.planner import NOT_TEMPLATED
+from ..plan.round_plan import LocalStep, general_path
+from ..plan.slowpath import SLOW_PATH_MIN_ROUNDS, SlowPath
+from .loop import _backend, _checked, checked_clock, participant_stream, prepare, run
+
+__all__ = ["Explanation", "RoundPlan", "Segment", "explain"]
+
+GENERAL = "general path (sparse rows, built every round)"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One item of a round's plan.
+
+    Attributes:
+        kind: "node-local" (a segment of node-local phases), "whole-block" (a phase
+            applied as sparse products over whole blocks), "row map" (a nonlinear phase)
+            or "general" (a phase on the general path).
+        phases: the labels of its phases, in order ("" for an unlabelled phase).
+        nodes: how many nodes a node-local segment runs over (None for other kinds).
+        runs: what applies it: "NumPy program", "compiled loop (Numba)", "Torch
+            program", "block products" (one product per mixed block), "row map" or the general path.
+        tail: how many of the last phases of a node-local segment only set single rows
+            from the rows it summed (a server step after its aggregation).
+        why: for a phase on the general path, why it is there.
+    """
+
+    kind: str
+    phases: tuple[str, ...]
+    nodes: int | None
+    runs: str
+    tail: int = 0
+    why: str | None = None
+
+    @property
+    def fast(self) -> bool:
+        """Whether the segment takes a fast path (anything but the general path)."""
+        return self.kind != "general"
+
+    def describe(self) -> str:
+        """One line: what it is, what runs it, its phases."""
+        names = _grouped(self.phases[: len(self.phases) - self.tail])
+        if self.tail:
+            names += f"; then {_grouped(self.phases[len(self.phases) - self.tail :])}"
+        if self.kind == "node-local":
+            head = f"node-local segment, {self.nodes} nodes, {self.runs}"
+        elif self.kind == "whole-block":
+            head = "whole-block phase, one product per mixed block"
+        elif self.kind == "row map":
+            head = "nonlinear row map"
+        else:
+            head = GENERAL
+        line = f"{head}: {names}"
+        return line if self.why is None else f"{line}\n       why: {self.why}"
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """The plan of one explained round.
+
+    Attributes:
+        round: its number.
+        participants: how many take part.
+        source: how the planner got it: "built" (from the method's phases), "cache"
+            (an earlier round's plan, by ``phase_key``) or "template" (an earlier round's
+            plan for new participants, by ``template_key``).
+        segments: the plan, in order.
+    """
+
+    round: int
+    participants: int
+    source: str
+    segments: tuple[Segment, ...]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What :func:`explain` found; ``str()`` prints it (see the module docstring).
+
+    Attributes:
+        method: the method's name.
+        backend: the backend's name.
+        programs: what runs node-local segments (and why the compiled loop is off,
+            where it is).
+        templating: whether rounds are templated, and why not.
+        rounds: each explained round's plan.
+        slow_paths: the slow paths the planner noted, in the order met.
+    """
+
+    method: str
+    backend: str
+    programs: str
+    templating: str
+    rounds: tuple[RoundPlan, ...]
+    slow_paths: tuple[SlowPath, ...]
+
+    @property
+    def fast(self) -> bool:
+        """Whether every explained round stays on the fast paths (no slow path noted)."""
+        return not self.slow_paths
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        """The last explained round's segments (a steady round's plan)."""
+        return self.rounds[-1].segments if self.rounds else ()
+
+    @property
+    def table(self) -> list[dict]:
+        """Every explained round's segments as rows: ``round``, ``segment`` (its number,
+        from 1), ``kind``, ``phases`` (labels joined by ", "), ``nodes``, ``runs``,
+        ``why`` (for example ``pandas.DataFrame(explanation.table)``)."""
+        return [
+            {
+                "round": plan.round,
+                "segment": k + 1,
+                "kind": seg.kind,
+                "phases": ", ".join(seg.phases),
+                "nodes": seg.nodes,
+                "runs": seg.runs,
+                "why": seg.why,
+            }
+            for plan in self.rounds
+            for k, seg in enumerate(plan.segments)
+        ]
+
+    def __str__(self) -> str:
+        count = len(self.rounds)
+        lines = [
+            f"{self.method} on the {self.backend} backend: the plan of {count} "
+            f"round{'s' if count != 1 else ''}",
+            f"  node-local segments run: {self.programs}",
+            f"  templating: {self.templating}",
+        ]
+        previous = None
+        for plan in self.rounds:
+            how = {"built": "planned from its phases", "cache": "an earlier round's plan"}
+            how["template"] = "instantiated from its template"
+            head = f"  round {plan.round}, {plan.participants} participants ({how[plan.source]})"
+            if not plan.segments:
+                lines.append(f"{head}: nothing to do")
+            elif previous is not None and plan.segments == previous:
+                lines.append(f"{head}: the same segments as the round before")
+            else:
+                lines.append(f"{head}:")
+                for k, seg in enumerate(plan.segments):
+                    lines.append(f"    {k + 1}. {seg.describe()}")
+            previous = plan.segments or previous
+        if self.slow_paths:
+            lines.append(
+                f"  slow paths (a run of more than {SLOW_PATH_MIN_ROUNDS} rounds warns once "
+                "about each):"
+            )
+            lines += [f"    - {note}" for note in self.slow_paths]
+        else:
+            lines.append("  slow paths: none")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        count = sum(len(plan.segments) for plan in self.rounds[-1:])
+        state = "fast path" if self.fast else f"{len(self.slow_paths)} slow path(s)"
+        return (
+            f"<Explanation of {self.method}: {len(self.rounds)} rounds planned, "
+            f"{count} segments in the last, {state}>"
+        )
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # IPython shows the whole plan
+        printer.text(repr(self) if cycle else str(self))
+
+
+def explain(method, problem, participation, rounds: int = 2, **run_options) -> Explanation:
+    """The plan of the first ``rounds`` rounds of ``run(method, problem, participation,
+    ..., **run_options)``, in words: how each round is cut into segments, what runs them,
+    whether rounds are templated, and every slow path with its reason. Nothing is run.
+
+    Args:
+        method, problem, participation: as for :func:`~stochmix.engine.runner.loop.run`.
+        rounds: how many rounds to plan (the first ones of the run's stream).
+        run_options: any keyword arguments of ``run`` (checked as ``run`` checks them);
+            those that change the plan are ``seed`` (the participants), ``backend``,
+            ``dtype``, ``device``, ``mixing``, ``compiled``, ``storage`` and ``callback``.
+
+    Returns:
+        An :class:`Explanation`; ``print(explain(...))`` shows it.
+
+    ``compiled="auto"`` decides by the run's length; here the run is ``rounds`` long, so
+    the report says from how many rounds it would compile (``compiled=True`` shows the
+    compiled plan). ``backend="distributed"`` is not explained (its plans are per rank).
+    """
+    known = inspect.signature(run).parameters
+    unknown = sorted(set(run_options) - {k for k, p in known.items() if p.kind == p.KEYWORD_ONLY})
+    if unknown:
+        raise TypeError(f"explain() got options that run() does not take: {unknown}")
+    opts = {k: p.default for k, p in known.items() if p.kind == p.KEYWORD_ONLY}
+    opts.update(run_options)
+    rounds = as_int(rounds, "rounds", minimum=1)
+    checked = _checked(
+        method, problem, participation, rounds, opts["x0"], opts["seed"], opts["backend"],
+        opts["metrics"], opts["on_divergence"], opts["callback"], opts["progress"],
+        opts["checkpoint_every"], opts["evaluate_every"], opts["divergence_threshold"],
+    )  # fmt: skip
+    seed = checked[5]
+    choice(opts["storage"], "storage", ("auto", "full", "compact"))
+    back = _backend(
+        opts["backend"], opts["dtype"], opts["device"], opts["mixing"], opts["compiled"]
+    )
+    if getattr(back, "runs_sharded", False):
+        raise ValueError(
+            "explain plans the rounds of one process; backend='distributed' plans each rank's "
+            "shard (explain the same run with backend='numpy' to see its segments)"
+        )
+    dtype = getattr(back, "dtype", opts["dtype"])
+    setup = prepare(
+        method, problem, participation, rounds, back, opts["dtype"], opts["storage"],
+        opts["callback"], seed, warn=False,
+    )  # fmt: skip
+    planner, dim = setup.planner, int(problem.dim)
+    stream = participant_stream(participation, seed)
+    clock = checked_clock(opts["clock"], method, participation)
+    if clock is not None:  # the rounds as the clock makes them (deadlines, arrivals)
+        stream = clock.stream(stream, method, setup.ctx, seed)
+    whole = hasattr(back, "apply_blockwise")
+    plans, keys = [], []
+    for r in range(rounds):
+        drawn = next(stream)
+        nodes = getattr(drawn, "nodes", None)  # an Activation record, or the indices
+        if nodes is None:
+            participants = np.asarray(drawn, dtype=np.int64)
+        else:
+            participants, setup.ctx.activation = nodes, drawn
+        keys.append(method.template_key(r, participants))
+        plan = planner.plan(r, participants)
+        segments = tuple(
+            _segment(item, back, setup.rows, dim, whole, planner.notes) for item in plan
+        )
+        plans.append(RoundPlan(r, int(participants.size), planner.source, segments))
+    return Explanation(
+        method=method.name,
+        backend=getattr(back, "name", type(back).__name__),
+        programs=_programs(back, setup, problem, dtype, rounds, dim),
+        templating=_templating(planner, keys),
+        rounds=tuple(plans),
+        slow_paths=tuple(planner.notes),
+    )
+
+
+def _segment(item, back, kernel, dim: int, whole: bool, notes) -> Segment:
+    """The :class:`Segment` of one planned item."""
+    if isinstance(item, LocalStep):
+        if getattr(back, "local_program", None) is not None:
+            runs = "Torch program"
+        elif runs_rowwise(capabilities(back).compiled, kernel, item.nodes.size, dim):
+            runs = "compiled loop (Numba)"
+        else:
+            runs = "NumPy program"
+        labels = item.labels or ("",) * len(item.structure.forms)
+        return Segment("node-local", labels, int(item.nodes.size), runs, item.structure.tail)
+    if isinstance(item, RowMap):
+        return Segment("row map", (item.label,), None, "row map")
+    if isinstance(item, Phase) and not general_path(item, whole):
+        return Segment("whole-block", (item.label,), None, "block products")
+    # the notes name an unlabelled phase by its place in the round ("#k")
+    named = (lambda n: n.phase == item.label) if item.label else (lambda n: n.phase[:1] == "#")
+    why = next(
+        (n.why for n in notes if named(n) and n.what.startswith("general")),
+        "it is not node-local",
+    )
+    return Segment("general", (item.label,), None, GENERAL, why=why)
+
+
+def _programs(back, setup, problem, dtype, rounds: int, dim: int) -> str:
+    """What runs the node-local segments, and why the compiled loop is off if it is."""
+    if getattr(back, "local_program", None) is not None:
+        return "Torch programs (the Torch backend)"
+    if not getattr(back, "runs_local_phases", False):
+        return "nothing: the backend runs no node-local segments (every phase is general)"
+    mode = getattr(back, "compiled", False)
+    if setup.rows is not None:
+        if mode is True:
+            return "the compiled loop (Numba, one node at a time) for every segment"
+        return (
+            "the compiled loop (Numba) for segments of at least "
+            f"{ROWWISE_MIN_ENTRIES} node entries (nodes x d), NumPy programs below"
+        )
+    if mode is False:
+        return "NumPy programs (compiled=False)"
+    per_round = setup.expected * dim
+    if per_round < ROWWISE_MIN_ENTRIES:
+        return (
+            f"NumPy programs (compiled='auto' compiles rounds of {ROWWISE_MIN_ENTRIES}+ node "
+            f"entries; these have about {per_round:.0f})"
+        )
+    if row_gradient(problem, back, dtype, float("inf"), per_round) is None:
+        why = compiled_refusal(problem) or f"{type(problem).__name__} gives no compiled gradient"
+        return f"NumPy programs (the compiled loop cannot run: {why})"
+    needed = int(np.ceil(ROWWISE_MIN_WORK / per_round))
+    return (
+        f"NumPy programs (compiled='auto' compiles runs of at least {needed} rounds here, "
+        f"this explains {rounds}; compiled=True shows the compiled plan)"
+    )
+
+
+def _templating(planner, keys: list) -> str:
+    """Whether the explained rounds are templated, and why not."""
+    if all(k is None for k in keys):
+        return "off (the method gives no template_key: each round is planned in full)"
+    refused = [n for n in planner.notes if n.what == NOT_TEMPLATED]
+    if refused:
+        note = refused[0]
+        where = f"phase {note.phase!r}: " if note.phase else ""
+        return f"off ({where}{note.why})"
+    templates = [planner.templates.get(k) for k in keys if k is not None]
+    if any(t is False for t in templates):
+        general = [n for n in planner.notes if n.what.startswith("general")]
+        if general:
+            return f"off (phase {general[0].phase!r} takes the general path)"
+        return "off"
+    if any(t is not None and t.verified for t in templates):
+        return "on (one plan per template_key, checked against a full build on its second round)"
+    return (
+        "on, not yet checked (a template is checked against a full build on its key's "
+        "second round; none came back in these rounds)"
+    )
+
+
+def _grouped(labels) -> str:
+    """Labels joined by ", ", a label repeated k times in a row written once as ``label
+    x k`` (an unlabelled phase as ``(unlabelled)``)."""
+    out: list[list] = []
+    for label in labels:
+        if out and out[-1][0] == label:
+            out[-1][1] += 1
+        else:
+            out.append([label, 1])
+    return ", ".join(
+        (label or "(unlabelled)") + (f" x{count}" if count > 1 else "") for label, count in out
+    )

@@ -1,0 +1,262 @@
+"""What a run records after each round, and when.
+
+Four metrics, each a number per round:
+
+* ``distance`` ||x_r - x_star|| of the reported model (O(d));
+* ``objective`` f(x_r) - f(x_star) (``Problem.objective_gap``), recorded as the Result's
+  ``objective_gap``; where f_star is unknown (``problem.f_star`` is None: learning problems
+  such as a TorchModel, a logistic regression without a minimiser) the value f(x_r)
+  itself, recorded as the Result's ``objective`` (its ``objective_gap`` is then None), so
+  that a loss is never shown as a gap;
+* ``gradient_norm`` ||grad f(x_r)||;
+* ``consensus``: the nodes' mean squared distance to their average (decentralized methods;
+  a pass over the nodes, which every round of theirs makes anyway).
+
+``objective`` and ``gradient_norm`` cost a pass over all N clients unless the problem has
+them in closed form (``problem.closed_form_metrics``: Quadratic and LeastSquares do, in
+O(d^2)). Those that need a pass are evaluated on a *schedule*, so that a round's cost stays
+what its participants cost: ``evaluate_every=k`` evaluates them every k-th round,
+``"auto"`` picks k from a cost model of element counts (:func:`auto_interval`) so that
+they take at most about 10% of the run. Round 0 and the last round are always evaluated;
+the other rounds hold NaN. The model counts elements rather than timing anything, so a
+run's schedule, like its numbers, is the same every time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from ..._validate import as_int
+
+__all__ = [
+    "AUTO_SHARE",
+    "FIELDS",
+    "METRICS",
+    "ROUND_OVERHEAD_ELEMENTS",
+    "Recorder",
+    "auto_interval",
+    "check_schedule",
+]
+
+METRICS = ("distance", "objective", "gradient_norm", "consensus")
+# The Result's field for each metric (``objective``: where f_star is known; see
+# :func:`objective_measure`).
+FIELDS = {
+    "distance": "distance",
+    "objective": "objective_gap",
+    "gradient_norm": "gradient_norm",
+    "consensus": "consensus",
+}
+# A round's fixed cost (planning, Python, small arrays), in array elements of streamed work:
+# an engine round costs at least ~50 us, as long as NumPy takes to stream ~5e4 float64s.
+ROUND_OVERHEAD_ELEMENTS = 5e4
+# The share of a run the scheduled metrics may take under evaluate_every="auto".
+AUTO_SHARE = 0.1
+
+
+def auto_interval(n_clients: int, expected: float, per_client: float, passes: int) -> int:
+    """Rounds between evaluations of ``passes`` metrics that each cost a pass over
+    ``n_clients`` clients of ``per_client`` elements, in rounds that cost about
+    ``expected`` participants' worth of the same plus :data:`ROUND_OVERHEAD_ELEMENTS`:
+    the smallest interval at which the passes take at most :data:`AUTO_SHARE` of the run.
+    """
+    if passes == 0:
+        return 1
+    evaluation = passes * n_clients * per_client
+    round_cost = ROUND_OVERHEAD_ELEMENTS + expected * per_client
+    return max(1, math.ceil(evaluation / (AUTO_SHARE * round_cost)))
+
+
+def objective_measure(problem):
+    """How a run records the ``objective`` metric of ``problem``: ``(field, function)``
+    with ``field`` the Result's field and ``function(x)`` the value at a point, or None
+    when the problem has neither ``objective`` nor ``objective_gap``.
+
+    * f_star known (``problem.x_star`` or ``problem.f_star`` is not None):
+      ``("objective_gap", problem.objective_gap)``, or ``objective(x) - f_star`` without
+      one (f_star evaluated once, as ``objective(x_star)`` where the problem does not give
+      it); a problem with a known x_star and an ``objective_gap`` is not asked for f_star
+      (a Quadratic's closed-form gap needs no pass over the clients);
+    * an ``objective_gap`` without an ``f_star`` attribute (a problem of one's own that
+      knows its gap): ``("objective_gap", problem.objective_gap)``;
+    * otherwise f_star is unknown (learning problems: ``problem.f_star`` is None):
+      ``("objective", problem.objective)``, the value f(x) itself.
+    """
+    has_value, has_gap = hasattr(problem, "objective"), hasattr(problem, "objective_gap")
+    if not (has_value or has_gap):
+        return None
+    x_star = getattr(problem, "x_star", None)
+    if x_star is not None and has_gap:
+        return "objective_gap", problem.objective_gap
+    f_star = getattr(problem, "f_star", None)
+    if f_star is None and x_star is not None and has_value:
+        f_star = float(problem.objective(x_star))
+    if f_star is not None:
+        if has_gap:
+            return "objective_gap", problem.objective_gap
+        return "objective_gap", lambda x: problem.objective(x) - f_star
+    if has_gap and not hasattr(problem, "f_star"):
+        return "objective_gap", problem.objective_gap
+    # f_star unknown: the value itself (objective_gap(x) is f(x) then, by its contract)
+    return "objective", problem.objective if has_value else problem.objective_gap
+
+
+def check_schedule(evaluate_every) -> int | str:
+    """``evaluate_every`` checked: "auto" or a positive integer."""
+    if isinstance(evaluate_every, str):
+        if evaluate_every != "auto":
+            raise ValueError(
+                f'evaluate_every must be "auto" or a positive integer, got {evaluate_every!r}'
+            )
+        return evaluate_every
+    return as_int(evaluate_every, "evaluate_every", minimum=1)
+
+
+class Recorder:
+    """The per-round record of one run: the reported model, the metrics (which are
+    recorded, when, and their values), the participants and the wall time of each round.
+
+    Args:
+        problem: the run's problem (``x_star``, ``objective_gap``, ``gradient``, and
+            ``closed_form_metrics`` are used where present).
+        method: the run's method (``output`` and ``consensus_error``).
+        ctx: the run's context.
+        metrics: names among :data:`METRICS` asked for; those the problem or method
+            cannot give are left out.
+        rounds: the run's length (the arrays have ``rounds + 1`` entries).
+        evaluate_every: "auto" or a positive integer (see the module docstring).
+        expected: the expected number of participants per round.
+    """
+
+    def __init__(self, problem, method, ctx, metrics, rounds: int, evaluate_every, expected):
+        self.problem, self.method, self.ctx = problem, method, ctx
+        self.rounds = rounds
+        self.x_star = getattr(problem, "x_star", None)
+        wanted = {
+            "distance": self.x_star is not None,
+            "objective": hasattr(problem, "objective_gap") or hasattr(problem, "objective"),
+            "gradient_norm": hasattr(problem, "gradient"),
+            "consensus": True,
+        }
+        self.names = [m for m in METRICS if m in metrics and wanted[m]]
+        # the objective's field and function: f_star read only when the metric is asked
+        measure: tuple[str, Callable[[np.ndarray], float] | None] = (
+            objective_measure(problem) if "objective" in self.names else ("objective_gap", None)
+        )
+        self.objective_field, self._objective = measure
+        closed = set(getattr(problem, "closed_form_metrics", ()))
+        self.scheduled = [m for m in self.names if m in ("objective", "gradient_norm")]
+        self.scheduled = [m for m in self.scheduled if m not in closed]
+        if evaluate_every == "auto":
+            per_client = problem.chunk_cost() if hasattr(problem, "chunk_cost") else ctx.dim
+            self.interval = auto_interval(
+                ctx.n_clients, expected, float(per_client), len(self.scheduled)
+            )
+        else:
+            self.interval = int(evaluate_every)
+        self.server = np.empty((rounds + 1, ctx.dim))
+        self.values = {m: np.full(rounds + 1, np.nan) for m in self.names}
+        self.count = np.zeros(rounds + 1, dtype=np.int64)  # participants of each round
+        self.clock = np.zeros(rounds + 1)  # seconds from the run's start to each round's end
+        # simulated time at each round's end (a clock process's ticks), NaN where none
+        self.time = np.full(rounds + 1, np.nan)
+        self.time[0] = 0.0
+        # gradient evaluations, messages and floats sent in each round (see traffic())
+        self.traffic = np.zeros((rounds + 1, 3), dtype=np.int64)
+        self.counted = False  # whether the run recorded the traffic (run_rounds says)
+
+    def due(self, r: int) -> bool:
+        """Whether the scheduled metrics are evaluated after round ``r``."""
+        return r % self.interval == 0 or r == self.rounds
+
+    def measure(self, r: int, z, backend, last: bool = False) -> np.ndarray:
+        """Record the metrics after round ``r`` from the state ``z``; returns the reported
+        model (float64, shape (d,)). ``last``: the run stops after this round (the
+        scheduled metrics are evaluated whatever the schedule says)."""
+        x = backend.to_numpy(self.method.output(z, self.ctx)).astype(float)
+        self.server[r] = x
+        if self.names:
+            with np.errstate(over="ignore", invalid="ignore"):
+                self._record(r, x, z, last or self.due(r))
+        return x
+
+    def _record(self, r: int, x: np.ndarray, z, due: bool) -> None:
+        """Evaluate the metrics of round ``r`` at the model ``x`` (those on the schedule
+        when ``due``)."""
+        for name in list(self.names):
+            if name in self.scheduled and not due:
+                continue
+            value = self._evaluate(name, x, z)
+            if value is None:  # the method has no consensus error: stop asking
+                self.names.remove(name)
+                del self.values[name]
+                continue
+            self.values[name][r] = value
+
+    def _evaluate(self, name: str, x: np.ndarray, z) -> float | None:
+        if name == "distance":
+            return float(np.linalg.norm(x - self.x_star))
+        if name == "objective":
+            assert self._objective is not None  # the metric is kept only with a function
+            return float(self._objective(x))
+        if name == "gradient_norm":
+            return float(np.linalg.norm(self.problem.gradient(x)))
+        c = self.method.consensus_error(z, self.ctx)
+        return None if c is None else float(c)
+
+    # ----------------------------------------------------------------- checkpoints
+    def state(self, done: int) -> dict:
+        """What a checkpoint keeps of the record after ``done`` rounds."""
+        return {
+            "server": self.server[: done + 1],
+            "record": {k: v[: done + 1] for k, v in self.values.items()},
+            "count": self.count[: done + 1],
+            "clock": self.clock[: done + 1],
+            "time": self.time[: done + 1],
+            "traffic": self.traffic[: done + 1],
+        }
+
+    def restore(self, saved: dict, done: int) -> None:
+        """Take back a checkpoint's record of its first ``done`` rounds (the caller then
+        measures round ``done`` again under this run's schedule: the checkpoint's run may
+        have ended there and evaluated it as its last round)."""
+        self.server[: done + 1] = saved["server"][: done + 1]
+        self.count[: done + 1] = saved["count"][: done + 1]
+        self.clock[: done + 1] = saved["clock"][: done + 1]
+        if "time" in saved:  # checkpoints written before the record had them lack them
+            self.time[: done + 1] = saved["time"][: done + 1]
+            self.traffic[: done + 1] = saved["traffic"][: done + 1]
+        for key in list(self.values):
+            if key not in saved["record"]:  # the method had none (consensus)
+                self.names.remove(key)
+                del self.values[key]
+        for key, values in saved["record"].items():
+            if key in self.values:
+                self.values[key][: done + 1] = values[: done + 1]
+                if key in self.scheduled:
+                    self.values[key][done] = np.nan
+
+    def fields(self, done: int) -> dict:
+        """The Result's fields: ``server``, ``participants``, ``wall_time`` and one curve
+        per metric (None if not kept): the ``objective`` metric goes to
+        :attr:`objective_field` (``objective_gap``, or ``objective`` where f_star is
+        unknown), and the other of the two is None."""
+        out: dict[str, np.ndarray | None] = {
+            "server": self.server[: done + 1],
+            "participants": self.count[: done + 1],
+            "wall_time": self.clock[: done + 1],
+            "objective": None,
+            **{
+                name: self.traffic[: done + 1, k] if self.counted else None
+                for k, name in enumerate(("gradients", "messages", "floats"))
+            },
+            "time": self.time[: done + 1] if np.isfinite(self.time[1 : done + 1]).any() else None,
+        }
+        for name, field in FIELDS.items():
+            if name == "objective":
+                field = self.objective_field
+            out[field] = self.values[name][: done + 1] if name in self.values else None
+        return out

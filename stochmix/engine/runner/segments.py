@@ -1,0 +1,357 @@
+"""Segments of small activated rounds, run by one compiled loop.
+
+Under an activation process a round touches a handful of nodes: a gossip tick averages
+two. Building such a round (equations, phases, plan) costs far more than applying it, and
+the rounds repeat one structure up to *which* nodes take part: the same phases with the
+round's nodes in the same places (its activation record's ``nodes``, and its edges as
+positions among them). So the engine writes a round in **slot form**: every row a phase
+reads or writes is ``base + nodes[slot]`` (``base`` the row of node 0 in its block) and
+every gradient that of ``nodes[slot]``. A :class:`Segmenter` keeps the slot form of the
+first round of each *key* (:meth:`~stochmix.engine.model.method.Method.segment_key`, the
+number of nodes and the edge positions), checks it against the second round with that
+key, built in full (a key whose rounds differ is never segmented), and from then on runs
+the rounds of verified keys without building them: a batch of up to :data:`BATCH` rounds
+is one call of a Numba loop that applies every phase of every round in order, computes
+the gradients with the problem's compiled one-client gradient
+(:meth:`~stochmix.problems.Problem.row_gradient`), and keeps the network average (the
+reported model) up to date from the rows each round changes.
+
+What a segmented run records: the reported model of every round, the participants,
+gradients, messages, floats and simulated time of every round, ``distance`` at every
+round (from the model), and the other metrics at the end of each batch (a batch ends
+before every round where a scheduled metric is due, and at the end of the run); the wall
+time of a batch's rounds is the time at its end. The arithmetic is the phases' (sums in
+the order of their terms), so a segmented run agrees with a round-by-round run to
+rounding, not bit for bit; whether rounds are segmented depends only on the run's
+inputs, never on timing.
+
+Segments run where: the backend is NumPy's and the layout keeps every row, no callback
+is given, the method reports the average of its model block and takes gradients at its
+model rows (:attr:`~stochmix.engine.model.method.Method.reports_node_average`, no ``points``
+of its own), the problem has a compiled gradient (when the phases take gradients) and a
+round touches at most :data:`MAX_NODES` nodes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["BATCH", "MAX_NODES", "SlotProgram", "Segmenter"]
+
+#: Rounds run by one call of the compiled loop, at most.
+BATCH = 8192
+#: Rounds touching more nodes are run one by one (their building cost is repaid).
+MAX_NODES = 64
+
+
+class SlotProgram:
+    """One round's phases in slot form (see the module docstring), as flat arrays.
+
+    Per phase q: targets ``t_base[t0[q]:t0[q+1]]``, ``t_slot[...]`` (rows rewritten);
+    terms ``m_target`` (index among the phase's targets), ``m_base``, ``m_slot`` (the
+    source row, ``m_slot = -1``: the fixed row ``m_base``), ``m_coef`` in
+    ``m0[q]:m0[q+1]``; gradient terms ``g_target``, ``g_client`` (index among the
+    phase's clients), ``g_coef`` in ``g0[q]:g0[q+1]``; clients' slots ``c_slot`` in
+    ``c0[q]:c0[q+1]``.
+    """
+
+    t0: np.ndarray
+    t_base: np.ndarray
+    t_slot: np.ndarray
+    m0: np.ndarray
+    m_target: np.ndarray
+    m_base: np.ndarray
+    m_slot: np.ndarray
+    m_coef: np.ndarray
+    g0: np.ndarray
+    g_target: np.ndarray
+    g_client: np.ndarray
+    g_coef: np.ndarray
+    c0: np.ndarray
+    c_slot: np.ndarray
+
+    FIELDS = (
+        "t0", "t_base", "t_slot", "m0", "m_target", "m_base", "m_slot", "m_coef",
+        "g0", "g_target", "g_client", "g_coef", "c0", "c_slot",
+    )  # fmt: skip
+
+    def __init__(self, **arrays):
+        for name in self.FIELDS:
+            setattr(self, name, arrays[name])
+
+    def same(self, other: SlotProgram) -> bool:
+        """Equal arrays, coefficients bit for bit."""
+        return all(np.array_equal(getattr(self, k), getattr(other, k)) for k in self.FIELDS)
+
+    @property
+    def gradients(self) -> bool:
+        return self.c_slot.size > 0
+
+
+def _positions(values: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The place of each of ``values`` among the sorted ``nodes`` (-1 where absent), and
+    whether it is there."""
+    pos = nodes.searchsorted(values)
+    inside = (pos < nodes.size) & (nodes[np.minimum(pos, max(nodes.size - 1, 0))] == values)
+    return np.where(inside, pos, -1), inside
+
+
+def _slots(rows: np.ndarray, bases: np.ndarray, starts: np.ndarray, nodes: np.ndarray):
+    """``(base, slot, inside)`` of state rows: the row of node 0 of each row's block, the
+    place of its node among ``nodes`` (-1 for a row of no node of the round), and whether
+    it has one."""
+    base = bases[np.searchsorted(starts, rows, side="right") - 1]
+    slot, inside = _positions(rows - base, nodes)
+    return base, slot, inside
+
+
+def slot_program(phases, layout, nodes: np.ndarray, client_node: int) -> SlotProgram | None:
+    """The slot form of a round's phases, or None when a phase is not a linear phase or
+    touches a row of a node outside ``nodes``."""
+    if layout.scratch:
+        return None  # rows kept apart: a block is not one range of rows
+    blocks = layout.blocks
+    starts = np.array([layout.start(b.name) for b in blocks], dtype=np.int64)
+    bases = np.array([layout.start(b.name) - b.first_node for b in blocks], dtype=np.int64)
+    order = np.argsort(starts)
+    starts, bases = starts[order], bases[order]
+    parts: dict[str, list] = {k: [] for k in SlotProgram.FIELDS}
+    counts = {"t0": 0, "m0": 0, "g0": 0, "c0": 0}
+    for key in counts:
+        parts[key].append(0)
+    for phase in phases:
+        triplets = getattr(phase, "_triplets", None)
+        if triplets is None:
+            return None  # a row map: nonlinear
+        targets, sources, coefs, g_targets, g_clients, g_coefs, zero_rows = triplets
+        rewritten = np.unique(np.concatenate([targets, g_targets, zero_rows]))
+        t_base, t_slot, ok = _slots(rewritten, bases, starts, nodes)
+        if not ok.all():
+            return None
+        s_base, s_slot, inside = _slots(sources, bases, starts, nodes)
+        s_base = np.where(inside, s_base, sources)  # a fixed row: its own index
+        clients = np.unique(g_clients)
+        c_slot, ok = _positions(clients + client_node, nodes)
+        if not ok.all():
+            return None
+        parts["t_base"].append(t_base)
+        parts["t_slot"].append(t_slot)
+        parts["m_target"].append(np.searchsorted(rewritten, targets))
+        parts["m_base"].append(s_base)
+        parts["m_slot"].append(s_slot)
+        parts["m_coef"].append(np.asarray(coefs, dtype=float))
+        parts["g_target"].append(np.searchsorted(rewritten, g_targets))
+        parts["g_client"].append(np.searchsorted(clients, g_clients))
+        parts["g_coef"].append(np.asarray(g_coefs, dtype=float))
+        parts["c_slot"].append(c_slot)
+        counts["t0"] += rewritten.size
+        counts["m0"] += targets.size
+        counts["g0"] += g_targets.size
+        counts["c0"] += clients.size
+        for key, value in counts.items():
+            parts[key].append(value)
+    arrays = {}
+    for key in SlotProgram.FIELDS:
+        values = parts[key]
+        kind = float if key.endswith("coef") else np.int64
+        arrays[key] = (
+            np.asarray(values, dtype=np.int64)
+            if key in counts
+            else (np.concatenate(values).astype(kind) if values else np.zeros(0, kind))
+        )
+    return SlotProgram(**arrays)
+
+
+def _pack(programs: list[SlotProgram]) -> tuple:
+    """The programs' arrays concatenated, with program p's phases at ``P0[p]:P0[p+1]``
+    and every range shifted into the concatenation."""
+    P0 = [0]
+    ranges: dict[str, list] = {k: [] for k in ("t0", "m0", "g0", "c0")}
+    flat: dict[str, list] = {k: [] for k in SlotProgram.FIELDS if k not in ranges}
+    shift = dict.fromkeys(ranges, 0)
+    for prog in programs:
+        phases = prog.t0.size - 1
+        P0.append(P0[-1] + phases)
+        for key in ranges:
+            starts = getattr(prog, key)
+            ranges[key].append(starts[:-1] + shift[key])
+            shift[key] += int(starts[-1])
+        for key in flat:
+            flat[key].append(getattr(prog, key))
+    out = {k: np.concatenate(v) for k, v in flat.items()}
+    for key, parts in ranges.items():
+        out[key] = np.concatenate([*parts, np.array([shift[key]], dtype=np.int64)])
+    return np.asarray(P0, dtype=np.int64), out
+
+
+class Segmenter:
+    """Learns the slot forms of a run's rounds and runs the rounds of verified keys in
+    compiled batches (see the module docstring).
+
+    Args:
+        method: the run's method (``segment_key``, ``client_node``, ``model_block``).
+        layout: the run's layout.
+        kernel: the problem's compiled gradient ``(kernel, fetch, data)``, or None.
+        n_nodes: the nodes whose model rows the reported model averages.
+        edge_mixing: the run's ``ctx.edge_mixing`` (only "pairwise" rounds repeat).
+        phases: ``phases()`` gives the phases of the round the run just built (the
+            planner's), or None.
+    """
+
+    def __init__(
+        self, method, layout, kernel, n_nodes: int, edge_mixing: str = "pairwise", phases=None
+    ):
+        self.method, self.layout = method, layout
+        self.phases = phases  # () -> the phases of the round just built, or None
+        self.edge_mixing = edge_mixing
+        self.kernel = kernel
+        self.n = n_nodes
+        self.model_base = layout.start(method.model_block) - layout.first_node(method.model_block)
+        self.keys: dict = {}  # key -> program index | (candidate, traffic) | False
+        self.verified: dict = {}  # key -> program index, for the verified keys
+        # the method's keys: round 0's, and that of every later round (the contract of
+        # Method.segment_key)
+        self.first_key, self.later_key = method.segment_key(0), method.segment_key(1)
+        self.limit = 0  # the round after which the pending batch must run
+        self.programs: list[SlotProgram] = []
+        self.traffics: list[tuple] = []
+        self.packed: tuple | None = None
+        self.pending: list = []  # (round, nodes, program, record)
+
+    def key(self, r: int, nodes: np.ndarray, record):
+        """The round's key, or None when it cannot be segmented."""
+        if not 0 < nodes.size <= MAX_NODES or record is None or record.edges is None:
+            return None
+        if self.edge_mixing != "pairwise":
+            return None  # the method's weights: coefficients that depend on the edge
+        base = self.first_key if r == 0 else self.later_key
+        if base is None:
+            return None
+        return (base, nodes.size, nodes.searchsorted(record.edges).tobytes())
+
+    def program(self, key) -> int | None:
+        """The verified program of ``key``, or None."""
+        return self.verified.get(key)
+
+    def learn(self, key, phases, nodes: np.ndarray, traffic: tuple) -> None:
+        """Take the slot form of a round built in full: the first of its key is kept, the
+        second must equal it (then the key is verified), else the key is never segmented."""
+        found = self.keys.get(key)
+        if found is False or self.program(key) is not None or phases is None:
+            return
+        made = slot_program(phases, self.layout, nodes, self.method.client_node)
+        if made is None or (made.gradients and self.kernel is None):
+            self.keys[key] = False
+            return
+        if found is None:
+            self.keys[key] = (made, traffic)
+            return
+        first, first_traffic = found
+        if not (first.same(made) and first_traffic == traffic):
+            self.keys[key] = False
+            return
+        self.keys[key] = self.verified[key] = len(self.programs)
+        self.programs.append(first)
+        self.traffics.append(traffic)
+        self.packed = _pack(self.programs)
+
+    def take_pending(self) -> tuple:
+        """The pending rounds as arrays: ``(first round, nodes (B, k) padded with 0,
+        programs (B,), times (B,) or None, sizes (B,))``; none pending after."""
+        pending, self.pending = self.pending, []
+        sizes = np.fromiter((item[1].size for item in pending), dtype=np.int64, count=len(pending))
+        nodes = np.zeros((len(pending), int(sizes.max())), dtype=np.int64)
+        for i, item in enumerate(pending):
+            nodes[i, : sizes[i]] = item[1]
+        programs = np.fromiter((item[2] for item in pending), dtype=np.int64, count=len(pending))
+        times = None
+        if pending[0][3].time is not None:
+            times = np.fromiter((item[3].time for item in pending), float, count=len(pending))
+        return pending[0][0], nodes, programs, times, sizes
+
+    def block(self, stream, r: int, limit: int) -> tuple | None:
+        """The next records of ``stream`` (an
+        :class:`~stochmix.participation.ActivationStream`) that can run as a batch from
+        round ``r`` on, taken from it, as :meth:`take_pending` gives them, up to round
+        ``limit``; None (nothing taken) when the next record's key is not verified."""
+        nodes, edges, times = stream.peek(limit - r)
+        if edges is None or nodes.shape[1] == 0 or nodes.shape[1] > MAX_NODES:
+            return None
+        base = self.first_key if r == 0 else self.later_key
+        if base is None or (r == 0 and self.later_key != base):
+            return None
+        count = nodes.shape[0]
+        positions = (edges[..., None] > nodes[:, None, None, :]).sum(axis=-1)
+        patterns, which = np.unique(positions.reshape(count, -1), axis=0, return_inverse=True)
+        known = np.array(
+            [
+                self.verified.get((base, nodes.shape[1], np.ascontiguousarray(p).tobytes()), -1)
+                for p in patterns.reshape(len(patterns), *positions.shape[1:])
+            ],
+            dtype=np.int64,
+        )
+        programs = known[which.reshape(-1)]
+        unknown = np.flatnonzero(programs < 0)
+        count = int(unknown[0]) if unknown.size else count
+        if count == 0:
+            return None
+        stream.advance(count)
+        sizes = np.full(count, nodes.shape[1], dtype=np.int64)
+        return r, nodes[:count], programs[:count], None if times is None else times[:count], sizes
+
+    def run(self, z: np.ndarray, nodes: np.ndarray, programs: np.ndarray) -> tuple:
+        """Run the rounds (their nodes (B, k), their programs (B,)) on ``z`` in place:
+        ``(rounds done, their reported models)``."""
+        from ..codegen.segment_kernel import batch_function
+
+        assert self.packed is not None  # a verified key packed its program
+        P0, arrays = self.packed
+        first = self.model_base + self.method.client_node
+        model = z[first : first + self.n]
+        sums = model.sum(axis=0).astype(np.float64)
+        server = np.empty((programs.size, z.shape[1]))
+        rows = int(np.max(np.diff(arrays["t0"]), initial=1))
+        clients = int(np.max(np.diff(arrays["c0"]), initial=1))
+        tbuf = np.empty((max(rows, 1), z.shape[1]))
+        gbuf = np.empty((max(clients, 1), z.shape[1]), dtype=z.dtype)
+        gradients = any(p.gradients for p in self.programs)
+        if self.kernel is None or not gradients:
+            run, data = batch_function(), (np.zeros(1),)
+        else:
+            kernel, fetch, data = self.kernel
+            run = batch_function(kernel, fetch)
+        done = run(
+            z, np.ascontiguousarray(nodes), programs, P0, arrays["t0"], arrays["t_base"],
+            arrays["t_slot"], arrays["m0"], arrays["m_target"], arrays["m_base"],
+            arrays["m_slot"], arrays["m_coef"], arrays["g0"], arrays["g_target"],
+            arrays["g_client"], arrays["g_coef"], arrays["c0"], arrays["c_slot"], data,
+            self.model_base, self.method.client_node, float(self.n), sums, server, tbuf, gbuf,
+        )  # fmt: skip
+        return int(done), server[:done]
+
+
+def segmenter(method, problem, participation, layout, ctx, back, caps, dtype, callback, phases):
+    """The run's :class:`Segmenter`, or None where segments cannot run (see the module
+    docstring): an edge-activation process, the NumPy backend with every row kept, no
+    callback, a method with a :meth:`~stochmix.engine.model.method.Method.segment_key`, and
+    ``compiled`` not False."""
+    from ..backends import NumpyBackend
+    from ..plan.gradients import compiled_refusal, numba_unavailable
+
+    if (
+        getattr(participation, "activates", "nodes") != "edges"
+        or type(back) is not NumpyBackend
+        or layout.scratch
+        or callback is not None
+        or caps.compiled is False
+        or not getattr(method, "reports_node_average", False)
+        or method.segment_key(1) is None
+        or numba_unavailable() is not None
+    ):
+        return None
+    kernel = None
+    if compiled_refusal(problem) is None:
+        kernel = problem.row_gradient(np.dtype(dtype))
+    return Segmenter(
+        method, layout, kernel, ctx.n_clients, getattr(ctx, "edge_mixing", "pairwise"), phases
+    )
