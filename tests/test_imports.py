@@ -200,3 +200,45 @@ def test_the_config_package_has_no_import_cycle():
     graph = _package_imports(ROOT / "stochmix" / "config")
     _assert_no_cycle(graph)
     assert graph["parsing"] == set() and graph["writer"] == set()
+
+
+#: The engine's stages, in order: a module of a stage imports only modules of its own
+#: stage or of stages before it (the package facade, stochmix.engine, gathers them all).
+STAGES = ("model", "plan", "codegen", "backends", "runner")
+
+
+def _stage(module: str) -> int | None:
+    parts = module.split(".")
+    if len(parts) > 2 and parts[:2] == ["stochmix", "engine"] and parts[2] in STAGES:
+        return STAGES.index(parts[2])
+    return None
+
+
+def test_engine_stages_import_only_earlier_stages():
+    graph = _import_graph()
+    staged = [m for m in graph if _stage(m) is not None]
+    assert {_stage(m) for m in staged} == set(range(len(STAGES)))  # every folder was found
+    against = sorted(
+        f"{a} -> {b}"
+        for a, b in graph.edges
+        if _stage(a) is not None and _stage(b) is not None and _stage(b) > _stage(a)
+    )
+    assert against == [], "imports against the stage order:\n" + "\n".join(against)
+
+
+def test_stage_order_check_sees_a_backward_import():
+    """The check above is not vacuous: an edge from the model stage to the run stage is
+    what it looks for."""
+    assert _stage("stochmix.engine.model.method") == 0
+    assert _stage("stochmix.engine.runner.loop") == len(STAGES) - 1
+    assert _stage("stochmix.engine") is None and _stage("stochmix.algorithms.fedavg") is None
+
+
+def test_no_module_of_the_package_is_over_600_lines():
+    """One concept per module: none of stochmix's modules grows past 600 lines."""
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in (ROOT / "stochmix").rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 600
+    }
+    assert long == {}, f"modules over 600 lines: {long}"
