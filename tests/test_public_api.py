@@ -95,3 +95,31 @@ def test_the_package_ships_its_type_marker():
     assert (ROOT / "stochmix" / "py.typed").is_file()
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert 'stochmix = ["py.typed"]' in pyproject
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "name"),
+    [
+        ("stochmix.engine.loop", "stochmix.engine.runner.loop", "run"),
+        ("stochmix.engine.method", "stochmix.engine.model.method", "Method"),
+        ("stochmix.engine.rowwise", "stochmix.engine.codegen.rowwise", "RowwiseProgram"),
+        ("stochmix.engine.execute", "stochmix.engine.plan.round_plan", "plan_round"),
+        ("stochmix.engine.execute", "stochmix.engine.backends.dispatch", "execute"),
+        ("stochmix.engine.backend_names", "stochmix.engine.backends.names", "make_backend"),
+    ],
+)
+def test_the_engine_paths_of_0_1_still_import_with_a_warning(old, new, name):
+    """The engine's flat 0.1 modules moved into stage folders: the old path gives the new
+    module's objects for one release, with a DeprecationWarning naming where they went."""
+    import sys
+
+    sys.modules.pop(old, None)
+    with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")):
+        module = importlib.import_module(old)
+    assert getattr(module, name) is getattr(importlib.import_module(new), name)
+    sys.modules.pop(old, None)  # the next test warns again
+
+
+def test_only_the_moved_engine_paths_are_redirected():
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("stochmix.engine.no_such_module")
