@@ -12,7 +12,7 @@ import pytest
 import stochmix as sm
 from stochmix.algorithms import FOCUS
 from stochmix.engine.codegen import cache as programs
-from stochmix.engine.codegen import rowwise
+from stochmix.engine.codegen import disk_cache
 
 pytest.importorskip("numba")
 
@@ -21,7 +21,7 @@ def _forget_programs():
     """Start as a new process would: no program in memory."""
     programs._ROWWISE.clear()
     programs._PROGRAMS.clear()
-    rowwise._REFUSED.clear()
+    disk_cache._REFUSED.clear()
     for name in [m for m in sys.modules if m.startswith("stochmix_program_")]:
         del sys.modules[name]
 

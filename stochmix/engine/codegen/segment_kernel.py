@@ -15,7 +15,7 @@ import numba
 import numpy as np
 
 from ...problems.kernels import fetch_none
-from .rowwise import _cached_function
+from .disk_cache import cached_function
 
 __all__ = ["SOURCE", "batch_function", "no_gradient"]
 
@@ -90,7 +90,7 @@ def batch_function(kernel=None, fetch=None):
     """The compiled loop calling ``kernel`` (a problem's one-client gradient; None: no
     gradient) as ``grad``."""
     gradient = (no_gradient, fetch_none) if kernel is None else (kernel, fetch)
-    found = _cached_function(SOURCE, gradient)
+    found = cached_function(SOURCE, gradient)
     if found is not None:
         return found
     namespace = {"np": np, "grad": gradient[0]}
