@@ -46,6 +46,7 @@ from ..plan.planner import RoundPlanner
 from ..plan.round_plan import plan_round
 from ..plan.slowpath import SLOW_PATH_MIN_ROUNDS, SlowPaths
 from .checkpointer import Checkpointer, CheckpointWarning, run_identity
+from .context import make_context
 from .progress import Progress
 from .recorder import METRICS, Recorder, check_schedule
 from .result import Result
@@ -344,10 +345,7 @@ def prepare(
                 getattr(problem, "regularizer", None),
             )  # fmt: skip
     layout = Layout(method.blocks(n), scratch, (method.client_node, n))
-    ctx = RunContext(layout, n, dim, probabilities, seed=seed)
-    ctx.regularizer = getattr(problem, "regularizer", None)
-    ctx.edge_mixing = getattr(participation, "mixing", "pairwise")
-    method.start(ctx)
+    ctx = make_context(method, problem, participation, layout, seed, probabilities)
     notes = SlowPaths(method.name, warn=rounds > SLOW_PATH_MIN_ROUNDS if warn is None else warn)
     planner = RoundPlanner(method, back, ctx, caps, notes=notes)
     return Setup(back, rows, layout, ctx, planner, expected)

@@ -14,10 +14,10 @@ import numpy as np
 
 from ..backends.distributed import DistributedBackend, Shard, _refuse, _reporter
 from ..model.layout import Layout
-from ..model.method import RunContext
 from ..plan.planner import RoundPlanner
 from ..plan.slowpath import SLOW_PATH_MIN_ROUNDS, SlowPaths
 from .checkpointer import Checkpointer, run_identity
+from .context import make_context
 from .progress import Progress
 from .recorder import Recorder
 from .rounds import participant_stream, run_rounds
@@ -41,14 +41,13 @@ def run_sharded(
     if seed is None:  # every rank must draw the same rounds: rank 0's entropy
         seed = back.common(int(np.random.SeedSequence().generate_state(1)[0]))
     n, dim = int(problem.n_clients), int(problem.dim)
-    expected = participation.probabilities
-    expected = n if expected is None else float(np.sum(expected))
-    layout = Layout(method.blocks(n))
+    probabilities = participation.probabilities  # a copy of N numbers: taken once
+    expected = n if probabilities is None else float(np.sum(probabilities))
+    layout = Layout(method.blocks(n))  # every row kept: a shard keeps no compact storage
     shard = back.shard = Shard(back, layout, n, method, dim)
     _refuse(method, problem, shard)
-    ctx = RunContext(layout, n, dim, participation.probabilities, seed=seed)
-    ctx.regularizer = getattr(problem, "regularizer", None)
-    method.start(ctx)
+    # the context a single process makes (prepare): regularizer, edge mixing, start
+    ctx = make_context(method, problem, participation, layout, seed, probabilities)
     z = shard.initial(x0, back.dtype)
     reported = _reporter(method, shard, layout)
     recorder = Recorder(problem, reported, ctx, metrics, rounds, evaluate_every, expected)
