@@ -9,25 +9,61 @@ column-stochastic mixing matrices from time-varying graphs, and run by one engin
     participation = sm.participation.Bernoulli.heterogeneous(20, 0.1, 0.9, seed=0)
     result = sm.run(sm.algorithms.FOCUS(lr=0.002, local_steps=5), problem, participation, 500)
     result.summary()
+
+The subpackages and names below are imported when first used (``sm.run`` imports the
+engine, ``sm.algorithms.FOCUS`` the engine and :mod:`~stochmix.algorithms.focus` only),
+so that ``import stochmix`` costs little more than NumPy, SciPy and NetworkX do.
 """
 
-from . import algorithms, engine, mixing, participation, problems, protocols, studies
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._lazy import LazyExports
 from ._version import __version__
-from .engine import (
-    Block,
-    Equations,
-    Explanation,
-    Method,
-    PhaseBuilder,
-    Result,
-    RunContext,
-    SlowPathWarning,
-    explain,
-    run,
+
+if TYPE_CHECKING:  # what the names below resolve to, for type checkers and IDEs
+    from . import algorithms, engine, mixing, participation, problems, protocols, studies
+    from .engine import (
+        Block,
+        Equations,
+        Explanation,
+        Method,
+        PhaseBuilder,
+        Result,
+        RunContext,
+        SlowPathWarning,
+        explain,
+        run,
+    )
+    from .protocols import BackendLike, ParticipationLike, ProblemLike
+    from .reporting import compare
+    from .studies import Study, sweep
+
+#: each public name -> the module that defines it, imported on first use
+_EXPORTS = LazyExports(
+    __name__,
+    {
+        **dict.fromkeys(
+            "Block Equations Explanation Method PhaseBuilder Result RunContext SlowPathWarning"
+            " explain run".split(),
+            ".engine",
+        ),
+        **dict.fromkeys(["BackendLike", "ParticipationLike", "ProblemLike"], ".protocols"),
+        "compare": ".reporting",
+        "Study": ".studies",
+        "sweep": ".studies",
+    },
+    submodules=[
+        "algorithms",
+        "engine",
+        "mixing",
+        "participation",
+        "problems",
+        "protocols",
+        "studies",
+    ],
 )
-from .protocols import BackendLike, ParticipationLike, ProblemLike
-from .reporting import compare
-from .studies import Study, sweep
 
 __all__ = [
     "BackendLike",
@@ -55,3 +91,12 @@ __all__ = [
     "studies",
     "sweep",
 ]
+
+
+if not TYPE_CHECKING:  # hidden from type checkers, so that they flag a misspelt name
+
+    def __getattr__(name: str) -> Any:
+        return _EXPORTS.load(name)
+
+    def __dir__() -> list[str]:
+        return _EXPORTS.dir()

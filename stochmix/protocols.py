@@ -22,6 +22,18 @@ order, repeats allowed, possibly empty. Optional, used where present:
 * ``chunk_cost()``: array elements one client's gradient touches (chunk sizes and the
   metrics' schedule; ``dim`` when absent).
 
+Two optional families of problems, each a Protocol of its own, serve the methods that
+need more than gradients:
+
+* :class:`AffineGradientProblem` (``affine_gradients()``): every client's gradient is
+  affine, grad F_i(x) = H_i x - c_i (:class:`stochmix.problems.Quadratic`,
+  :class:`stochmix.problems.LeastSquares`): the exact local solves of FedProx and
+  decentralized ADMM;
+* :class:`FiniteSumProblem` (``rows_per_client`` and ``sampled_gradients(...)``): each
+  client holds samples, and the gradient of any of them is at hand
+  (:class:`stochmix.problems.LeastSquares`, :class:`stochmix.problems.Logistic`,
+  :class:`stochmix.problems.TorchModel`): the variance-reduced methods.
+
 The fast paths of the gradients are declared by flags, read as they are (no look at the
 class hierarchy):
 
@@ -73,8 +85,8 @@ capability, never the backend's attributes:
   lets one such phase hand a block to the next;
 * :class:`RoundHooks` (``begin_round()`` and ``end_round()``, both): one finiteness check
   per round;
-* :class:`Sharded` (``runs_sharded = True``): the whole run is handed to the distributed
-  engine;
+* :class:`Sharded` (``runs_sharded = True``): the backend keeps one rank's shard of the
+  state and applies each round's items on it (the distributed backend);
 * :class:`Typed` (``dtype``): the state's dtype, recorded in the Result and checkpoints.
 
 ``threads`` (optional): Torch's intra-op thread count during the backend's runs (None: left
@@ -91,10 +103,12 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 __all__ = [
+    "AffineGradientProblem",
     "AppliesBlockwise",
     "BackendLike",
     "CompilesLocalPhases",
     "EmitsLocalPrograms",
+    "FiniteSumProblem",
     "HandsOffBlocks",
     "IndexParticipation",
     "MaskParticipation",
@@ -125,6 +139,38 @@ class ProblemLike(Protocol):
     def gradients(self, clients: Any, points: Any) -> Any:
         """Row t is grad F_{clients[t]}(points[t]); shape (len(clients), d), in the array
         type, device and dtype of ``points``."""
+        ...
+
+
+@runtime_checkable
+class AffineGradientProblem(Protocol):
+    """A problem whose clients' gradients are affine maps, grad F_i(x) = H_i x - c_i (the
+    local problems of an exact proximal or ADMM step then have closed forms)."""
+
+    def affine_gradients(self) -> tuple[Any, Any]:
+        """``(H, c)`` in float64, NumPy arrays not to be written to: ``H`` of shape (N, d)
+        (the diagonals) when every H_i is diagonal, else (N, d, d); ``c`` of shape (N, d),
+        so that ``H[i] * x - c[i]`` (diagonal) or ``H[i] @ x - c[i]`` is grad F_i(x)."""
+        ...
+
+
+@runtime_checkable
+class FiniteSumProblem(Protocol):
+    """A problem whose clients hold samples: F_i = (1/n_i) sum_j f_{i,j}, one component
+    per sample, whose gradients can be taken one sample (or a few) at a time."""
+
+    @property
+    def rows_per_client(self) -> Any:
+        """n_i, the samples of each client, an int array of shape (N,)."""
+        ...
+
+    def sampled_gradients(self, clients: Any, points: Any, picks: Any, scale: Any) -> Any:
+        """Row t is ``(scale[t] / n_c) sum_k grad f_{c, picks[t, k]}(points[t])`` for
+        c = ``clients[t]`` (``picks``: positions among the client's n_c samples, shape
+        (m, b), repeats allowed): with ``scale[t] = n_c / b`` the mean of the b picked
+        components' gradients, an unbiased estimate of grad F_c (a minibatch gradient);
+        with one pick and ``scale[t] = n_c``, the gradient of component ``picks[t, 0]``.
+        Shape (m, d), in the array type of ``points``."""
         ...
 
 
@@ -286,13 +332,50 @@ class RoundHooks(Protocol):
 
 @runtime_checkable
 class Sharded(Protocol):
-    """With ``runs_sharded`` true, :func:`stochmix.run` hands the whole run to
-    :func:`stochmix.engine.runner.sharded.run_sharded` (one shard of the state per rank),
-    which drives the backend through the members of
-    :class:`stochmix.engine.backends.distributed.DistributedBackend`: it is that backend's flag,
-    not an extension point of its own."""
+    """With ``runs_sharded`` true the backend holds one rank's shard of the state: the run's
+    set-up asks it for the shard (``make_shard(layout, n_clients, method, dim, problem)``,
+    refusing what a shard cannot run), the initial rows (``initial(x0)``) and what the
+    recorder reads (``reported(method)``), and the one dispatcher
+    (:func:`~stochmix.engine.backends.dispatch.execute`) applies each round through the
+    item hooks it returns (``round_items(z, problem, method, ctx)``: ``begin``, ``local``,
+    ``whole``, ``row_map``, ``general``, ``end``); checkpoints go to
+    ``checkpoint_file(path)`` with ``identity()`` added, and ``check_resume(done, path)``
+    refuses ranks at different rounds. The members are those of
+    :class:`stochmix.engine.backends.distributed.DistributedBackend`."""
 
     runs_sharded: bool
+
+    def make_shard(self, layout: Any, n_clients: int, method: Any, dim: int, problem: Any) -> Any:
+        """This rank's shard of a run (kept by the backend)."""
+        ...
+
+    def initial(self, x0: Any) -> Any:
+        """This rank's rows of the initial state."""
+        ...
+
+    def reported(self, method: Any) -> Any:
+        """What the recorder reads of ``method`` (``output``, ``consensus_error``)."""
+        ...
+
+    def round_items(self, z: Any, problem: Any, method: Any, ctx: Any) -> Any:
+        """The item hooks of one round on the shard."""
+        ...
+
+    def checkpoint_file(self, path: Any) -> Any:
+        """This rank's checkpoint file for ``path``."""
+        ...
+
+    def identity(self) -> dict:
+        """What a checkpoint of this rank records besides the run's identity."""
+        ...
+
+    def check_resume(self, done: Any, path: Any) -> None:
+        """Refuse to resume unless every rank is at round ``done``."""
+        ...
+
+    def common(self, value: int) -> int:
+        """Rank 0's ``value`` on every rank (a run without a seed draws rank 0's)."""
+        ...
 
 
 @runtime_checkable

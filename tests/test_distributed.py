@@ -265,8 +265,10 @@ def test_checkpoint_resume_and_divergence(runs):
 
 
 def test_refusals_are_clear(runs):
+    """Row maps run on shards (channel noise: compared with NumPy in
+    tests/test_distributed_matrix.py); gradients that draw random numbers are refused."""
     row_map, stochastic = _load(runs, "extra2", 0)["messages"]
-    assert "row map" in row_map and "channel noise" in row_map
+    assert row_map == ""
     assert "pure formula" in stochastic and "problem Noisy" in stochastic
 
 

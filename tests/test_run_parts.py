@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
+import stochmix as sm
 from stochmix import run
 from stochmix._fingerprint import seed_identity
 from stochmix._validate import as_seed
@@ -361,3 +362,41 @@ def test_gradients_overridden_without_declaring_them_pure_stay_off_the_compiled_
     problem = Shifted(rng.standard_normal((6, 2)), np.ones(6))
     with pytest.raises(ValueError, match="compiled=True: Shifted has no compiled gradient"):
         run(FedAvg(0.1, 1), problem, Full(6), 2, compiled=True)
+
+
+def test_run_options_are_run_keywords_with_the_same_defaults():
+    """run() lists its options once, as RunOptions' fields: the same names, the same
+    defaults, in the same order, so that nothing can be added to one and not the other."""
+    import dataclasses
+    import inspect
+
+    from stochmix.engine.runner.arguments import RunOptions
+
+    keywords = [
+        p for p in inspect.signature(run).parameters.values() if p.kind == p.KEYWORD_ONLY
+    ]
+    fields = [f for f in dataclasses.fields(RunOptions) if f.name != "is_checked"]
+    assert [p.name for p in keywords] == [f.name for f in fields]
+    for p, f in zip(keywords, fields, strict=True):
+        assert p.default is f.default or p.default == f.default, p.name
+
+
+def test_run_options_are_checked_once_and_named_in_errors():
+    import dataclasses
+
+    from stochmix.engine.runner.arguments import RunOptions
+
+    problem = Quadratic.random(5, 2, seed=0)
+    with pytest.raises(TypeError, match=r"options that run\(\) does not take: \['round'\]"):
+        RunOptions.of(round=3)
+    rounds, options = RunOptions.of(seed=3, metrics=["distance"]).checked(
+        FedAvg(0.1), problem, Full(5), 4
+    )
+    assert rounds == 4 and options.is_checked and options.metrics == ("distance",)
+    assert options.x0.shape == (2,)
+    with pytest.raises(ValueError, match="storage"):
+        RunOptions.of(storage="sometimes").checked(FedAvg(0.1), problem, Full(5), 4)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.seed = 4  # type: ignore[misc]
+    explained = sm.explain(FedAvg(0.1), problem, Full(5), 2, options=RunOptions.of(seed=3))
+    assert explained.rounds[0].participants == 5

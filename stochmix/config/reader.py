@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .._toml import tomllib
-from ..engine.runner.loop import checked_clock
+from ..engine.runner.arguments import checked_clock
 from ..problems import LeastSquares
 from . import plugins
 from .clock import clock_table

@@ -8,6 +8,9 @@ Its stages are folders, each importing only the ones before it:
 named ``run``, which is the function :func:`stochmix.engine.run`).
 """
 
+from typing import TYPE_CHECKING, Any
+
+from .._lazy import LazyExports
 from . import _moved
 from .backends import NumpyBackend, TorchBackend
 from .backends.names import make_backend
@@ -18,9 +21,12 @@ from .model.phase import Phase, PhaseBuilder
 from .model.phase_cache import PhaseCache
 from .model.rowmap import MapInfo, NonlinearPhaseError, RowFunction, RowMap, map_generator
 from .plan.slowpath import SlowPathWarning
-from .runner.explain import Explanation, explain
 from .runner.loop import CheckpointWarning, DivergenceError, DivergenceWarning, run
 from .runner.result import Result
+
+if TYPE_CHECKING:  # imported on first use (below), named here for type checkers and IDEs
+    from .backends.distributed import DistributedBackend
+    from .runner.explain import Explanation, explain
 
 __all__ = [
     "Block",
@@ -55,14 +61,26 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    # the distributed backend's module is loaded on first use (it is large, and a run on
-    # one process never needs it): stochmix.engine.DistributedBackend still works
-    if name == "DistributedBackend":
-        from .backends.distributed import DistributedBackend
+#: imported on first use: the distributed backend's module is large, and a run on one
+#: process never needs it; explain() plans a run without running it, and most runs never
+#: call it (stochmix.engine.DistributedBackend and stochmix.engine.explain still work)
+_EXPORTS = LazyExports(
+    __name__,
+    {
+        "DistributedBackend": ".backends.distributed",
+        "Explanation": ".runner.explain",
+        "explain": ".runner.explain",
+    },
+)
 
-        return DistributedBackend
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+if not TYPE_CHECKING:  # hidden from type checkers, so that they flag a misspelt name
+
+    def __getattr__(name: str) -> Any:
+        return _EXPORTS.load(name)
+
+    def __dir__() -> list[str]:
+        return _EXPORTS.dir()
 
 
 _moved.install()  # the 0.1 module paths (stochmix.engine.loop, ...), for one release

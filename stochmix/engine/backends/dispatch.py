@@ -24,7 +24,7 @@ from ..plan.gradients import RowGradient, chunk_gradients, gradients_at, pure_fo
 from ..plan.liveness import ZeroRows
 from ..plan.round_plan import LocalStep
 
-__all__ = ["WORKERS", "ZERO_ROWS", "execute"]
+__all__ = ["WORKERS", "ZERO_ROWS", "OneProcess", "execute"]
 
 WORKERS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
 
@@ -87,6 +87,94 @@ def _forget_written(zero: ZeroRows, item) -> None:
         zero.after_phase(item.rows)
 
 
+class OneProcess:
+    """The round's items applied to a state held whole by one process (the NumPy and
+    Torch backends): the item hooks of :func:`execute` for a backend that does not bring
+    its own (:class:`~stochmix.protocols.Sharded` backends do: ``round_items``).
+
+    Node-local runs go to their compiled program (the NumPy program of their structure,
+    its variant that skips blocks known to be zero, the backend's own dialect, or the
+    Numba row-wise loop), row maps to :func:`~stochmix.engine.model.rowmap.apply_map`,
+    whole-block phases to ``backend.apply_blockwise`` and every other phase to
+    ``backend.apply`` with its clients' gradients.
+    """
+
+    def __init__(self, z, backend, problem, method: Method, ctx: RunContext, kernel, caps):
+        self.z, self.backend, self.problem, self.method, self.ctx = z, backend, problem, method, ctx
+        self.kernel, self.caps = kernel, caps
+        self.bind = chunk_gradients(problem)
+        self.data = 2 * (problem.chunk_cost() if hasattr(problem, "chunk_cost") else z.shape[1])
+        # Chunks and threads only where the gradients are a pure formula of the problem's
+        # data; others (stochastic gradients) see every node at once, as on the general path.
+        self.pure = pure_formula(problem)
+        layout = ctx.layout
+        on = (ZERO_ROWS or layout.scratch) and caps.local_phases
+        self.zero = _zero_rows(z, method, ctx) if on else None
+
+    def begin(self) -> None:
+        # a backend may check the round's values once at its end instead of once per phase
+        if self.caps.round_hooks:
+            self.backend.begin_round()
+
+    def local(self, item: LocalStep) -> bool:
+        z, zero, caps, kernel = self.z, self.zero, self.caps, self.kernel
+        layout = self.ctx.layout
+        program, grads = program_for(item.structure), self.bind
+        if zero is not None and (zero.known or layout.scratch):
+            program = variant(program, item.nodes, zero)
+        planned = program  # every dialect below runs this one's schedule
+        if caps.own_programs:  # the backend's own dialect (Torch)
+            program = self.backend.local_program(program)
+        elif kernel is not None and runs_rowwise(
+            caps.compiled, kernel, item.nodes.size, z.shape[1]
+        ):
+            program, grads = rowwise_for(program, (kernel.kernel, kernel.fetch)), kernel
+        ok = program.run(
+            z,
+            item.nodes,
+            layout,
+            item.coefs,
+            item.clients,
+            grads,
+            self.data,
+            WORKERS if self.pure else 1,
+            whole=not self.pure,
+        )
+        if zero is not None:
+            zero.after_program(planned, item.nodes)
+        return ok
+
+    def row_map(self, item: RowMap) -> bool:
+        ok = apply_map(self.z, item, self.backend, self.problem, self.ctx.seed_sequence)
+        self._forget(item)
+        return ok
+
+    def whole(self, item: Phase, following: list) -> bool:
+        ok = _apply_blockwise(item, self.z, self.backend, self.problem, self.method, self.ctx)
+        self._forget(item)
+        return ok
+
+    def general(self, item: Phase) -> bool:
+        z, ctx, layout = self.z, self.ctx, self.ctx.layout
+        grads = None
+        if item.clients.size:
+            points = self.method.points(z, ctx, item.clients)
+            grads = self.problem.gradients(item.clients, points)
+        phase = item if layout.kept == layout.size else _KeptRows(item, layout.kept)
+        ok = self.backend.apply(z, phase, grads)
+        self._forget(item)
+        return ok
+
+    def end(self, finite: bool) -> bool:
+        if self.caps.round_hooks:
+            return self.backend.end_round() and finite
+        return finite
+
+    def _forget(self, item) -> None:
+        if self.zero is not None and self.zero.known:
+            _forget_written(self.zero, item)
+
+
 def execute(
     plan: list,
     z,
@@ -100,63 +188,32 @@ def execute(
     """Apply a planned round to ``z`` in place; False if a rewritten entry is not finite.
     ``kernel`` is :func:`row_gradient`'s answer for this run (None: NumPy programs only),
     ``caps`` the backend's :func:`~stochmix.engine.plan.capabilities.capabilities` (made here
-    when None)."""
-    finite = True
-    bind = chunk_gradients(problem)
-    data = 2 * (problem.chunk_cost() if hasattr(problem, "chunk_cost") else z.shape[1])
-    # Chunks and threads only where the gradients are a pure formula of the problem's
-    # data; others (stochastic gradients) see every node at once, as on the general path.
-    pure = pure_formula(problem)
+    when None).
+
+    The one dispatcher of every backend: each planned item goes to a hook of the round's
+    item runner, by kind: ``local`` (a run of node-local phases), ``row_map`` (a nonlinear
+    map), ``whole`` (a phase with a whole-block form, on a backend that applies them) or
+    ``general`` (any other phase); ``begin`` and ``end`` open and close the round (``end``
+    gets whether every hook's values were finite and gives the round's answer). The
+    runner is :class:`OneProcess` for a backend holding the whole state, or the one a
+    sharded backend makes for its shard (``backend.round_items(z, problem, method,
+    ctx)``)."""
     if caps is None:
         caps = capabilities(backend)
-    # a backend may run node-local programs in its own dialect (Torch, caps.own_programs),
-    # and check the round's values once at its end instead of once per phase
-    # (caps.round_hooks); phases that mix whole blocks go to the backend as one product
-    # per block where it can (caps.blockwise)
-    if caps.round_hooks:
-        backend.begin_round()
-    local_runs = caps.local_phases
-    layout = ctx.layout
-    zero = _zero_rows(z, method, ctx) if (ZERO_ROWS or layout.scratch) and local_runs else None
-    for item in plan:
+    if caps.sharded:
+        items = backend.round_items(z, problem, method, ctx)
+    else:
+        items = OneProcess(z, backend, problem, method, ctx, kernel, caps)
+    items.begin()
+    finite = True
+    for i, item in enumerate(plan):
         if isinstance(item, LocalStep):
-            program, grads = program_for(item.structure), bind
-            if zero is not None and (zero.known or layout.scratch):
-                program = variant(program, item.nodes, zero)
-            planned = program  # every dialect below runs this one's schedule
-            if caps.own_programs:
-                program = backend.local_program(program)
-            elif kernel is not None and runs_rowwise(
-                caps.compiled, kernel, item.nodes.size, z.shape[1]
-            ):
-                program, grads = rowwise_for(program, (kernel.kernel, kernel.fetch)), kernel
-            ok = program.run(
-                z,
-                item.nodes,
-                ctx.layout,
-                item.coefs,
-                item.clients,
-                grads,
-                data,
-                WORKERS if pure else 1,
-                whole=not pure,
-            )
-            if zero is not None:
-                zero.after_program(planned, item.nodes)
+            ok = items.local(item)
         elif isinstance(item, RowMap):  # nonlinear: never inside a run (it has no local form)
-            ok = apply_map(z, item, backend, problem, ctx.seed_sequence)
+            ok = items.row_map(item)
         elif caps.blockwise and item.blockwise is not None:
-            ok = _apply_blockwise(item, z, backend, problem, method, ctx)
+            ok = items.whole(item, plan[i + 1 :])
         else:
-            grads = None
-            if item.clients.size:
-                grads = problem.gradients(item.clients, method.points(z, ctx, item.clients))
-            ok = backend.apply(
-                z, item if layout.kept == layout.size else _KeptRows(item, layout.kept), grads
-            )
-        if zero is not None and zero.known and not isinstance(item, LocalStep):
-            _forget_written(zero, item)
+            ok = items.general(item)
         finite = ok and finite
-    if caps.round_hooks:
-        finite = backend.end_round() and finite
-    return finite
+    return items.end(finite)

@@ -27,8 +27,6 @@ HELPERS = ("prefetch_read", "prefetch_write", "rounded_as")
 WRITER = "stochmix.engine.codegen.rowwise"
 
 
-
-
 def cache_dir() -> Path | None:
     """Where compiled programs are kept between processes: ``$STOCHMIX_CACHE/programs``
     ("off" disables the cache), else ``$XDG_CACHE_HOME/stochmix/programs`` or

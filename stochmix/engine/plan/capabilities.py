@@ -79,7 +79,8 @@ class Capabilities:
         round_hooks: :class:`~stochmix.protocols.RoundHooks`: ``begin_round()`` before
             and ``end_round()`` after each round.
         sharded: :class:`~stochmix.protocols.Sharded` with ``runs_sharded`` true: the
-            run is handed to :func:`stochmix.engine.runner.sharded.run_sharded`.
+            backend keeps a rank's shard of the state (``make_shard`` in the run's set-up)
+            and applies each round's items through its own hooks (``round_items``).
         dtype: :class:`~stochmix.protocols.Typed`: the backend's ``dtype``; None without.
     """
 

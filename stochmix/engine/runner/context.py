@@ -1,9 +1,9 @@
 """The run's :class:`~stochmix.engine.model.method.RunContext`, made one way for every run.
 
-A single process (:func:`~stochmix.engine.runner.loop.prepare`) and a shard of the
-distributed backend (:func:`~stochmix.engine.runner.sharded.run_sharded`) both build their
-context here, so that what a method reads of the problem and of the participation process
-(the regularizer, how an activated edge mixes) cannot differ between them.
+Every run's set-up (:func:`~stochmix.engine.runner.loop.prepare`), on one process or on a
+rank's shard of the distributed backend, builds its context here, so that what a method
+reads of the problem and of the participation process (the regularizer, how an activated
+edge mixes) cannot differ between backends.
 """
 
 from __future__ import annotations

@@ -20,12 +20,11 @@ planner for their plans, without running them. What it reports is what the run w
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..._validate import as_int, choice
+from ..._validate import as_int
 from ..model.phase import Phase
 from ..model.rowmap import RowMap
 from ..plan.capabilities import capabilities
@@ -39,7 +38,8 @@ from ..plan.gradients import (
 from ..plan.planner import NOT_TEMPLATED
 from ..plan.round_plan import LocalStep, general_path
 from ..plan.slowpath import SLOW_PATH_MIN_ROUNDS, SlowPath
-from .loop import _backend, _checked, checked_clock, participant_stream, prepare, run
+from .arguments import RunOptions
+from .loop import participant_stream, prepare
 
 __all__ = ["Explanation", "RoundPlan", "Segment", "explain"]
 
@@ -205,7 +205,10 @@ class Explanation:
         printer.text(repr(self) if cycle else str(self))
 
 
-def explain(method, problem, participation, rounds: int = 2, **run_options) -> Explanation:
+def explain(
+    method, problem, participation, rounds: int = 2, *, options: RunOptions | None = None,
+    **run_options,
+) -> Explanation:  # fmt: skip
     """The plan of the first ``rounds`` rounds of ``run(method, problem, participation,
     ..., **run_options)``, in words: how each round is cut into segments, what runs them,
     whether rounds are templated, and every slow path with its reason. Nothing is run.
@@ -213,6 +216,8 @@ def explain(method, problem, participation, rounds: int = 2, **run_options) -> E
     Args:
         method, problem, participation: as for :func:`~stochmix.engine.runner.loop.run`.
         rounds: how many rounds to plan (the first ones of the run's stream).
+        options: the run's options as one record
+            (:class:`~stochmix.engine.runner.arguments.RunOptions`), instead of keywords.
         run_options: any keyword arguments of ``run`` (checked as ``run`` checks them);
             those that change the plan are ``seed`` (the participants), ``backend``,
             ``dtype``, ``device``, ``mixing``, ``compiled``, ``storage`` and ``callback``.
@@ -224,36 +229,29 @@ def explain(method, problem, participation, rounds: int = 2, **run_options) -> E
     the report says from how many rounds it would compile (``compiled=True`` shows the
     compiled plan). ``backend="distributed"`` is not explained (its plans are per rank).
     """
-    known = inspect.signature(run).parameters
-    unknown = sorted(set(run_options) - {k for k, p in known.items() if p.kind == p.KEYWORD_ONLY})
-    if unknown:
-        raise TypeError(f"explain() got options that run() does not take: {unknown}")
-    opts = {k: p.default for k, p in known.items() if p.kind == p.KEYWORD_ONLY}
-    opts.update(run_options)
+    if options is None:
+        try:
+            options = RunOptions.of(**run_options)
+        except TypeError as error:
+            raise TypeError(f"explain() got {error}") from None
+    elif run_options:
+        raise TypeError(
+            f"explain() takes options= or keyword options, not both: {sorted(run_options)}"
+        )
     rounds = as_int(rounds, "rounds", minimum=1)
-    checked = _checked(
-        method, problem, participation, rounds, opts["x0"], opts["seed"], opts["backend"],
-        opts["metrics"], opts["on_divergence"], opts["callback"], opts["progress"],
-        opts["checkpoint_every"], opts["evaluate_every"], opts["divergence_threshold"],
-    )  # fmt: skip
-    seed = checked[5]
-    choice(opts["storage"], "storage", ("auto", "full", "compact"))
-    back = _backend(
-        opts["backend"], opts["dtype"], opts["device"], opts["mixing"], opts["compiled"]
-    )
+    _, options = options.checked(method, problem, participation, rounds)
+    back = options.make_backend()
     if getattr(back, "runs_sharded", False):
         raise ValueError(
             "explain plans the rounds of one process; backend='distributed' plans each rank's "
             "shard (explain the same run with backend='numpy' to see its segments)"
         )
-    dtype = getattr(back, "dtype", opts["dtype"])
-    setup = prepare(
-        method, problem, participation, rounds, back, opts["dtype"], opts["storage"],
-        opts["callback"], seed, warn=False,
-    )  # fmt: skip
+    dtype = getattr(back, "dtype", options.dtype)
+    setup = prepare(method, problem, participation, rounds, back, options, warn=False)
+    seed = options.seed
     planner, dim = setup.planner, int(problem.dim)
     stream = participant_stream(participation, seed)
-    clock = checked_clock(opts["clock"], method, participation)
+    clock = options.clock
     if clock is not None:  # the rounds as the clock makes them (deadlines, arrivals)
         stream = clock.stream(stream, method, setup.ctx, seed)
     whole = hasattr(back, "apply_blockwise")

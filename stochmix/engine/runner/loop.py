@@ -24,18 +24,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from ... import protocols
-from ..._validate import (
-    as_float,
-    as_float_dtype,
-    as_int,
-    as_real_array,
-    as_seed,
-    choice,
-    flag_or_choice,
-)
 from ..backends.dispatch import execute
-from ..backends.names import make_backend
 from ..backends.threads import resolve_threads, torch_threads
 from ..model.layout import Layout
 from ..model.method import Method, RunContext
@@ -45,10 +34,11 @@ from ..plan.liveness import PlanCheck, find_scratch
 from ..plan.planner import RoundPlanner
 from ..plan.round_plan import plan_round
 from ..plan.slowpath import SLOW_PATH_MIN_ROUNDS, SlowPaths
+from .arguments import RunOptions
 from .checkpointer import Checkpointer, CheckpointWarning, run_identity
 from .context import make_context
 from .progress import Progress
-from .recorder import METRICS, Recorder, check_schedule
+from .recorder import Recorder
 from .result import Result
 from .rounds import DivergenceError, DivergenceWarning, participant_stream, run_rounds
 from .segments import segmenter
@@ -57,7 +47,7 @@ if TYPE_CHECKING:
     from ...protocols import BackendLike, ParticipationLike, ProblemLike
 else:
     # run() checks these contracts itself, first, with errors naming the argument
-    # (_check_parts); a runtime type checker (the test suite's) sees no constraint here
+    # (RunOptions.checked); a runtime type checker (the test suite's) sees no constraint here
     BackendLike = ParticipationLike = ProblemLike = Any
 
 __all__ = ["CheckpointWarning", "DivergenceError", "DivergenceWarning", "run"]
@@ -179,111 +169,72 @@ def run(
             ``time`` column (seconds at the end of each round). Asynchronous methods
             (:class:`~stochmix.algorithms.FedBuff`, :class:`~stochmix.algorithms.FedAsync`)
             take their arrival order from it (every client 1 s a step when None).
-            NumPy and Torch backends.
+            Every backend (under ``backend="distributed"`` every rank runs the same clock).
 
     Returns:
         A :class:`Result`; ``result.server[r]`` is the model after round r.
     """
-    (rounds, metrics, evaluate_every, divergence_threshold, checkpoint_every, seed, x0) = _checked(
-        method, problem, participation, rounds, x0, seed, backend, metrics, on_divergence,
-        callback, progress, checkpoint_every, evaluate_every, divergence_threshold,
+    options = RunOptions(
+        x0=x0, seed=seed, backend=backend, dtype=dtype, metrics=metrics,
+        on_divergence=on_divergence, callback=callback, device=device, mixing=mixing,
+        progress=progress, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
+        compiled=compiled, evaluate_every=evaluate_every,
+        divergence_threshold=divergence_threshold, storage=storage, clock=clock,
     )  # fmt: skip
-    choice(storage, "storage", ("auto", "full", "compact"))
-    as_float_dtype(dtype)
-    compiled = flag_or_choice(compiled, "compiled", ("auto",))
-    clock = checked_clock(clock, method, participation)
-    back = _backend(backend, dtype, device, mixing, compiled)
+    rounds, options = options.checked(method, problem, participation, rounds)
+    back = options.make_backend()
     # Torch's intra-op threads at the run's count, restored however the run ends
     threads = back.threads if hasattr(back, "threads") else resolve_threads()
     with torch_threads(threads):
-        return _run(
-            method, problem, participation, rounds, back, x0=x0, seed=seed, dtype=dtype,
-            metrics=metrics, on_divergence=on_divergence, callback=callback, progress=progress,
-            checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-            evaluate_every=evaluate_every, divergence_threshold=divergence_threshold,
-            compiled=compiled, storage=storage, clock=clock,
-        )  # fmt: skip
+        return _run(method, problem, participation, rounds, back, options)
 
 
-def checked_clock(clock, method, participation):
-    """``clock`` checked before any work (a Clock over the participation's clients, on a
-    single-process backend), or the default clock of an asynchronous method, or None."""
-    from ...timing import Clock, TimeModel  # the timing layer sits above the engine
-
-    if clock is None:
-        return Clock(TimeModel()) if getattr(method, "asynchronous", False) else None
-    if not isinstance(clock, Clock):
-        raise TypeError(f"clock must be a stochmix.timing.Clock, got {type(clock).__name__}")
-    clock.check_clients(int(participation.n_clients))
-    if getattr(method, "asynchronous", False) and clock.deadline is not None:
-        raise ValueError(
-            f"clock.deadline must be None for {method.name}: an asynchronous server waits "
-            f"for no cohort, got deadline={clock.deadline!r}"
-        )
-    if getattr(method, "asynchronous", False) and clock.availability is not None:
-        raise ValueError(
-            f"clock.availability must be None for {method.name}: its arrival schedule draws "
-            f"from every client, got availability={clock.availability!r}"
-        )
-    return clock
-
-
-def _run(
-    method, problem, participation, rounds, back, *, x0, seed, dtype, metrics,
-    on_divergence, callback, progress, checkpoint, checkpoint_every, evaluate_every,
-    divergence_threshold, compiled, storage, clock=None,
-) -> Result:  # fmt: skip
-    """The run on its built backend, arguments checked (see :func:`run`)."""
-    n = int(problem.n_clients)
+def _run(method, problem, participation, rounds: int, back, options: RunOptions) -> Result:
+    """The run on its built backend, its ``options`` checked (see :func:`run`): one
+    set-up (:func:`prepare`, with the backend's shard where it keeps one, a rank's part
+    of the state), one dispatcher (:func:`~stochmix.engine.backends.dispatch.execute`),
+    one loop over the rounds (:func:`~stochmix.engine.runner.rounds.run_rounds`), on every
+    backend."""
     caps = capabilities(back)  # the backend's optional capabilities, found once
-    if caps.sharded:  # backend="distributed": a shard per rank
-        from .sharded import run_sharded
-
-        if clock is not None:
-            raise ValueError(
-                "clock is not supported by backend='distributed' (yet); use numpy or torch"
-            )
-        return run_sharded(
-            method, problem, participation, rounds, back, x0=x0, seed=seed, dtype=dtype,
-            metrics=metrics, on_divergence=on_divergence, callback=callback, progress=progress,
-            checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-            evaluate_every=evaluate_every, divergence_threshold=divergence_threshold,
-            compiled=compiled,
-        )  # fmt: skip
-    setup = prepare(
-        method, problem, participation, rounds, back, dtype, storage, callback, seed, caps=caps
-    )
+    setup = prepare(method, problem, participation, rounds, back, options, caps=caps)
+    options = setup.options  # (a sharded run's seed is rank 0's where none was given)
     rows, layout, ctx, planner = setup.rows, setup.layout, setup.ctx, setup.planner
-    z = back.asarray(layout.initial(x0))
-    recorder = Recorder(problem, method, ctx, metrics, rounds, evaluate_every, setup.expected)
-    saver = None
-    if checkpoint is not None:
-        identity = run_identity(
-            method, problem, participation, seed, back, x0, metrics, compiled, recorder.interval,
-            clock,
-        )  # fmt: skip
-        saver = Checkpointer(checkpoint, identity, checkpoint_every)
+    clock = options.clock
+    if caps.sharded:
+        z = back.initial(options.x0)
+        reported = back.reported(method)
+    else:
+        z = back.asarray(layout.initial(options.x0))
+        reported = method
+    recorder = Recorder(
+        problem, reported, ctx, options.metrics, rounds, options.evaluate_every, setup.expected
+    )
+    saver = _checkpointer(method, problem, participation, back, options, recorder, caps)
     if hasattr(problem, "reseed"):  # stochastic gradients restart with the run's seed
-        problem.reseed(seed if isinstance(seed, int) else None)
-    stream = participant_stream(participation, seed)
+        problem.reseed(options.seed if isinstance(options.seed, int) else None)
+    stream = participant_stream(participation, options.seed)
     if clock is not None:
-        stream = clock.stream(stream, method, ctx, seed)
-    bar = None if progress is False else Progress(rounds, method.name, force=progress is True)
+        stream = clock.stream(stream, method, ctx, options.seed)
+    shown = options.progress is not False and getattr(back, "rank", 0) == 0  # rank 0 shows
+    bar = Progress(rounds, method.name, force=options.progress is True) if shown else None
 
     saved = None if saver is None else saver.load(rounds)
-    check = PlanCheck(layout, method, n) if layout.scratch else (lambda plan, r: plan)
+    if saver is not None and caps.sharded:
+        back.check_resume(None if saved is None else int(saved["done"]), options.checkpoint)
+    check = PlanCheck(layout, method, int(problem.n_clients)) if layout.scratch else None
     result = run_rounds(
         lambda r, participants, z: execute(
-            check(planner.plan(r, participants), r), z, back, problem, method, ctx, rows, caps
+            planner.plan(r, participants) if check is None else check(
+                planner.plan(r, participants), r
+            ),
+            z, back, problem, method, ctx, rows, caps,
         ),
         saved=saved, saver=saver, z=z, back=back, ctx=ctx, recorder=recorder, stream=stream,
         rounds=rounds, method=method, problem=problem, participation=participation,
-        seed=seed, dtype=dtype, callback=callback, bar=bar,
-        divergence_threshold=divergence_threshold, on_divergence=on_divergence,
-        traffic=lambda: planner.traffic,
-        segments=None if clock is not None else segmenter(
-            method, problem, participation, layout, ctx, back, caps, dtype, callback,
-            lambda: planner.phases,
+        options=options, bar=bar, traffic=lambda: planner.traffic,
+        segments=None if clock is not None or caps.sharded else segmenter(
+            method, problem, participation, layout, ctx, back, caps, options.dtype,
+            options.callback, lambda: planner.phases,
         ),
     )  # fmt: skip
     if clock is not None and clock.deadline is not None and result.participants[1:].sum() == 0:
@@ -296,16 +247,24 @@ def _run(
     return result
 
 
-def _backend(backend, dtype, device, mixing, compiled):
-    """The backend object of ``run``'s arguments."""
-    options = {k: v for k, v in (("device", device), ("mixing", mixing)) if v is not None}
-    if compiled != "auto":
-        options["compiled"] = compiled
-    return make_backend(backend, dtype, **options)
+def _checkpointer(method, problem, participation, back, options, recorder, caps):
+    """The run's :class:`Checkpointer`, or None without ``options.checkpoint`` (a
+    sharded backend checkpoints each rank to a file of its own)."""
+    if options.checkpoint is None:
+        return None
+    identity = run_identity(
+        method, problem, participation, options.seed, back, options.x0, options.metrics,
+        options.compiled, recorder.interval, options.clock,
+    )  # fmt: skip
+    path = options.checkpoint
+    if caps.sharded:
+        identity.update(back.identity())
+        path = back.checkpoint_file(path)
+    return Checkpointer(path, identity, options.checkpoint_every)
 
 
 class Setup(NamedTuple):
-    """What a single-process run is planned with (see :func:`prepare`)."""
+    """What a run is planned with (see :func:`prepare`)."""
 
     back: object  #: the backend
     rows: RowGradient | None  #: the compiled one-client gradient, or None
@@ -313,134 +272,70 @@ class Setup(NamedTuple):
     ctx: RunContext
     planner: RoundPlanner
     expected: float  #: the expected participants of a round
+    options: RunOptions  #: the run's options (its seed drawn where it had none and a shard)
 
 
 def prepare(
-    method, problem, participation, rounds: int, back, dtype, storage, callback, seed, warn=None,
+    method, problem, participation, rounds: int, back, options: RunOptions, warn=None,
     caps: Capabilities | None = None,
 ) -> Setup:  # fmt: skip
-    """The set-up of a single-process run of ``rounds`` rounds, before its state exists:
-    the compiled gradient (or None), the rows the state keeps (``storage``), the layout
-    and context (``method.start`` called) and the round planner, whose notes warn about
-    slow paths (``warn``; by default in runs of more than
-    :data:`~stochmix.engine.plan.slowpath.SLOW_PATH_MIN_ROUNDS` rounds). :func:`run` and
-    :func:`stochmix.explain` plan with it. ``caps``: the backend's
-    :func:`~stochmix.engine.plan.capabilities.capabilities` (made here when None)."""
+    """The set-up of a run of ``rounds`` rounds, before its state exists: the compiled
+    gradient (or None), the rows the state keeps (``options.storage``), the layout and
+    context (:func:`~stochmix.engine.runner.context.make_context`: ``method.start``
+    called) and the round planner, whose notes warn about slow paths (``warn``; by default
+    in runs of more than :data:`~stochmix.engine.plan.slowpath.SLOW_PATH_MIN_ROUNDS`
+    rounds, on rank 0 of a sharded run). :func:`run` and :func:`stochmix.explain` plan
+    with it. ``caps``: the backend's :func:`~stochmix.engine.plan.capabilities.capabilities`
+    (made here when None).
+
+    The shard hook: a sharded backend (:class:`~stochmix.protocols.Sharded`) keeps every
+    row of its part of the state (``storage="compact"`` is refused) and makes its shard
+    here (``back.make_shard``, which refuses what a shard cannot run); a run without a
+    seed takes rank 0's, so that every rank draws the same rounds."""
     caps = capabilities(back) if caps is None else caps
     n, dim = int(problem.n_clients), int(problem.dim)
     probabilities = participation.probabilities  # a copy of N numbers: taken once
     expected = n if probabilities is None else float(np.sum(probabilities))
-    state_dtype = dtype if caps.dtype is None else caps.dtype
-    rows = row_gradient(problem, back, state_dtype, rounds * expected * dim, expected * dim, caps)
-    scratch = {}
-    if storage == "compact" or (
-        storage == "auto"
-        and callback is None
-        and (rows is not None or _full_bytes(method, n, dim, dtype) >= COMPACT_MIN_BYTES)
-    ):
-        if caps.local_phases:
-            scratch = find_scratch(
-                method, n, dim, probabilities,
-                lambda phases, m, c: plan_round(phases, back, m, c, caps),
-                getattr(problem, "regularizer", None),
-            )  # fmt: skip
-    layout = Layout(method.blocks(n), scratch, (method.client_node, n))
-    ctx = make_context(method, problem, participation, layout, seed, probabilities)
-    notes = SlowPaths(method.name, warn=rounds > SLOW_PATH_MIN_ROUNDS if warn is None else warn)
+    if warn is None:
+        warn = rounds > SLOW_PATH_MIN_ROUNDS and getattr(back, "rank", 0) == 0
+    if caps.sharded:
+        if options.storage == "compact":
+            raise ValueError(
+                f'storage="compact" is not supported by backend={back.name!r}: a rank keeps '
+                'every row of its shard (use storage="auto" or "full")'
+            )
+        if options.seed is None:  # every rank must draw the same rounds: rank 0's entropy
+            entropy = int(np.random.SeedSequence().generate_state(1)[0])
+            options = options.replace(seed=back.common(entropy))
+        layout = Layout(method.blocks(n))
+        back.make_shard(layout, n, method, dim, problem)
+        rows = None
+    else:
+        state_dtype = options.dtype if caps.dtype is None else caps.dtype
+        work, per_round = rounds * expected * dim, expected * dim
+        rows = row_gradient(problem, back, state_dtype, work, per_round, caps)
+        scratch = {}
+        storage = options.storage
+        if storage == "compact" or (
+            storage == "auto"
+            and options.callback is None
+            and (
+                rows is not None or _full_bytes(method, n, dim, options.dtype) >= COMPACT_MIN_BYTES
+            )
+        ):
+            if caps.local_phases:
+                scratch = find_scratch(
+                    method, n, dim, probabilities,
+                    lambda phases, m, c: plan_round(phases, back, m, c, caps),
+                    getattr(problem, "regularizer", None),
+                )  # fmt: skip
+        layout = Layout(method.blocks(n), scratch, (method.client_node, n))
+    ctx = make_context(method, problem, participation, layout, options.seed, probabilities)
+    notes = SlowPaths(method.name, warn=warn)
     planner = RoundPlanner(method, back, ctx, caps, notes=notes)
-    return Setup(back, rows, layout, ctx, planner, expected)
+    return Setup(back, rows, layout, ctx, planner, expected, options)
 
 
 def _full_bytes(method: Method, n: int, dim: int, dtype) -> int:
     """The bytes of ``method``'s state with every row of every block kept."""
     return Layout(method.blocks(n)).size * dim * np.dtype(dtype).itemsize
-
-
-# ------------------------------------------------------------------ arguments
-def _checked(
-    method, problem, participation, rounds, x0, seed, backend, metrics, on_divergence,
-    callback, progress, checkpoint_every, evaluate_every, divergence_threshold,
-) -> tuple:  # fmt: skip
-    """``run``'s arguments checked before any work, with errors naming them; returns
-    those that are normalised (rounds, metrics, evaluate_every, divergence_threshold,
-    checkpoint_every, seed, x0)."""
-    if not isinstance(method, Method):
-        raise TypeError(f"method must be a stochmix Method, got {type(method).__name__}")
-    rounds = as_int(rounds, "rounds", minimum=0)
-    _check_parts(problem, participation, backend, progress)
-    choice(on_divergence, "on_divergence", ("warn", "raise"))
-    if isinstance(metrics, str) or not hasattr(metrics, "__iter__"):
-        raise TypeError(f"metrics must be a tuple of metric names among {METRICS}, got {metrics!r}")
-    metrics = tuple(metrics)
-    for m in metrics:
-        choice(m, "metrics entry", METRICS)
-    evaluate_every = check_schedule(evaluate_every)
-    divergence_threshold = as_float(divergence_threshold, "divergence_threshold", positive=True)
-    seed = as_seed(seed)  # the one normalisation: every later use sees the same value
-    n = int(problem.n_clients)
-    if int(participation.n_clients) != n:
-        raise ValueError(
-            f"participation covers {participation.n_clients} clients but the problem has {n}"
-        )
-    method.check_participation(participation)
-    method.check_problem(problem)
-    if getattr(participation, "loses_uploads", False) and not getattr(
-        method, "reads_uploads", False
-    ):
-        raise ValueError(
-            f"participation {participation!r} loses uploads, which {method.name} does not "
-            "model (federated methods with local training do; asynchronous and "
-            "decentralized methods, Scaffnew, do not)"
-        )
-    x0 = _check_starting_point(x0, int(problem.dim), n, method)
-    checkpoint_every = as_int(checkpoint_every, "checkpoint_every", minimum=1)
-    if callback is not None and not callable(callback):
-        raise TypeError(f"callback must be callable as callback(r, z, ctx), got {callback!r}")
-    return rounds, metrics, evaluate_every, divergence_threshold, checkpoint_every, seed, x0
-
-
-def _check_starting_point(x0, dim: int, n_clients: int | None = None, method=None) -> np.ndarray:
-    """x0 of shape (dim,) (every row that starts at the model starts there), or, for a
-    method whose model block holds one row per node and no server (decentralized:
-    ``client_node == 0``), (n_clients, dim): node i starts at row i."""
-    if x0 is None:
-        return np.zeros(dim)
-    x0 = as_real_array(x0, "x0", finite=False)  # refuses bool, complex, strings
-    per_node = method is not None and getattr(method, "client_node", None) == 0
-    if x0.ndim == 2 and per_node and x0.shape != (n_clients, dim):
-        raise ValueError(
-            f"x0 must have shape ({dim},) or, one row per node, ({n_clients}, {dim}); "
-            f"got {x0.shape}"
-        )
-    if x0.ndim == 2 and not per_node:
-        name = type(method).__name__ if method is not None else "this method"
-        raise ValueError(
-            f"x0 must have shape ({dim},), got {x0.shape}: per-node starting points "
-            f"(n_clients, dim) are for decentralized methods (no server row); {name} "
-            "starts every client from the one point x0"
-        )
-    if x0.ndim != 2 and x0.shape != (dim,):
-        raise ValueError(f"x0 must have shape ({dim},), got {x0.shape}")
-    if not np.isfinite(x0).all():
-        raise ValueError("x0 must be finite")
-    return x0
-
-
-def _check_parts(problem, participation, backend, progress) -> None:
-    """What ``run`` needs of its arguments, checked before any work against the contracts
-    of :mod:`stochmix.protocols`, so that swapped or missing ones get an error naming
-    them."""
-    if not isinstance(problem, protocols.ProblemLike):
-        raise TypeError(
-            f"problem must be a stochmix problem (with n_clients, dim and gradients), "
-            f"got {type(problem).__name__}"
-        )
-    if not isinstance(participation, protocols.ParticipationLike):
-        raise TypeError(
-            "participation must be a participation process (with n_clients, probabilities "
-            f"and masks or participants), got {type(participation).__name__}"
-        )
-    if not isinstance(backend, (str, protocols.BackendLike)):
-        raise TypeError(f'backend must be "numpy", "torch" or a backend object, got {backend!r}')
-    if progress != "auto" and not isinstance(progress, (bool, np.bool_)):
-        raise ValueError(f'progress must be "auto", True or False, got {progress!r}')

@@ -1,7 +1,7 @@
 """The rounds of a run, on one process or on one rank's shard: draw the participants,
 apply the round, record it, stop on divergence, call back, checkpoint, and the
-:class:`~stochmix.engine.runner.result.Result` at the end. :func:`stochmix.run` (``loop``) and the
-distributed engine (``distributed``) both run their rounds here.
+:class:`~stochmix.engine.runner.result.Result` at the end (:func:`stochmix.run` runs every
+backend's rounds here).
 """
 
 from __future__ import annotations
@@ -39,17 +39,20 @@ def participant_stream(participation, seed):
 
 def run_rounds(
     step, *, saved, saver, z, back, ctx, recorder, stream, rounds, method, problem,
-    participation, seed, dtype, callback, bar, divergence_threshold, on_divergence,
-    stacklevel: int = 4, traffic=None, segments=None,
+    participation, options, bar, stacklevel: int = 4, traffic=None, segments=None,
 ) -> Result:  # fmt: skip
     """The rounds of a run and its Result, on one process or one rank's shard: start
     from ``saved`` (a loaded checkpoint) or measure round 0, then for each round draw the
     participants, apply it (``step(r, participants, z)``: False when a written entry is not
-    finite), record it, stop on divergence, call back, checkpoint. ``stacklevel`` points
+    finite), record it, stop on divergence, call back, checkpoint. ``options``: the run's
+    checked :class:`~stochmix.engine.runner.arguments.RunOptions` (its seed, dtype,
+    callback and divergence settings are read here). ``stacklevel`` points
     the divergence warning at the caller of :func:`run`; ``traffic()`` gives the last
     round's (gradient evaluations, messages, floats), recorded when given.
     ``segments``: a :class:`~stochmix.engine.runner.segments.Segmenter` with ``phases()`` (the
     last built round's phases), where small rounds may run in compiled batches."""
+    seed, dtype, callback = options.seed, options.dtype, options.callback
+    divergence_threshold, on_divergence = options.divergence_threshold, options.on_divergence
     done = 0 if saved is None else int(saved["done"])
     recorder.counted = traffic is not None
     if saved is None:

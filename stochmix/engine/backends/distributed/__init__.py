@@ -56,21 +56,31 @@ The end of each round all-reduces one finiteness flag (divergence stops every ra
 same round). Every collective goes through :class:`Traffic`, which counts the bytes each
 rank puts in and gets out.
 
-Not yet: nonlinear row maps (channel noise, compression: refused, naming the method),
-methods that report an output of their own other than a server row or the mean of their
-``node_models``, problems whose gradients draw random numbers (each rank would draw its
-own), the compiled (Numba) and Torch programs on the shards (the shards run the NumPy
-programs; NCCL groups move the sums through the GPU, the state stays on the host).
+**One engine.** The backend is a backend of the one engine, not a run loop of its own:
+:func:`stochmix.run` sets the run up once (its shard hook, ``make_shard``, makes this
+rank's :class:`Shard`), and the one dispatcher
+(:func:`~stochmix.engine.backends.dispatch.execute`) sends each planned item to the
+shard's item hooks (:class:`~.items.ShardItems`). Every option of a run on one process
+works here too: participation and activation processes, the virtual clock (every rank
+runs the same clock), checkpoints (a file per rank), composite problems and other
+nonlinear row maps (a map's source rows are gathered on every rank, which computes the
+map whole and keeps the rows it holds: the same values, random draws included).
+Refused at the start, with an error naming the argument: ``storage="compact"`` (a shard
+keeps its rows), methods that report an output of their own other than a server row or
+the mean of their ``node_models``, problems whose gradients draw random numbers (each
+rank would draw its own). Not used on shards: the compiled (Numba) and Torch programs
+(the shards run the NumPy programs; NCCL groups move the sums through the GPU, the state
+stays on the host), and the compiled segments of small rounds.
 """
 
 from __future__ import annotations
 
 from .collectives import SEGMENTS, DistributedBackend, Traffic, closed_form_bytes
 from .halo import HaloPlan, halo_plan, ring_halo_rows, shift_halo_rows
+from .items import ShardItems
 from .shard import Shard
 
 # more names of the single module this package was, for the modules that import them
-# (runner/sharded.py: _refuse, _reporter)
 from .halo import PLANS as PLANS  # isort: skip
 from .halo import _ByIdentity as _ByIdentity  # isort: skip
 from .halo import _Mixed as _Mixed  # isort: skip
@@ -86,6 +96,7 @@ __all__ = [
     "DistributedBackend",
     "HaloPlan",
     "Shard",
+    "ShardItems",
     "Traffic",
     "closed_form_bytes",
     "halo_plan",

@@ -1,17 +1,22 @@
 """The distributed backend's process group: :class:`DistributedBackend` (the collectives
-every rank calls, and the round it applies to its shard), the :class:`Traffic` each rank
-counts through them, and the closed form of a federated round's bytes
-(:func:`closed_form_bytes`). See :mod:`stochmix.engine.backends.distributed`."""
+every rank calls, and its shard hooks: the rank's shard of a run, the item hooks of a
+round on it, its checkpoint file), the :class:`Traffic` each rank counts through them,
+and the closed form of a federated round's bytes (:func:`closed_form_bytes`). See
+:mod:`stochmix.engine.backends.distributed`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
 
 import numpy as np
 
 from ...._validate import as_float_dtype
+from ...model.layout import Layout
 from ...model.method import Method, RunContext
+from .items import ShardItems
+from .reporting import _refuse, _reporter
+from .shard import Shard
 
 SEGMENTS = 64  #: the fixed grid of client segments (a power of two): at most this many ranks
 
@@ -61,7 +66,7 @@ class DistributedBackend:
 
     name = "distributed"
     runs_local_phases = True  # node-local runs: sharded, segment by segment
-    runs_sharded = True  # run() hands the whole run to run_sharded
+    runs_sharded = True  # run() asks it for a shard of the state (make_shard) and rounds
     compiled = False  # the shards run the NumPy programs
 
     def __init__(self, dtype=np.float64, group=None, segments: int = SEGMENTS):
@@ -96,9 +101,7 @@ class DistributedBackend:
         nccl = str(dist.get_backend(group)).lower() == "nccl"
         self.device = torch.device("cuda", torch.cuda.current_device()) if nccl else None
         self.traffic = Traffic()
-        # the run's :class:`~stochmix.engine.backends.distributed.shard.Shard` (run_sharded
-        # makes it; not imported here: the shard's module builds on this one)
-        self.shard: Any = None
+        self.shard: Shard | None = None  # the run's (make_shard)
 
     def __repr__(self) -> str:
         return f"DistributedBackend(rank={self.rank}, ranks={self.size}, segments={self.segments})"
@@ -111,17 +114,78 @@ class DistributedBackend:
         return np.asarray(array)
 
     def apply(self, z, phase, gradients) -> bool:
-        """Not used: a sharded state is applied through :meth:`execute`."""
+        """Not used: a sharded state is applied through the round's item hooks
+        (:meth:`round_items`)."""
         raise TypeError(
-            "DistributedBackend applies whole rounds (execute); a phase alone cannot be "
-            "applied to a shard"
+            "DistributedBackend applies rounds through its shard (round_items); a phase "
+            "alone cannot be applied to a shard"
         )
 
     def apply_blockwise(self, z, phase, gradients) -> bool:
-        """Not used either (a shard applies whole-block phases through :meth:`execute`,
-        with halo exchanges); it is here so that rounds are planned with whole-block
+        """Not used either (a shard applies whole-block phases with halo exchanges:
+        :meth:`round_items`); it is here so that rounds are planned with whole-block
         phases, exactly as the NumPy backend plans them."""
         return self.apply(z, phase, gradients)
+
+    # ------------------------------------------------------------------ shard hooks
+    def make_shard(self, layout: Layout, n_clients: int, method, dim: int, problem) -> Shard:
+        """This rank's :class:`~.shard.Shard` of a run of ``method`` on ``problem``
+        (kept as :attr:`shard`), after refusing, with an error naming the argument, what a
+        shard cannot run."""
+        self.shard = Shard(self, layout, n_clients, method, dim)
+        _refuse(method, problem, self.shard)
+        return self.shard
+
+    def initial(self, x0: np.ndarray) -> np.ndarray:
+        """This rank's rows of the run's initial state."""
+        return self._shard().initial(x0, self.dtype)
+
+    def reported(self, method):
+        """What the recorder reads of ``method`` on the shard: the replicated server row,
+        or the network average of the method's ``node_models``."""
+        shard = self._shard()
+        return _reporter(method, shard, shard.layout)
+
+    def round_items(self, z, problem, method: Method, ctx: RunContext) -> ShardItems:
+        """The item hooks of one round on this rank's shard (see
+        :func:`~stochmix.engine.backends.dispatch.execute`)."""
+        return ShardItems(self._shard(), z, problem, method, ctx)
+
+    def checkpoint_file(self, path) -> Path:
+        """This rank's file of a run checkpointed at ``path``: ``NAME.rankR-of-S.EXT``;
+        refuses files of the same run written on another number of ranks."""
+        path = Path(path)
+        mine = path.with_name(f"{path.stem}.rank{self.rank}-of-{self.size}{path.suffix}")
+        others = sorted(
+            p.name
+            for p in path.parent.glob(f"{path.stem}.rank*-of-*{path.suffix}")
+            if not p.name.endswith(f"-of-{self.size}{path.suffix}")
+        )
+        if others:
+            raise ValueError(
+                f"checkpoint {str(path)!r}: files {others} were written by a run on another "
+                f"number of ranks; resume on that number (this run has {self.size})"
+            )
+        return mine
+
+    def identity(self) -> dict:
+        """What a checkpoint of this rank records besides the run's own identity."""
+        return {"ranks": self.size, "rank": self.rank, "segments": self.segments}
+
+    def check_resume(self, done: int | None, path) -> None:
+        """Refuse to resume unless every rank's file is at the same round (``done``:
+        this rank's, None without a file)."""
+        everyone = self.all_gather(np.array([-1 if done is None else done]), "setup")
+        if len({int(v[0]) for v in everyone}) > 1:
+            raise ValueError(
+                f"checkpoint {str(path)!r}: the ranks' files are at different rounds "
+                f"({[int(v[0]) for v in everyone]}); remove them to start again"
+            )
+
+    def _shard(self) -> Shard:
+        if self.shard is None:
+            raise RuntimeError("DistributedBackend: no shard yet (make_shard comes first)")
+        return self.shard
 
     # ------------------------------------------------------------------ collectives
     def _tensor(self, array: np.ndarray):
@@ -195,37 +259,6 @@ class DistributedBackend:
     def common(self, value: int) -> int:
         """Rank 0's ``value`` (a non-negative integer) on every rank."""
         return int(self.broadcast(np.array([value], dtype=np.int64), 0, "setup")[0])
-
-    # ------------------------------------------------------------------ rounds
-    def execute(self, plan: list, z: np.ndarray, problem, method: Method, ctx: RunContext) -> bool:
-        """Apply a planned round to this rank's state ``z``; False if a rewritten entry
-        is not finite on any rank (the same answer on every rank)."""
-        from ...model.rowmap import RowMap
-        from ...plan.gradients import chunk_gradients as _chunk_gradients
-        from ...plan.round_plan import LocalStep
-
-        shard = self.shard
-        if shard is None:
-            raise RuntimeError("DistributedBackend.execute before the run made its shard")
-        bind = _chunk_gradients(problem)
-        data = 2 * (problem.chunk_cost() if hasattr(problem, "chunk_cost") else z.shape[1])
-        finite = True
-        shard.halos = {}  # halo rows fetched ahead for later phases of the round
-        for i, item in enumerate(plan):
-            if isinstance(item, LocalStep):
-                ok = shard.local_step(item, z, bind, data, ctx)
-            elif isinstance(item, RowMap):
-                raise NotImplementedError(
-                    f'backend="distributed": method {method.name} applies a nonlinear row '
-                    f"map (phase {item.label!r}); row maps do not run on shards yet"
-                )
-            else:
-                done = shard.whole_blocks(item, z, problem, method, plan[i + 1 :])
-                if done is None:  # not a whole-block phase over the sharded nodes
-                    done = shard.general(item, z, problem, method, ctx)
-                ok = done
-            finite = ok and finite
-        return self.all_true(finite)
 
 
 def closed_form_bytes(outer_rows: int, dim: int, ranks: int, itemsize: int = 8) -> dict:

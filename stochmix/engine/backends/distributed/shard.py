@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -19,9 +19,6 @@ from ...model.layout import Block, Layout
 from ...model.method import Method, RunContext
 from ...model.phase import Phase
 from .halo import PLANS, HaloPlan, _ByIdentity, _Mixed, halo_plan
-
-if TYPE_CHECKING:
-    from .collectives import DistributedBackend
 
 __all__ = ["Shard"]
 
@@ -47,9 +44,7 @@ class Shard:
     (:attr:`plans`, :attr:`plans_built`).
     """
 
-    def __init__(
-        self, backend: DistributedBackend, layout: Layout, n_clients: int, method, dim: int = 0
-    ):
+    def __init__(self, backend: Any, layout: Layout, n_clients: int, method, dim: int = 0):
         self.backend = backend
         self.layout, self.n = layout, int(n_clients)
         self.first = int(method.client_node + layout.first_node(method.model_block))
@@ -441,13 +436,7 @@ class Shard:
         fetched = self._fetch(wanted, z) if back.size > 1 else None
 
         def values(global_rows):
-            out = np.empty((global_rows.size, z.shape[1]), dtype=z.dtype)
-            own = self.owner(global_rows)
-            here = (own == -1) | (own == back.rank)
-            out[here] = z[self.local(global_rows[here])]
-            if (~here).any():
-                out[~here] = fetched[np.searchsorted(wanted, global_rows[~here])]
-            return out
+            return self.values(global_rows, z, wanted, fetched)
 
         sub = mix if held.size == rows.size else mix[held]
         cols = np.unique(sub.indices)
@@ -463,6 +452,18 @@ class Shard:
         new = np.asarray(new).astype(z.dtype, copy=False)
         z[self.local(rows[held])] = new
         return bool(np.isfinite(new.sum()))
+
+    def values(self, global_rows, z, wanted: np.ndarray, fetched) -> np.ndarray:
+        """The values of global rows ``global_rows``: from this rank's state where it
+        holds them, else from ``fetched`` (:meth:`_fetch` of the sorted ``wanted``)."""
+        global_rows = np.asarray(global_rows, dtype=np.int64)
+        out = np.empty((global_rows.size, z.shape[1]), dtype=z.dtype)
+        own = self.owner(global_rows)
+        here = (own == -1) | (own == self.backend.rank)
+        out[here] = z[self.local(global_rows[here])]
+        if (~here).any():
+            out[~here] = fetched[np.searchsorted(wanted, global_rows[~here])]
+        return out
 
     def _fetch(self, wanted: np.ndarray, z) -> np.ndarray:
         """The values of global client rows ``wanted`` (sorted), gathered from their

@@ -1,0 +1,73 @@
+"""A round's items on a rank's shard: :class:`ShardItems`, the item hooks that the one
+dispatcher (:func:`~stochmix.engine.backends.dispatch.execute`) calls for the distributed
+backend, as :class:`~stochmix.engine.backends.dispatch.OneProcess` serves one process.
+See :mod:`stochmix.engine.backends.distributed`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...model.method import Method, RunContext
+from ...model.rowmap import MapInfo
+from ...plan.gradients import chunk_gradients
+
+__all__ = ["ShardItems"]
+
+
+class ShardItems:
+    """The hooks of one round on ``shard`` (a :class:`~.shard.Shard`): node-local runs
+    per segment, whole-block phases with halo exchanges, row maps and general phases
+    with the client rows they read gathered first; the round ends with one all-reduce of
+    the finiteness flag, so every rank stops at the same round."""
+
+    def __init__(self, shard: Any, z: np.ndarray, problem, method: Method, ctx: RunContext):
+        self.shard, self.z, self.problem, self.method, self.ctx = shard, z, problem, method, ctx
+        self.bind = chunk_gradients(problem)
+        self.data = 2 * (problem.chunk_cost() if hasattr(problem, "chunk_cost") else z.shape[1])
+
+    def begin(self) -> None:
+        self.shard.halos = {}  # halo rows fetched ahead for later phases of the round
+
+    def local(self, item) -> bool:
+        return self.shard.local_step(item, self.z, self.bind, self.data, self.ctx)
+
+    def whole(self, item, following: list) -> bool:
+        done = self.shard.whole_blocks(item, self.z, self.problem, self.method, following)
+        if done is None:  # not a whole-block phase over the sharded nodes
+            return self.general(item)
+        return done
+
+    def general(self, item) -> bool:
+        return self.shard.general(item, self.z, self.problem, self.method, self.ctx)
+
+    def row_map(self, item) -> bool:
+        """``target[rows] <- f(sources...)`` as one process computes it: the source rows
+        are gathered on every rank (client rows from their owners, one ``all_gather``),
+        every rank calls ``f`` on all of them (the same inputs, the same draws of
+        ``info.rng``: the same values), and each rank keeps the target rows it holds."""
+        shard, z = self.shard, self.z
+        sources = [np.asarray(rows, dtype=np.int64) for _, _, rows in item.sources]
+        wanted = np.unique(np.concatenate(sources)) if sources else np.zeros(0, np.int64)
+        wanted = wanted[shard.owner(wanted) >= 0]  # client rows: the same set on every rank
+        fetched = shard._fetch(wanted, z) if shard.backend.size > 1 else None
+        args = [shard.values(rows, z, wanted, fetched) for rows in sources]
+        info = MapInfo(
+            item.target_rows, item.round, item.label, self.problem, self.ctx.seed_sequence
+        )
+        new = np.asarray(item.function(*args, info=info))
+        expected = (item.target_rows.size, z.shape[1])
+        if new.shape != expected:
+            raise ValueError(
+                f"map {item.name!r} of phase {item.label!r} returned shape {new.shape}, "
+                f"expected {expected}"
+            )
+        rows = np.asarray(item.z_rows, dtype=np.int64)
+        own = shard.owner(rows)
+        held = (own == -1) | (own == shard.backend.rank)
+        z[shard.local(rows[held])] = new[held].astype(z.dtype, copy=False)
+        return bool(np.isfinite(new).all())
+
+    def end(self, finite: bool) -> bool:
+        return self.shard.backend.all_true(finite)
