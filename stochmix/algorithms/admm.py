@@ -12,10 +12,12 @@ with A the 0/1 adjacency, D = diag(d_i) and L = D - A,
         + c (L x^k)_i}{2 c\, d_i + \rho},\\
     \text{both:}\quad & \alpha^{k+1} = \alpha^k + c\, L x^{k+1}.
 
-The mixing terms are sparse products with c (D + A), c L and the diagonal matrices of
-the per-node coefficients, built once per distinct graph; the exact ADMM step is a
-batched linear solve over the nodes (a row map, as FedProx's exact solver), for problems
-with affine gradients (:class:`~stochmix.problems.Quadratic`,
+The mixing terms are sparse products with c (D + A), c L and I - c Lambda^{-1} L, and
+the per-node coefficients (1 / (2 c d_i + rho), 1 - gamma 2 c d_i) multiply each node's
+rows; all are built once per distinct graph, in the operator cache of every decentralized
+method. The exact ADMM step is a batched linear solve over the nodes (a row map, as
+FedProx's exact solver), for problems with affine gradients
+(:class:`~stochmix.protocols.AffineGradientProblem`: :class:`~stochmix.problems.Quadratic`,
 :class:`~stochmix.problems.LeastSquares`); ``solver="gradient"`` replaces it by K
 gradient steps on the same local problem (any problem). DLM is linear, so the
 exact-operator analysis covers it; ADMM with exact solves is an affine map of the state
@@ -38,7 +40,7 @@ from ..engine import Block, RunContext, grad
 from ..mixing.rowsparse import RowSparse
 from ..mixing.sequences import GraphSequence
 from .decentralized_base import DecentralizedMethod, require_everyone
-from .fedprox import has_exact_prox
+from .fedprox import affine_gradients, has_exact_prox
 from .proximal import prox_phase
 
 __all__ = ["DLM", "DecentralizedADMM"]
@@ -68,23 +70,18 @@ class _Laplacian(DecentralizedMethod):
         require_everyone(participation, self.name, reason)
 
     def _operators(self, k: int, build) -> tuple:
-        """``build(adjacency, degrees)`` for the graph of step k, once per distinct graph."""
-        key = ("laplacian", self._step(k))
-        found = self._mixings.get(key)
-        if found is None:
+        """``build(adjacency, degrees)`` for the graph of step k, once per distinct graph
+        (in the operator cache every decentralized method keeps, :meth:`operators`)."""
+
+        def laplacian() -> tuple:
             adjacency = self.graphs.adjacency(k)
             adjacency = ((adjacency + adjacency.T) > 0).astype(np.float64)  # undirected
             if self.check_mixing:
                 self._check_reach(k, adjacency)
             degrees = np.asarray(adjacency.sum(axis=1)).ravel()
-            found = build(sp.csr_array(adjacency), degrees)
-            if self.graphs.period is None:
-                self._mixings.clear()
-                for op in found:
-                    if isinstance(op, RowSparse):
-                        op.reusable = False
-            self._mixings[key] = found
-        return found
+            return build(sp.csr_array(adjacency), degrees)
+
+        return self.operators(k, "laplacian", laplacian)
 
     def _dual_ascent(self, eq, laplacian) -> list:
         x, alpha = eq.blocks("x", "alpha")
@@ -101,9 +98,10 @@ class DLM(_Laplacian):
         \alpha^{k+1} = \alpha^k + c L x^{k+1},\quad \Lambda = 2 c D + \rho I,
 
     alpha^0 = 0. State: blocks ``x`` and ``alpha``, each (n, d); a round is "primal step"
-    (x from x, alpha and the n gradients: sparse products with I - c Lambda^{-1} L and
-    Lambda^{-1}) and "dual ascent" (alpha from the new x). Linear convergence with c and
-    rho as in the paper's theorem (strongly convex, L-smooth f_i; rho large enough).
+    (x from x, alpha and the n gradients: a sparse product with I - c Lambda^{-1} L and
+    the per-node coefficients of Lambda^{-1}) and "dual ascent" (alpha from the new x).
+    Linear convergence with c and rho as in the paper's theorem (strongly convex, L-smooth
+    f_i; rho large enough).
 
     **Step size.** ``lr`` is 1/rho, rho the paper's proximal (linearization) parameter:
     with c = 0 DLM is gradient descent with step ``lr`` at every node.
@@ -128,17 +126,16 @@ class DLM(_Laplacian):
     def _build(self, adjacency, degrees) -> tuple:
         c, n = self.penalty, degrees.size
         laplacian = sp.diags_array(degrees) - adjacency
-        inverse = 1.0 / (2.0 * c * degrees + self.rho)
-        scaled = sp.diags_array(inverse)
-        keep = sp.eye_array(n) - c * (scaled @ laplacian)
-        return _operator(keep), _operator(scaled), _operator(c * laplacian), inverse
+        inverse = 1.0 / (2.0 * c * degrees + self.rho)  # Lambda^{-1}, one number per node
+        keep = sp.eye_array(n) - c * (sp.diags_array(inverse) @ laplacian)
+        return _operator(keep), _operator(c * laplacian), inverse
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        keep, scaled, laplacian, inverse = self._operators(r, self._build)
+        keep, laplacian, inverse = self._operators(r, self._build)
         eq = self.round_equations(participants, ctx)
         x, alpha = eq.blocks("x", "alpha")
         everyone = np.arange(ctx.n_clients)
-        x[:] = keep @ x - scaled @ alpha - inverse * grad(everyone)
+        x[:] = keep @ x - inverse * alpha - inverse * grad(everyone)
         return [eq.build("primal step"), *self._dual_ascent(eq, laplacian)]
 
 
@@ -158,12 +155,7 @@ class _AffineSolve:
         found = self.cache.get(key)
         if found is None or found[0] is not problem or found[1] is not self.shift:
             self.cache.clear()
-            if hasattr(problem, "hessians") and hasattr(problem, "centers"):
-                h = np.asarray(problem.hessians, dtype=np.float64)
-                z = np.asarray(problem.centers, dtype=np.float64)
-                lin = h * z if h.ndim == 2 else np.einsum("kij,kj->ki", h, z)
-            else:
-                h, lin = problem.hessians_and_linear_terms()
+            h, lin = affine_gradients(problem)
             if h.ndim == 2:  # diagonal Hessians
                 inverse = 1.0 / (h + self.shift[:, None])
             else:
@@ -262,11 +254,11 @@ class DecentralizedADMM(_Laplacian):
         gather = c * (sp.diags_array(degrees) + adjacency)
         laplacian = c * (sp.diags_array(degrees) - adjacency)
         shift = 2.0 * c * degrees
-        step = sp.diags_array(1.0 - (self.local_lr or 0.0) * shift)
-        return _operator(gather), _operator(laplacian), shift, _operator(step)
+        keep = 1.0 - (self.local_lr or 0.0) * shift  # of x_i in a local step, per node
+        return _operator(gather), _operator(laplacian), shift, keep
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        gather, laplacian, shift, step = self._operators(r, self._build)
+        gather, laplacian, shift, keep = self._operators(r, self._build)
         eq = self.round_equations(participants, ctx)
         x, alpha, u = eq.blocks("x", "alpha", "u")
         u[:] = gather @ x - alpha
@@ -277,7 +269,7 @@ class DecentralizedADMM(_Laplacian):
             phases.append(ctx.map("x", everyone, solve, "u", round=r, label="local solve"))
         else:
             gamma = cast(float, self.local_lr)
-            x[:] = step @ x - gamma * grad() + gamma * u
+            x[:] = keep * x - gamma * grad() + gamma * u
             local = eq.build("local step")
             for _ in range(self.local_steps):
                 phases.append(local)

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validate import as_int, as_probabilities, choice
+from .._validate import as_int, as_nonnegative, as_probabilities, choice
 from ..engine import RunContext
+from ..engine.model.equations import BlockRows, Expression, dot, total
 from ..participation import FedAUEstimator, uniform_weights
 from ..participation.estimators import FEDAU_TIMINGS
 
 __all__ = [
     "InverseProbabilities",
     "WEIGHT_RULES",
+    "averaged",
     "round_weights",
 ]
 
@@ -93,3 +95,30 @@ def round_weights(
     if inverse is None:
         raise ValueError(f"weights={rule!r} needs the inverse probabilities (inverse=...)")
     return inverse.of(r, participants, ctx) / ctx.n_clients
+
+
+def averaged(x: BlockRows, participants: np.ndarray, weights, server_lr: float) -> Expression:
+    r"""The server's row after averaging, for an equation ``x.server = averaged(x, S, q,
+    eta)``:
+
+    .. math::
+
+        x_0 + \eta \textstyle\sum_{i\in S} q_i\,(x_i - x_0)
+            = (1 - \eta \textstyle\sum_{i\in S} q_i)\, x_0
+              + \eta \textstyle\sum_{i\in S} q_i\, x_i,
+
+    written as the right-hand side (the coefficient of x_0 computed once, as
+    :func:`~stochmix.mixing.average_rows` does, so that the numbers are its numbers).
+    Equal weights are one number for every client (``q_0 * total(x[S])``), as in
+    ``average_rows``. ``weights``: the participants' q_i (aligned with ``participants``,
+    nonnegative); ``participants`` must not be empty.
+    """
+    q = as_nonnegative(weights, "weights", participants.size)
+    if q.size == 0:
+        raise ValueError("averaged() needs at least one participant")
+    own = 1.0 - server_lr * float(q.sum())
+    if bool((q == q[0]).all()):
+        clients = (server_lr * float(q[0])) * total(x[participants])
+    else:
+        clients = dot(server_lr * q, x[participants])
+    return own * x.server + clients

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import as_float, as_int
-from ..engine import Block, RunContext
+from ..engine import Block, Equations, RunContext
 from .fedavg import FedAvg
 
 __all__ = [
@@ -77,8 +77,9 @@ class AmplifiedFedAvg(FedAvg):
         phases = super().round_phases(r, participants, ctx)
         if (r + 1) % self.period == 0:
             eta = self.amplification
-            amplify = ctx.phase("amplify")
-            for target in ("x", "a"):
-                amplify.combine(target, 0, "x", 0, eta).combine(target, 0, "a", 0, 1.0 - eta)
-            phases.append(amplify.build())
+            eq = Equations(ctx)
+            x, a = eq.blocks("x", "a")
+            x.server = eta * x.server + (1.0 - eta) * a.server  # x_0 <- a + eta (x_0 - a)
+            a.server = eta * x.server + (1.0 - eta) * a.server  # the next interval starts there
+            phases.append(eq.build("amplify"))
         return phases

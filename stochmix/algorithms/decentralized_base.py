@@ -181,18 +181,34 @@ class DecentralizedMethod(Method):
     def _whole(self, k: int, rule: str) -> RowSparse:
         """W_k under ``rule`` as a RowSparse over every node, checked once (see
         :meth:`mixing`)."""
-        key = (self._step(k), rule)
-        op = self._mixings.get(key)
-        if op is None:
+
+        def build() -> RowSparse:
             w = self.graphs.matrix(k, rule, copy=False)
             if self.check_mixing:
                 self._check(k, rule, w)
-            op = RowSparse.whole(w)
+            return RowSparse.whole(w)
+
+        return self.operators(k, rule, build)
+
+    def operators(self, k: int, name: str, build):
+        """``build()`` for the graph of step k, made once per distinct graph and kept in
+        the run's operator cache, as :meth:`mixing` keeps W_k: once per ``(k mod period,
+        name)`` for a periodic sequence, once per step otherwise (the cache then holds one
+        step, and the RowSparse operators ``build`` gives, alone or in a tuple, are marked
+        not ``reusable``: no phase built from them is kept). ``name`` tells apart what one
+        step builds (a weight rule for W_k; a method's own operators, such as ADMM's
+        Laplacians, under a name of their own)."""
+        key = (self._step(k), name)
+        found = self._mixings.get(key)
+        if found is None:
+            found = build()
             if self.graphs.period is None:
-                self._mixings.clear()  # a step's matrix never comes back
-                op.reusable = False
-            self._mixings[key] = op
-        return op
+                self._mixings.clear()  # a step's operators never come back
+                for op in found if isinstance(found, tuple) else (found,):
+                    if isinstance(op, RowSparse):
+                        op.reusable = False
+            self._mixings[key] = found
+        return found
 
     def _check(self, k: int, rule: str, w) -> None:
         period = self.graphs.period

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import as_float, choice
-from ..engine import Block, Method, RunContext
-from ..mixing.federated import average_rows
-from .aggregation import WEIGHT_RULES, InverseProbabilities, round_weights
+from ..engine import Block, Equations, Method, RunContext
+from .aggregation import WEIGHT_RULES, InverseProbabilities, averaged, round_weights
 from .local_training import LocalTraining, pull_and_train
 
 __all__ = [
@@ -98,8 +97,11 @@ class FedAvg(LocalTraining, Method):
         """The averaging phase of round r: x_0 <- x_0 + eta sum_S q_i (x_i - x_0)
         (``steps``: the round's local steps, which FedAvg's weights do not read)."""
         q = round_weights(self.weights, r, participants, ctx, self._inverse)
-        avg = average_rows(participants, q, ctx.n_clients, self.server_lr)
-        return ctx.phase("average").apply("x", "x", avg).build()
+        eq = Equations(ctx)
+        x = eq.block("x")
+        if participants.size:  # else the server keeps its model
+            x.server = averaged(x, participants, q, self.server_lr)
+        return eq.build("average")
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         if participants.size == 0:

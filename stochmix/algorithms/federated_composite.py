@@ -21,9 +21,9 @@ import numpy as np
 from .._validate import as_float
 from ..engine import Block, Method, RunContext
 from ..engine.model.equations import Equations, grad
-from ..mixing.federated import average_rows
+from .aggregation import averaged
 from .local_training import LocalTraining, step_groups
-from .proximal import prox_map
+from .proximal import prox_rows
 
 __all__ = ["FedDualAvg", "FedMid"]
 
@@ -37,8 +37,9 @@ class _Composite(LocalTraining, Method):
         self.server_lr = as_float(server_lr, "server_lr", positive=True)
 
     @staticmethod
-    def _prox(ctx: RunContext, target: str, rows, source, step: float, r: int):
-        return prox_map(ctx, target, rows, source, step, r, label=f"prox {target}")
+    def _average(x, received: np.ndarray, eta: float) -> None:
+        """x_0 <- x_0 + eta / |R| sum_{i in R} (x_i - x_0), R the received uploads."""
+        x.server = averaged(x, received, np.full(received.size, 1.0 / received.size), eta)
 
 
 class FedMid(_Composite):
@@ -87,14 +88,13 @@ class FedMid(_Composite):
             for _ in range(k):
                 phases.append(step)
                 if ctx.regularizer is not None:
-                    phases.append(self._prox(ctx, "x", G + 1, "x", self.lr, r))
+                    phases.append(prox_rows(ctx, x[G], x[G], self.lr, r))
         if received.size == 0:
             return phases
-        average = average_rows(received, np.full(received.size, 1.0 / received.size),
-                               ctx.n_clients, self.server_lr)  # fmt: skip
-        phases += [*self.sent(received, ctx), ctx.phase("average").apply("x", "x", average).build()]
+        self._average(x, received, self.server_lr)
+        phases += [*self.sent(received, ctx), eq.build("average")]
         if ctx.regularizer is not None:
-            phases.append(self._prox(ctx, "x", [0], "x", self.server_lr * self.lr, r))
+            phases.append(prox_rows(ctx, x.server, x.server, self.server_lr * self.lr, r))
         return phases
 
 
@@ -152,7 +152,7 @@ class FedDualAvg(_Composite):
             x[S] = z.server
             phases = [eq.build("assign")]
         else:
-            phases = [eq.build("assign"), self._prox(ctx, "x", S + 1, ("z", [0]), first, r)]
+            phases = [eq.build("assign"), prox_rows(ctx, x[S], z.server, first, r)]
         for t in range(K):
             z[S] -= gamma * grad(S)
             phases.append(eq.build("dual step"))
@@ -161,13 +161,12 @@ class FedDualAvg(_Composite):
                 phases.append(eq.build("primal point"))
             elif t < K - 1:  # the last point is not used
                 threshold = eta * gamma * r * K + gamma * (t + 1)
-                phases.append(self._prox(ctx, "x", S + 1, "z", threshold, r))
+                phases.append(prox_rows(ctx, x[S], z[S], threshold, r))
         if received.size == 0:
             return phases
-        average = average_rows(received, np.full(received.size, 1.0 / received.size),
-                               ctx.n_clients, eta)  # fmt: skip
-        phases += [*self.sent(received, ctx), ctx.phase("average").apply("z", "z", average).build()]
+        self._average(z, received, eta)
+        phases += [*self.sent(received, ctx), eq.build("average")]
         if ctx.regularizer is None:
             x.server = z.server
             return [*phases, eq.build("server point")]
-        return [*phases, self._prox(ctx, "x", [0], "z", eta * gamma * (r + 1) * K, r)]
+        return [*phases, prox_rows(ctx, x.server, z.server, eta * gamma * (r + 1) * K, r)]

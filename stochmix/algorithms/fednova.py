@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..engine import RunContext
-from ..mixing.federated import average_rows
-from .aggregation import round_weights
+from ..engine import Equations, RunContext
+from .aggregation import averaged, round_weights
 from .fedavg import FedAvg
 
 __all__ = [
@@ -63,5 +62,8 @@ class FedNova(FedAvg):
         else:
             k_i = np.asarray(steps, dtype=float)
             scaled = float(q @ k_i) * q / k_i
-        avg = average_rows(participants, scaled, ctx.n_clients, self.server_lr)
-        return ctx.phase("average").apply("x", "x", avg).build()
+        eq = Equations(ctx)
+        x = eq.block("x")
+        if participants.size:  # else the server keeps its model
+            x.server = averaged(x, participants, scaled, self.server_lr)
+        return eq.build("average")

@@ -6,8 +6,9 @@ import numpy as np
 
 from .._validate import as_float, choice
 from ..engine import Block, Equations, Method, RunContext, grad
-from ..mixing.federated import average_rows
+from .aggregation import averaged
 from .local_training import LocalTraining, train
+from .proximal import map_rows
 
 __all__ = [
     "FedProx",
@@ -20,11 +21,22 @@ SOLVERS = ("gradient", "exact")
 
 def has_exact_prox(problem) -> bool:
     """Whether :class:`FedProx` can solve ``problem``'s local problems in closed form: a
-    :class:`~stochmix.problems.Quadratic` (``hessians`` and ``centers``) or a problem
-    with affine gradients (``hessians_and_linear_terms()``, least squares)."""
-    return (hasattr(problem, "hessians") and hasattr(problem, "centers")) or callable(
+    problem with affine gradients (:class:`~stochmix.protocols.AffineGradientProblem`:
+    :class:`~stochmix.problems.Quadratic`, :class:`~stochmix.problems.LeastSquares`), or
+    one that gives them as ``hessians_and_linear_terms()``."""
+    # the members looked up one by one, not isinstance: a Composite forwards them to its
+    # smooth part through __getattr__, which isinstance does not see on Python >= 3.12
+    return callable(getattr(problem, "affine_gradients", None)) or callable(
         getattr(problem, "hessians_and_linear_terms", None)
     )
+
+
+def affine_gradients(problem) -> tuple[np.ndarray, np.ndarray]:
+    """``(H, c)`` with grad F_i(x) = H_i x - c_i (H the diagonals where the problem keeps
+    them so): its :meth:`~stochmix.protocols.AffineGradientProblem.affine_gradients`, else
+    the full Hessians of ``hessians_and_linear_terms()``."""
+    compact = getattr(problem, "affine_gradients", None)
+    return compact() if callable(compact) else problem.hessians_and_linear_terms()
 
 
 class _ExactProx:
@@ -35,13 +47,13 @@ class _ExactProx:
 
     def __init__(self, mu: float, cache: dict):
         self.mu = mu
-        self.cache = cache  # id(problem) -> (problem, H, c), for affine-gradient problems
+        self.cache = cache  # id(problem) -> (problem, H, c)
 
     def _affine(self, problem):
         found = self.cache.get(id(problem))
         if found is None or found[0] is not problem:
             self.cache.clear()
-            found = self.cache[id(problem)] = (problem, *problem.hessians_and_linear_terms())
+            found = self.cache[id(problem)] = (problem, *affine_gradients(problem))
         return found[1], found[2]
 
     def __call__(self, x0, *, info):
@@ -54,15 +66,10 @@ class _ExactProx:
             )
         clients = info.rows - 1
         mu = self.mu
-        if hasattr(problem, "hessians") and hasattr(problem, "centers"):
-            h = np.asarray(problem.hessians)[clients]
-            z = np.asarray(problem.centers)[clients]
-            if h.ndim == 2:  # diagonal: (h z + mu x0) / (h + mu), entry by entry
-                return (h * z + mu * x0) / (h + mu)
-            rhs = np.einsum("kij,kj->ki", h, z)
-        else:
-            hess, lin = self._affine(problem)
-            h, rhs = hess[clients], lin[clients]
+        hess, lin = self._affine(problem)
+        h, rhs = hess[clients], lin[clients]
+        if h.ndim == 2:  # diagonal: (h z + mu x0) / (h + mu), entry by entry
+            return (rhs + mu * x0) / (h + mu)
         eye = np.eye(h.shape[-1])
         return np.linalg.solve(h + mu * eye, (rhs + mu * x0)[..., None])[..., 0]
 
@@ -132,15 +139,15 @@ class FedProx(LocalTraining, Method):
         if S.size == 0:
             return []
         R, _ = self.uploads(S, ctx)  # the server averages the uploads that arrived
-        average = average_rows(R, np.full(R.size, 1.0 / max(R.size, 1)), ctx.n_clients,
-                               self.server_lr)  # fmt: skip
-        aggregate = ctx.phase("average").apply("x", "x", average).build()
-        if self.solver == "exact":
-            prox = _ExactProx(self.mu, self._prox_cache)
-            local = ctx.map("x", S + 1, prox, ("x", [0]), round=r, label="exact prox")
-            return [local, *self.sent(R, ctx), aggregate]
         eq = Equations(ctx)
         (x,) = eq.blocks("x")
+        if R.size:  # x_0 <- x_0 + eta / |R| sum_R (x_i - x_0)
+            x.server = averaged(x, R, np.full(R.size, 1.0 / R.size), self.server_lr)
+        aggregate = eq.build("average")
+        if self.solver == "exact":
+            prox = _ExactProx(self.mu, self._prox_cache)
+            local = map_rows(ctx, x[S], prox, x.server, round=r, label="exact prox")
+            return [local, *self.sent(R, ctx), aggregate]
 
         def step(G):  # after the pull x[G] = x.server
             x[G] -= self.lr * (grad(G) + self.mu * (x[G] - x.server))

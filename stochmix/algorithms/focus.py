@@ -6,8 +6,7 @@ import numpy as np
 
 from .._validate import as_bool, as_float
 from ..engine import Block, Method, RunContext
-from ..engine.model.equations import Equations, grad
-from ..mixing.federated import collect_rows
+from ..engine.model.equations import Equations, grad, total
 from .local_training import LocalTraining, step_groups
 
 __all__ = [
@@ -72,7 +71,7 @@ class FOCUS(LocalTraining, Method):
         return participants.size > 0
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
-        n, S, lr = ctx.n_clients, participants, self.lr
+        S, lr = participants, self.lr
         if S.size == 0 and self.skip_empty_rounds:
             return []
         eq = Equations(ctx)
@@ -91,6 +90,9 @@ class FOCUS(LocalTraining, Method):
                 phases += [move, track] * (k - 1)
             R, _ = self.uploads(S, ctx)  # the trackers that reach the server
             phases += self.sent(R, ctx)
-            phases.append(ctx.phase("collect").apply("y", "y", collect_rows(R, n)).build())
+            if R.size:  # collect: the server adds the trackers, which restart from zero
+                y.server += total(y[R])
+                y[R] = 0
+                phases.append(eq.build("collect"))
         x.server -= lr * y.server
         return phases + [eq.build("server step")]

@@ -20,10 +20,11 @@ import numpy as np
 
 from .._validate import as_float, choice
 from ..engine import Block, RunContext, grad
+from ..engine.model.equations import Selection
 from ..mixing.sequences import RULES, GraphSequence
 from .decentralized_base import DecentralizedMethod
 
-__all__ = ["PGEXTRA", "ProxNIDS", "ProxStep", "prox_map", "prox_phase"]
+__all__ = ["PGEXTRA", "ProxNIDS", "ProxStep", "map_rows", "prox_map", "prox_phase", "prox_rows"]
 
 
 class ProxStep:
@@ -50,6 +51,24 @@ def prox_map(ctx: RunContext, target: str, rows, source, step: float, r: int, la
     which must be set)."""
     function = ProxStep(ctx.regularizer, step)
     return ctx.map(target, rows, function, source, round=r, label=label)
+
+
+def map_rows(ctx: RunContext, target: Selection, function, *sources: Selection, round: int,
+             label: str = "map"):  # fmt: skip
+    """The row map ``target <- function(*sources)`` (:meth:`RunContext.map`) between row
+    selections of the equations (``x[S]``, ``x.server``): the selections name the blocks
+    and rows, so no method counts server and client rows by hand. A source of one row
+    (``x.server``) is read by every target row."""
+    specs = [(s.handle.name, s.rows) for s in sources]
+    return ctx.map(target.handle.name, target.rows, function, *specs, round=round, label=label)
+
+
+def prox_rows(ctx: RunContext, target: Selection, source: Selection, step: float, r: int):
+    """:func:`prox_map` between row selections: ``target <- prox_{step r}(source)``, e.g.
+    ``prox_rows(ctx, x[S], x[S], lr, r)`` or ``prox_rows(ctx, x.server, z.server, t, r)``
+    (labelled ``"prox <target block>"``)."""
+    function = ProxStep(ctx.regularizer, step)
+    return map_rows(ctx, target, function, source, round=r, label=f"prox {target.handle.name}")
 
 
 def prox_phase(ctx: RunContext, eq, target: str, source: str, step: float, r: int):

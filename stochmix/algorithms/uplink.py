@@ -32,11 +32,12 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import as_bool, as_float
-from ..engine import Block, Method, RunContext
+from ..engine import Block, Equations, Method, RunContext
 from ..mixing.compression import Compressor, compressor
 from .adaptive import FedAdaptive
 from .fedavg import FedAvg
 from .fedprox import FedProx
+from .proximal import map_rows
 from .stale import FedStale
 from .wrapper import Wrapper
 
@@ -133,16 +134,17 @@ class CompressedUplink(Wrapper):
     def send(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         """The row maps that turn the participants' uploads into what the server reads."""
         S = participants
-        rows, server = S + 1, ("x", [0])  # the clients' model rows, the server's
+        eq = Equations(ctx)
+        x = eq.block("x")
         if not self.error_feedback:
             send = _Send(self.compression, self.noise)
-            return [ctx.map("x", rows, send, "x", server, round=r, label="uplink")]
-        memory = S  # uplink_memory: row i is client i
+            return [map_rows(ctx, x[S], send, x[S], x.server, round=r, label="uplink")]
+        memory = eq.block("uplink_memory")
         return [
-            ctx.map("uplink_memory", memory, _Feedback(self.compression), "uplink_memory",
-                    ("x", rows), server, round=r, label="uplink"),
-            ctx.map("x", rows, _Receive(self.noise), ("uplink_memory", memory), server,
-                    round=r, label="uplink noise"),
+            map_rows(ctx, memory[S], _Feedback(self.compression), memory[S], x[S], x.server,
+                     round=r, label="uplink"),
+            map_rows(ctx, x[S], _Receive(self.noise), memory[S], x.server, round=r,
+                     label="uplink noise"),
         ]  # fmt: skip
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:

@@ -15,10 +15,10 @@ evaluating the *same* samples at two points; gradient tracking then mixes:
     y^{k+1} = W_k y^k + v^{k+1} - v^k,\qquad y^0 = v^0 = \nabla F(x^0).
 
 The estimate is a row map (:class:`~stochmix.engine.RowMap`) that reads the problem's
-sampled gradients (``_sampled_gradient_formula``); the mixing phases are whole-block
-products. With a constant step these converge linearly to the exact minimiser on strongly
-convex finite sums, where gradient tracking with minibatch gradients stalls at a noise
-floor.
+sampled gradients (:meth:`~stochmix.protocols.FiniteSumProblem.sampled_gradients`); the
+mixing phases are whole-block products. With a constant step these converge linearly to
+the exact minimiser on strongly convex finite sums, where gradient tracking with minibatch
+gradients stalls at a noise floor.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from .._validate import as_int, choice, show
 from ..engine import Block, RunContext, grad
 from ..engine.model.rowmap import map_generator
 from ..mixing.sequences import RULES, GraphSequence
-from ..problems._common import NUMPY_NAMESPACE
 from .decentralized_base import DecentralizedMethod, require_everyone
 
 __all__ = ["GTSAGA", "GTSARAH", "GTSVRG", "draw_samples"]
@@ -61,8 +60,7 @@ class _Difference:
         picks = (info.rng.random((counts.size, self.batch)) * counts[:, None]).astype(np.int64)
         picks = picks[nodes]
         scale = (counts[nodes] / self.batch).astype(float)
-        both = problem._sampled_gradient_formula(
-            NUMPY_NAMESPACE,
+        both = problem.sampled_gradients(
             np.concatenate([nodes, nodes]),
             np.concatenate([a, b]),
             np.concatenate([picks, picks]),
@@ -82,8 +80,11 @@ class _VarianceReduced(DecentralizedMethod):
 
     def check_problem(self, problem) -> None:
         super().check_problem(problem)
+        # FiniteSumProblem's members, looked up one by one (not isinstance: a Composite
+        # forwards them to its smooth part, which isinstance does not see on Python >= 3.12)
         if not (
-            hasattr(problem, "_sampled_gradient_formula") and hasattr(problem, "rows_per_client")
+            callable(getattr(problem, "sampled_gradients", None))
+            and hasattr(problem, "rows_per_client")
         ):
             raise ValueError(
                 f"problem must be a finite sum whose clients hold samples (LeastSquares, "
@@ -229,9 +230,7 @@ class _Components:
         problem = info.problem
         nodes = np.asarray(info.rows, dtype=np.int64)
         counts = np.asarray(problem.rows_per_client, dtype=np.int64)[nodes]
-        return problem._sampled_gradient_formula(
-            NUMPY_NAMESPACE, nodes, x, self.picks[nodes, None], counts.astype(float)
-        )
+        return problem.sampled_gradients(nodes, x, self.picks[nodes, None], counts.astype(float))
 
 
 class _TableRows:
@@ -244,10 +243,9 @@ class _TableRows:
         self.owners, self.within, self.counts = owners, within, counts
 
     def __call__(self, x, *, info):
-        return info.problem._sampled_gradient_formula(
-            NUMPY_NAMESPACE, self.owners, x, self.within[:, None],
-            self.counts[self.owners].astype(float),
-        )  # fmt: skip
+        return info.problem.sampled_gradients(
+            self.owners, x, self.within[:, None], self.counts[self.owners].astype(float)
+        )
 
 
 def _saga_estimate(g, old, average, *, info):

@@ -7,10 +7,11 @@ from collections.abc import Sequence
 import numpy as np
 from jaxtyping import Float, Int, Real
 
+from .._arrays import namespace
 from .._lazy import lazy_module
 from .._validate import as_float, as_int, check_finite, choice, make_rng
 from ._clients import check_counts, random_counts, stack_clients
-from ._common import ClientData, client_rows, float_array
+from ._common import NUMPY_NAMESPACE, ClientData, client_rows, float_array
 from .base import Problem
 
 __all__ = [
@@ -228,6 +229,20 @@ class LeastSquares(Problem):
         if self._reg:
             gram += self._reg * np.eye(d)
         return gram, atb
+
+    def affine_gradients(self) -> tuple[Float[np.ndarray, "n d d"], Float[np.ndarray, "n d"]]:
+        """Every client's gradient as an affine map, grad F_i(x) = H_i x - c_i (the
+        :class:`~stochmix.protocols.AffineGradientProblem` contract): the full Hessians
+        and linear terms of :meth:`hessians_and_linear_terms`."""
+        return self.hessians_and_linear_terms()
+
+    def sampled_gradients(self, clients, points, picks, scale):
+        """Row t: ``scale[t]`` times the sum over the rows ``picks[t]`` of client c =
+        ``clients[t]`` of a_r (a_r . x_t - b_r), plus reg x_t; with ``scale[t] = n_c / b``
+        the minibatch estimate of grad F_c (the
+        :class:`~stochmix.protocols.FiniteSumProblem` contract)."""
+        xp = NUMPY_NAMESPACE if isinstance(points, np.ndarray) else namespace(points)
+        return self._sampled_gradient_formula(xp, clients, points, picks, scale)
 
     # ----------------------------------------------------------------------- evaluation
     def gradient_formula(self, xp, data: dict, idx, x):

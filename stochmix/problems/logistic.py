@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 from jaxtyping import Float, Int, Real
 
-from .._arrays import Array, to_numpy
+from .._arrays import Array, namespace, to_numpy
 from .._lazy import lazy_module
 from .._validate import as_bool, as_float, as_int, as_labels, check_finite, make_rng
 from ._clients import check_counts, random_counts, stack_clients
-from ._common import ClientData, client_rows, float_array
+from ._common import NUMPY_NAMESPACE, ClientData, client_rows, float_array
 from .base import Problem
 
 __all__ = [
@@ -280,6 +280,14 @@ class Logistic(Problem):
         t = client_rows(xp, data["t"], idx)
         w = client_rows(xp, data["w"], idx)
         return self._weighted_gradient(xp, a, t, w, x)
+
+    def sampled_gradients(self, clients, points, picks, scale):
+        """Row t: ``(scale[t] / n_c) sum_k grad loss_{picks[t, k]}(x_t) + reg x_t``, c =
+        ``clients[t]``; with ``scale[t] = n_c / b`` the mean over the b picked samples,
+        unbiased for grad F_c (the :class:`~stochmix.protocols.FiniteSumProblem`
+        contract)."""
+        xp = NUMPY_NAMESPACE if isinstance(points, np.ndarray) else namespace(points)
+        return self._sampled_gradient_formula(xp, clients, points, picks, scale)
 
     def _sampled_gradient_formula(self, xp, idx, x, picks, scale):
         """(scale_t / n_c) sum_{r in picks[t]} grad loss_r(x_t) + reg x_t, c = idx[t]; with

@@ -132,6 +132,21 @@ class Quadratic(Problem):
         """Whether every H_i is diagonal (stored as its diagonal)."""
         return self._diagonal
 
+    def affine_gradients(
+        self,
+    ) -> tuple[Float[np.ndarray, "n d"] | Float[np.ndarray, "n d d"], Float[np.ndarray, "n d"]]:
+        """Every client's gradient as an affine map, grad F_i(x) = H_i x - c_i, in the
+        compact form of :class:`~stochmix.protocols.AffineGradientProblem`: ``(H, c)``
+        with ``H`` the :attr:`hessians` ((N, d) diagonals when :attr:`diagonal`, else
+        (N, d, d); read-only) and ``c[i] = H_i z_i`` (N, d), in float64. O(N d) for
+        diagonal Hessians (:meth:`hessians_and_linear_terms` writes them out in full)."""
+        data = self.data.like(np.float64)
+        h, z = data["hessians"], data["centers"]
+        c = h * z if self._diagonal else np.einsum("kij,kj->ki", h, z)
+        h = h.view()
+        h.flags.writeable = False
+        return h, c
+
     def hessians_and_linear_terms(
         self,
     ) -> tuple[Float[np.ndarray, "n d d"], Float[np.ndarray, "n d"]]:

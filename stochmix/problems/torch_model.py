@@ -313,6 +313,13 @@ class TorchModel(Problem):
         g = self._map(self._grad_fn, flat, self._index(idx, flat))
         return g.cpu().numpy() if is_numpy(x) else g
 
+    def sampled_gradients(self, clients, points, picks, scale):
+        """Row t: ``(scale[t] / n_c) sum_k grad loss(u_{c, picks[t, k]}) + reg x_t``, c =
+        ``clients[t]``; with ``scale[t] = n_c / b`` the mean over the b picked samples,
+        unbiased for grad F_c (the :class:`~stochmix.protocols.FiniteSumProblem`
+        contract). NumPy in, NumPy out; tensors stay on their device."""
+        return self._sampled_gradient_formula(None, clients, points, picks, scale)
+
     def _sampled_gradient_formula(self, xp, idx, x, picks, scale):
         """(scale_t / n_c) sum_{k} grad loss(u_{c, picks[t, k]}) + reg x_t, c = idx[t]: with
         Minibatch's scale n_c / b the mean over the drawn samples (positions within each
