@@ -15,6 +15,23 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 
+def _import(name: str, package: str | None = None) -> Any:
+    """The module ``name`` (relative to ``package`` when it starts with a dot), imported now.
+
+    Through ``__import__``, as an ``import`` statement does, rather than
+    :func:`importlib.import_module`: ``python -X importtime`` times only the former, and
+    would list what a lazily imported module imports without the module itself.
+    """
+    if name.startswith("."):
+        level = len(name) - len(name.lstrip("."))
+        if package is None or package.count(".") < level - 1:
+            raise ImportError(f"no package for the relative import {name!r}")
+        base = package.rsplit(".", level - 1)[0]
+        name = f"{base}.{name[level:]}" if name[level:] else base
+    __import__(name)
+    return sys.modules[name]
+
+
 class _LazyModule:
     """A stand-in for the module ``name``, imported on first attribute access."""
 
@@ -22,7 +39,7 @@ class _LazyModule:
         self._name = name
 
     def __getattr__(self, attribute: str):
-        module = importlib.import_module(self._name)
+        module = _import(self._name)
         return getattr(module, attribute)
 
     def __repr__(self) -> str:
@@ -77,13 +94,13 @@ class LazyExports:
         """The value of ``name`` in the package, imported now (AttributeError if the
         package does not export it)."""
         if name in self.submodules:
-            value = importlib.import_module(f"{self.package}.{name}")
+            value = _import(f"{self.package}.{name}")
         elif name in self.names:
-            value = getattr(importlib.import_module(self.names[name], self.package), name)
+            value = getattr(_import(self.names[name], self.package), name)
         elif not name.startswith("_") and _has_submodule(self.package, name):
             # any other subpackage or module, as if an eager import had loaded it
             # (sm.timing, sm.analysis: attributes that imports of 0.1 made as they went)
-            value = importlib.import_module(f"{self.package}.{name}")
+            value = _import(f"{self.package}.{name}")
         else:
             raise AttributeError(f"module {self.package!r} has no attribute {name!r}")
         self._namespace[name] = value

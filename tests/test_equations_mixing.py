@@ -163,7 +163,7 @@ class TrackingInEquations(DecentralizedMethod):
         return [Block("x", n, "model"), Block("y", n), Block("g", n)]
 
     def round_phases(self, k, participants, ctx):
-        eq = self.check_everyone(participants, ctx)
+        eq = self.round_equations(participants, ctx)
         x, y, g = eq.blocks("x", "y", "g")
         w, first = self.mixing(k, self.rule), []
         if k == 0:

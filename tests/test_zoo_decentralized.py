@@ -382,4 +382,3 @@ def test_round_equations_is_documented_and_activates_a_partial_round():
     assert method.round_equations(np.arange(4, dtype=np.int64), ctx).active is None
     some = np.arange(3, dtype=np.int64)
     assert np.array_equal(method.round_equations(some, ctx).active, some)
-    assert np.array_equal(method.check_everyone(some, ctx).active, some)  # the old name

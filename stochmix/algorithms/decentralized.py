@@ -12,6 +12,7 @@ import numpy as np
 from jaxtyping import Float
 
 from .._arrays import Array
+from .._hooks import call_hook
 from .._validate import choice
 from ..engine import Block, Equations, RunContext, grad
 from ..mixing.sequences import RULES, GraphSequence
@@ -243,8 +244,9 @@ class PushPull(_Tracking):
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         eq = self.round_equations(participants, ctx)
         first = self.start_tracking(eq, r)
-        row = self.mixing(r, self.row_rule, "pull")
-        column = self.mixing(r, self.column_rule, "push")
+        new_form = "mixing(self, k, rule, direction=None)"
+        row = call_hook(self, "mixing", (r, self.row_rule), ("pull",), "0.1.0", new_form)
+        column = call_hook(self, "mixing", (r, self.column_rule), ("push",), "0.1.0", new_form)
         if self.form == "atc":
             return [*first, *_pull_track_push(eq, self.lr, row, column)]
         return [*first, *_descend_then_track(eq, self.lr, row, column, "pull")]

@@ -36,6 +36,7 @@ phases, each step (its W_k are marked not reusable, so nothing keeps them).
 from __future__ import annotations
 
 import copy
+import warnings
 
 import numpy as np
 
@@ -305,10 +306,25 @@ class DecentralizedMethod(Method):
             eq.activate(participants)
         return eq
 
-    def check_everyone(self, participants: np.ndarray, ctx: RunContext) -> Equations:
-        """The former name of :meth:`round_equations` (it no longer refuses partial
-        participation); kept for methods written against it."""
-        return self.round_equations(participants, ctx)
+    def check_everyone(self, participants: np.ndarray, ctx: RunContext) -> np.ndarray:
+        """Deprecated (0.1.0's hook, kept for methods written against it until the next
+        release): the round's ``participants``, refusing a round where some node is not
+        active, as in 0.1.0 (a method written against it builds its phases over every
+        node). Write :meth:`round_equations` instead: the round's :class:`Equations`,
+        activated for the active nodes."""
+        warnings.warn(
+            f"{type(self).__name__}.check_everyone is deprecated (it goes in the next "
+            "release): call self.round_equations(participants, ctx), which returns the "
+            "round's Equations and supports node activation",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if participants.size != ctx.n_clients:
+            raise ValueError(
+                f"{self.name} runs every node in every iteration (check_everyone); use "
+                f"participation Full(n) (got {participants.size} of {ctx.n_clients} nodes)"
+            )
+        return participants
 
     def check_participation(self, participation) -> None:
         """Refuse, before any work, an activation that breaks what :attr:`needs` asks of

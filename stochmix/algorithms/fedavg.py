@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._hooks import call_hook
 from .._validate import as_float, choice
 from ..engine import Block, Equations, Method, RunContext
 from .aggregation import WEIGHT_RULES, InverseProbabilities, averaged, round_weights
@@ -111,5 +112,8 @@ class FedAvg(LocalTraining, Method):
         return [
             *pull_and_train(participants, ctx, self.lr, steps),
             *self.sent(received, ctx),
-            self.aggregate(r, received, ctx, sent),
-        ]
+            call_hook(
+                self, "aggregate", (r, received, ctx), (sent,), "0.1.0",
+                "aggregate(self, r, participants, ctx, steps=None)",
+            ),
+        ]  # fmt: skip

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._lazy import LazyExports
 from . import _moved
-from .backends import NumpyBackend, TorchBackend
+from .backends import NumpyBackend
 from .backends.names import make_backend
 from .model.equations import Equations, dot, grad, mean, total
 from .model.layout import Block, Layout
@@ -21,11 +21,13 @@ from .model.phase import Phase, PhaseBuilder
 from .model.phase_cache import PhaseCache
 from .model.rowmap import MapInfo, NonlinearPhaseError, RowFunction, RowMap, map_generator
 from .plan.slowpath import SlowPathWarning
-from .runner.loop import CheckpointWarning, DivergenceError, DivergenceWarning, run
+from .runner.loop import DivergenceError, DivergenceWarning, run
 from .runner.result import Result
 
 if TYPE_CHECKING:  # imported on first use (below), named here for type checkers and IDEs
     from .backends.distributed import DistributedBackend
+    from .backends.torch_backend import TorchBackend
+    from .runner.checkpointer import CheckpointWarning
     from .runner.explain import Explanation, explain
 
 __all__ = [
@@ -62,12 +64,16 @@ __all__ = [
 
 
 #: imported on first use: the distributed backend's module is large, and a run on one
-#: process never needs it; explain() plans a run without running it, and most runs never
-#: call it (stochmix.engine.DistributedBackend and stochmix.engine.explain still work)
+#: process never needs it; a NumPy run never needs the Torch backend either, nor a run
+#: without checkpoint= the checkpoint files; explain() plans a run without running it,
+#: and most runs never call it (stochmix.engine.DistributedBackend and
+#: stochmix.engine.explain still work)
 _EXPORTS = LazyExports(
     __name__,
     {
         "DistributedBackend": ".backends.distributed",
+        "TorchBackend": ".backends.torch_backend",
+        "CheckpointWarning": ".runner.checkpointer",
         "Explanation": ".runner.explain",
         "explain": ".runner.explain",
     },

@@ -1,7 +1,7 @@
 """Backends by name: ``run(backend="numpy" | "torch" | "distributed")``.
 
-Above the backends' own modules (it imports each when named), so that none of them imports
-another through it.
+Above the backends' own modules (it imports each when named: the Torch and distributed
+ones only then), so that none of them imports another through it.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import numpy as np
 
 from ..._validate import choice
 from .numpy_backend import NumpyBackend
-from .torch_backend import TorchBackend
 
 __all__ = ["BACKENDS", "make_backend"]
 
@@ -42,6 +41,8 @@ def make_backend(backend, dtype=np.float64, **options):
     if backend == "torch":
         if options.pop("compiled", "auto") is True:
             raise ValueError('compiled=True needs backend="numpy" (Numba compiles NumPy code)')
+        from .torch_backend import TorchBackend
+
         try:
             return TorchBackend(dtype, **options)
         except ImportError:

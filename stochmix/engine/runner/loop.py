@@ -7,7 +7,8 @@
 * :func:`~stochmix.engine.backends.dispatch.execute`: applies a plan to the state;
 * :class:`~stochmix.engine.runner.recorder.Recorder`: the per-round record (model, metrics,
   participants, wall time);
-* :class:`~stochmix.engine.runner.checkpointer.Checkpointer`: saving, verifying and resuming.
+* :class:`~stochmix.engine.runner.checkpointer.Checkpointer`: saving, verifying and resuming
+  (imported by runs that checkpoint only, as is ``CheckpointWarning``, named here too).
 
 It knows nothing about any particular method; it needs a
 :class:`~stochmix.engine.model.method.Method` and objects that meet the contracts declared in
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from ..._lazy import LazyExports
 from ..backends.dispatch import execute
 from ..backends.threads import resolve_threads, torch_threads
 from ..model.layout import Layout
@@ -35,7 +37,6 @@ from ..plan.planner import RoundPlanner
 from ..plan.round_plan import plan_round
 from ..plan.slowpath import SLOW_PATH_MIN_ROUNDS, SlowPaths
 from .arguments import RunOptions
-from .checkpointer import Checkpointer, CheckpointWarning, run_identity
 from .context import make_context
 from .progress import Progress
 from .recorder import Recorder
@@ -45,12 +46,26 @@ from .segments import segmenter
 
 if TYPE_CHECKING:
     from ...protocols import BackendLike, ParticipationLike, ProblemLike
+    from .checkpointer import CheckpointWarning
 else:
     # run() checks these contracts itself, first, with errors naming the argument
     # (RunOptions.checked); a runtime type checker (the test suite's) sees no constraint here
     BackendLike = ParticipationLike = ProblemLike = Any
 
 __all__ = ["CheckpointWarning", "DivergenceError", "DivergenceWarning", "run"]
+
+#: imported on first use: a run without ``checkpoint=`` needs neither the checkpoint
+#: files (zip archives of the state) nor their warning
+_EXPORTS = LazyExports(__name__, {"CheckpointWarning": "stochmix.engine.runner.checkpointer"})
+
+if not TYPE_CHECKING:  # hidden from type checkers, so that they flag a misspelt name
+
+    def __getattr__(name: str) -> Any:
+        return _EXPORTS.load(name)
+
+    def __dir__() -> list[str]:
+        return _EXPORTS.dir()
+
 
 #: storage="auto" leaves rows out of states that would take at least this many bytes in
 #: full (memory matters there, and rounds get faster: fewer rows to move; smaller runs skip
@@ -252,6 +267,8 @@ def _checkpointer(method, problem, participation, back, options, recorder, caps)
     sharded backend checkpoints each rank to a file of its own)."""
     if options.checkpoint is None:
         return None
+    from .checkpointer import Checkpointer, run_identity
+
     identity = run_identity(
         method, problem, participation, options.seed, back, options.x0, options.metrics,
         options.compiled, recorder.interval, options.clock,

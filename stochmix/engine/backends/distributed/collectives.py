@@ -6,6 +6,7 @@ and the closed form of a federated round's bytes (:func:`closed_form_bytes`). Se
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import numpy as np
 from ...._validate import as_float_dtype
 from ...model.layout import Layout
 from ...model.method import Method, RunContext
+from ..dispatch import execute
 from .items import ShardItems
 from .reporting import _refuse, _reporter
 from .shard import Shard
@@ -181,6 +183,20 @@ class DistributedBackend:
                 f"checkpoint {str(path)!r}: the ranks' files are at different rounds "
                 f"({[int(v[0]) for v in everyone]}); remove them to start again"
             )
+
+    def execute(self, plan: list, z, problem, method: Method, ctx: RunContext) -> bool:
+        """Deprecated (goes in the next release): apply a planned round to this rank's
+        state through the one dispatcher,
+        ``stochmix.engine.backends.dispatch.execute(plan, z, backend, problem, method,
+        ctx)``, which is what this does."""
+        warnings.warn(
+            "DistributedBackend.execute is deprecated: the one dispatcher applies every "
+            "backend's rounds (stochmix.engine.backends.dispatch.execute(plan, z, backend, "
+            "problem, method, ctx))",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return execute(plan, z, self, problem, method, ctx)
 
     def _shard(self) -> Shard:
         if self.shard is None:
