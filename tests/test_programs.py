@@ -7,6 +7,7 @@ its sparse rows), on the whole state, not just the server row.
 import numpy as np
 import pytest
 
+import stochmix.engine.codegen.chunks as chunks
 import stochmix.engine.codegen.program as program
 from stochmix.algorithms import (
     FOCUS,
@@ -117,8 +118,8 @@ def _methods():
 @pytest.mark.parametrize("method", _methods(), ids=lambda m: m.name)
 def test_fast_path_equals_the_sparse_path_on_the_whole_state(monkeypatch, method, buffer_bytes):
     """Compiled runs, one chunk or many tiny ones, give the sparse path's whole state."""
-    monkeypatch.setattr(program, "BUFFER_BYTES", buffer_bytes)
-    monkeypatch.setattr(program, "MIN_CHUNK_ROWS", 1)
+    monkeypatch.setattr(chunks, "BUFFER_BYTES", buffer_bytes)
+    monkeypatch.setattr(chunks, "MIN_CHUNK_ROWS", 1)
     problem = Quadratic.random(30, 3, seed=5)
     decentralized = isinstance(method, (GradientTracking, PushPull))
     rng = np.random.default_rng(1)
@@ -250,9 +251,9 @@ def test_threads_give_the_serial_result_and_are_deterministic(monkeypatch, metho
     part = Bernoulli(np.linspace(0.2, 0.9, 300))
     serial = states(method, problem, part, 12)
     monkeypatch.setattr(dispatch, "WORKERS", 2)
-    monkeypatch.setattr(program, "PARALLEL_BUFFER_BYTES", 1)
-    monkeypatch.setattr(program, "PARALLEL_MIN_ROWS", 1)
-    monkeypatch.setattr(program, "MIN_CHUNK_ROWS", 7)
+    monkeypatch.setattr(chunks, "PARALLEL_BUFFER_BYTES", 1)
+    monkeypatch.setattr(chunks, "PARALLEL_MIN_ROWS", 1)
+    monkeypatch.setattr(chunks, "MIN_CHUNK_ROWS", 7)
     calls = []
     original = program.LocalProgram._chunks
     monkeypatch.setattr(
@@ -298,8 +299,8 @@ def test_threads_work_in_a_forked_child(monkeypatch):
     import stochmix.engine.backends.dispatch as dispatch
 
     monkeypatch.setattr(dispatch, "WORKERS", 2)
-    monkeypatch.setattr(program, "PARALLEL_BUFFER_BYTES", 1)
-    monkeypatch.setattr(program, "PARALLEL_MIN_ROWS", 1)
+    monkeypatch.setattr(chunks, "PARALLEL_BUFFER_BYTES", 1)
+    monkeypatch.setattr(chunks, "PARALLEL_MIN_ROWS", 1)
     problem = Quadratic.random(200, 3, seed=4)
     part = Bernoulli(np.full(200, 0.5))
     parent = states(FOCUS(0.002, 2), problem, part, 3)

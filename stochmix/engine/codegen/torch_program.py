@@ -8,7 +8,7 @@ for NaN and Inf), written as Torch calls on preallocated device buffers:
 * arithmetic in place (``mul_``, ``add_``, ``sub_``, ``copy_``, ``addcmul_``; a
   coefficient per node is a ``(c, 1)`` column tensor, a single row of the state a
   zero-copy ``expand`` of its snapshot);
-* reductions into outer rows: ``acc[k].addmv_(buffer.t(), weights)``;
+* reductions into outer rows: ``acc[row].addmv_(buffer.t(), weights)``;
 * scatter: ``z.index_copy_(0, rows, buffer)``.
 
 Nothing in a run reads a value back to the host. NaN and Inf are caught the way the NumPy
@@ -24,6 +24,12 @@ On the CPU the nodes are processed in chunks of :data:`CPU_BUFFER_BYTES` working
 on other devices in one chunk. The generated code names no device: the same program runs
 on the CPU and on CUDA.
 
+The rest of a round is the NumPy program's chunk runtime
+(:class:`~stochmix.engine.codegen.chunks.ChunkRuntime`): the same snapshot, chunk sizes,
+node rows, and finish (outer rows from their sums and the snapshot, then the tail), with
+the tensor operations of :class:`TorchRows`. Only the chunk loop is Torch's own: it passes
+device buffers, the round flag and the row movers, on one thread.
+
 Arithmetic is the NumPy program's up to rounding: ``out += c * src`` is one ``add_`` with
 ``alpha`` (which may fuse the multiply-add) and sums over nodes are matrix-vector products,
 so the two backends agree to rounding, not bit for bit.
@@ -36,7 +42,8 @@ import threading
 import numpy as np
 
 from ..model.phase import LocalForm
-from .program import MIN_CHUNK_ROWS, LocalProgram, ProgramCache
+from .chunks import MIN_CHUNK_ROWS, RowOps
+from .program import LocalProgram, ProgramCache
 from .tensors import to_tensor
 
 # A chunk's working set on the CPU (buffers + gathered problem data). Measured at d = 10
@@ -54,6 +61,8 @@ class TorchProgram(LocalProgram):
         tail: how many of the last forms only set single rows from single rows.
     """
 
+    chunk_budget = CPU_BUFFER_BYTES  # on the CPU; other devices run a round in one chunk
+
     def __init__(
         self,
         forms: list[LocalForm],
@@ -68,7 +77,6 @@ class TorchProgram(LocalProgram):
         self.torch = torch
         super().__init__(forms, model_block, tail, zero=zero, scratch=scratch)
         self._local_buffers = threading.local()
-        self._slot_of = {r: k for k, r in enumerate(self.singles)}
 
     def _compile(self, source: str):
         namespace = {"torch": self.torch}
@@ -85,8 +93,8 @@ class TorchProgram(LocalProgram):
         for var in check:
             w.emit(f"chk.addmv_({var}.t(), ones)")
         head = self._chunk_head(w, CHUNK_PARAMETERS)
-        for k in range(len(self.singles)):
-            head.append(f"    S{k} = snap[{k}].expand(c, -1)")
+        for k, row in enumerate(self.singles):
+            head.append(f"    S{k} = snap[{row}].expand(c, -1)")
         return "\n".join(head + w.lines) + "\n"
 
     def _gather(self, w, var: str, slot: int) -> None:
@@ -96,14 +104,13 @@ class TorchProgram(LocalProgram):
         w.emit(f"g = grad_fn({x if x is not None else 'torch.zeros_like(tmp)'})")
 
     def _reduce(self, w, row: int, src: str, kind: str, slot: int) -> None:
-        k = self.outer_rows.index(row)
         if kind == "array":
             w.vectors.add(slot)
-            w.emit(f"acc[{k}].addmv_({src}.t(), v{slot})")
+            w.emit(f"acc[{row}].addmv_({src}.t(), v{slot})")
         elif kind == "one":
-            w.emit(f"acc[{k}].addmv_({src}.t(), ones)")
+            w.emit(f"acc[{row}].addmv_({src}.t(), ones)")
         else:
-            w.emit(f"acc[{k}].addmv_({src}.t(), ones, alpha=co[{slot}])")
+            w.emit(f"acc[{row}].addmv_({src}.t(), ones, alpha=co[{slot}])")
 
     def _check(self, w, var: str) -> None:
         w.emit(f"chk.addmv_({var}.t(), ones)")
@@ -189,9 +196,9 @@ class TorchProgram(LocalProgram):
         own_flag = flag is None
         if own_flag:
             flag = t.zeros(d, dtype=dtype, device=device)
-        snap = [z[r].clone() for r in self.singles]
-        slot_of = self._slot_of
-        acc = t.zeros((len(self.outer_rows), d), dtype=dtype, device=device)
+        ops = TorchRows(t, flag)
+        snap = self.snapshot(z, ops=ops)
+        acc = ops.sums(z, self.outer_rows)
         co = tuple(
             c
             if type(c) is float
@@ -203,19 +210,12 @@ class TorchProgram(LocalProgram):
         cpu = device.type == "cpu"
         if nodes.size:
             size = nodes.size
-            if whole or device.type != "cpu":
-                step = size
-            else:
-                step = self.chunk_rows(d, z.element_size(), data_per_row, CPU_BUFFER_BYTES)
-                step = -(-size // -(-size // step))  # equal chunks, none tiny
+            step, _ = self._split(size, d, z.element_size(), data_per_row, 1, whole or not cpu)
             io = _cpu_io(z) if cpu else _TORCH_IO
             index = nodes if cpu else to_tensor(t, nodes, device)
             if cpu and self.needs_gradients and _is_bind_clients(bind):
                 bind = _through_numpy(bind, t)
-            rows = []
-            for b in self.blocks:
-                offset = layout.node_offset(b)
-                rows.append(index + offset if offset else index)
+            rows = self.node_rows(index, layout)
             bufs = self._buffer_set(min(step, size), d, dtype, device)
             blocks, tmp, ones = bufs["blocks"], bufs["tmp"], bufs["ones"]
             for lo in range(0, size, step):
@@ -224,25 +224,44 @@ class TorchProgram(LocalProgram):
                 self._function(
                     z, rows, lo, hi, hi - lo, co, blocks, tmp, ones, grad_fn, snap, acc, flag, *io
                 )
-        if self.outer_rows:
-            for k, r in enumerate(self.outer_rows):
-                z[r].copy_(acc[k])
-            for row, ref, slot in self.outer_singles:
-                z[row].add_(snap[slot_of[ref]], alpha=co[slot])
-            for r in self.outer_rows:
-                flag.add_(z[r])
-        for entries in self.tail:  # single rows from single rows, all at once
-            new = {}
-            for row, kind, source, slot in entries:
-                if row not in new:
-                    new[row] = t.zeros(d, dtype=dtype, device=device)
-                if kind == "row":
-                    new[row].add_(z[source], alpha=co[slot])
-            for row, value in new.items():
-                z[row].copy_(value)
-                flag.add_(value)
+        self._settle(z, acc, snap, co, None, ops)
         if own_flag:
             return bool(t.isfinite(flag).all())
+        return True
+
+
+class TorchRows(RowOps):
+    """The row operations of :meth:`~stochmix.engine.codegen.chunks.ChunkRuntime.finish`
+    and the snapshot on tensors, for one run: the outer rows' sums are rows of one device
+    matrix, and finiteness is added into the run's ``flag`` (read once a round) instead of
+    being read back, so both checks return True."""
+
+    def __init__(self, torch, flag):
+        self.torch, self.flag = torch, flag
+
+    def copy(self, row):
+        return row.clone()
+
+    def sums(self, z, rows) -> dict:
+        block = self.torch.zeros((len(rows), z.shape[1]), dtype=z.dtype, device=z.device)
+        return {r: block[k] for k, r in enumerate(rows)}
+
+    def zeros(self, z):
+        return self.torch.zeros(z.shape[1], dtype=z.dtype, device=z.device)
+
+    def put(self, z, row: int, value) -> None:
+        z[row].copy_(value)
+
+    def add_scaled(self, out, src, c) -> None:
+        out.add_(src, alpha=c)
+
+    def rows_finite(self, z, rows: list) -> bool:
+        for r in rows:
+            self.flag.add_(z[r])
+        return True
+
+    def finite(self, value) -> bool:
+        self.flag.add_(value)
         return True
 
 
@@ -253,9 +272,10 @@ CHUNK_PARAMETERS = (
 """The arguments of a generated chunk function: the state, the rows of the run's nodes
 per block slot (a NumPy array on the CPU, a device tensor elsewhere), the chunk
 ``nodes[lo:hi]`` of ``c`` rows, the coefficient values (numbers, or device tensors per
-node), the buffers, the gradient function, the snapshots of single rows, the outer rows'
-sums, the round flag, and the three row movers ``gather(z, rows, out)``,
-``scatter(z, rows, value)`` and ``clear(z, rows)`` of the device (see :func:`_cpu_io`)."""
+node), the buffers, the gradient function, the snapshots of single rows (row -> tensor),
+the outer rows' sums (row -> vector), the round flag, and the three row movers
+``gather(z, rows, out)``, ``scatter(z, rows, value)`` and ``clear(z, rows)`` of the device
+(see :func:`_cpu_io`)."""
 
 
 def _index_select(z, rows, out):
@@ -339,4 +359,4 @@ def torch_program(program: LocalProgram) -> TorchProgram:
     )
 
 
-__all__ = ["TorchProgram", "torch_program"]
+__all__ = ["TorchProgram", "TorchRows", "torch_program"]
