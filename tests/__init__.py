@@ -8,6 +8,19 @@ times that, and a slow or loaded machine does not fail a test.
 
 CHILD_TIMEOUT = 600  # seconds
 
+#: The hypothesis profile of this run (tests/conftest.py): "default" for every run,
+#: "thorough" for CI's second pass (``HYPOTHESIS_PROFILE=thorough pytest -m "slow or
+#: hypothesis"``), "explore" for fresh randomness.
+PROFILE = __import__("os").environ.get("HYPOTHESIS_PROFILE", "default")
+
+
+def examples(n: int) -> int:
+    """The examples a property test that was sized at ``n`` draws in this run: half of them
+    (at least 3) in the default profile, twice as many in "thorough"."""
+    if PROFILE == "thorough":
+        return 2 * n
+    return max(3, n // 2)
+
 
 def documented_arguments(func) -> tuple[set[str], set[str]]:
     """The Google-style sections of ``func``'s docstring ("Args:", "Returns:" ...) and the

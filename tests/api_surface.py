@@ -6,7 +6,7 @@ class its constructor's and those of its public methods and properties defined i
 stochmix (the overridable hooks a user's subclass relies on: ``Method.round_phases``,
 ``FedAvg.aggregate``, ``Problem.gradients``, ...); data its type.
 
-``tests/test_api_surface.py`` compares this text with ``tests/public_api.txt``, so that a
+``tests/package/test_api_surface.py`` compares this text with ``tests/public_api.txt``, so that a
 signature changes only on purpose: after a deliberate change, rewrite the file with::
 
     python -m tests.api_surface --write
