@@ -43,3 +43,32 @@ settings.register_profile("ci", derandomize=True)  # the former name of "default
 settings.register_profile("thorough", derandomize=True, max_examples=200)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+#: The heavy cases of otherwise quick tests (compiling many Numba structures, a guide page
+#: whose code runs long problems): slow like the tests marked in their files, so they run
+#: in CI's second pass and not in the README's command. Matched against the test's id.
+SLOW_CASES = (
+    "*/test_docs.py::test_guide_code_blocks_run[[]composite]",
+    "*/test_docs.py::test_guide_code_blocks_run[[]performance]",
+    "*/test_docs.py::test_guide_code_blocks_run[[]heterogeneity]",
+    "*/test_docs.py::test_guide_code_blocks_run[[]backends]",
+    "*/test_docs.py::test_guide_code_blocks_run[[]certificates]",
+    "*/test_docs.py::test_guide_code_blocks_run[[]activation]",
+    "*/test_rowwise.py::test_lowered_programs_equal_one_loop_per_step_bit_for_bit[[]*-Scaffnew-]",
+    "*/test_rowwise.py::test_lowered_programs_equal_one_loop_per_step_bit_for_bit[[]*-FedDyn-]",
+    "*/test_rowwise.py::test_compiled_gradients_of_every_problem[[]*-softmax]",
+    "*/test_rowwise.py::test_compiled_programs_are_cached_on_disk_between_processes",
+    "*/test_segments.py::test_segmented_run_equals_round_by_round[[]*-<lambda>[2345]]",
+    "*/test_torch_backend.py::test_federated_methods_match_numpy[[]sparse-*]",
+    "*/test_composite.py::test_backends_give_the_numpy_numbers[[]{'compiled': True}]",
+    "*/test_own_problem.py::test_the_readme_problem_runs_compiled_and_not_as_the_builtin_*[[]FOCUS]",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    import fnmatch
+
+    for item in items:
+        if any(fnmatch.fnmatchcase(item.nodeid, pattern) for pattern in SLOW_CASES):
+            item.add_marker(pytest.mark.slow)

@@ -184,20 +184,20 @@ def _pair():
 def test_result_columns_csv_and_dataframe(tmp_path):
     res = _pair()[0]
     cols = res.columns()
-    assert list(cols) == list(sm.engine.result.COLUMNS)
+    assert list(cols) == list(sm.engine.runner.result.COLUMNS)
     assert cols["lr"][0] == 0.002 and cols["seed"][0] == 0 and cols["round"][-1] == 30
     np.testing.assert_array_equal(cols["relative_error"], res.relative_error)
     assert np.isnan(cols["consensus"]).all()  # not a decentralized method
     path = res.to_csv(tmp_path / "focus.csv")
     lines = path.read_text().splitlines()
-    assert lines[0] == ",".join(sm.engine.result.COLUMNS) and len(lines) == 32
+    assert lines[0] == ",".join(sm.engine.runner.result.COLUMNS) and len(lines) == 32
     assert lines[5].split(",")[5] == repr(float(res.distance[4]))
     assert res.to_csv(tmp_path / "again.csv").read_bytes() == path.read_bytes()
     timed = res.to_csv(tmp_path / "timed.csv", wall_time=True).read_text().splitlines()
     assert timed[0].endswith(",wall_time")
     pd = pytest.importorskip("pandas")
     frame = res.to_dataframe()
-    assert list(frame.columns) == list(sm.engine.result.COLUMNS)
+    assert list(frame.columns) == list(sm.engine.runner.result.COLUMNS)
     np.testing.assert_array_equal(frame["distance"].to_numpy(), res.distance)
     read = pd.read_csv(path)
     np.testing.assert_array_equal(read["distance"].to_numpy(), res.distance)
@@ -275,10 +275,10 @@ def test_unknown_f_star_records_the_objective_not_a_gap(tmp_path):
     assert res.summary()["final_objective"] == res.objective[-1]
     assert "final_objective_gap" not in res.summary()
     cols = res.columns()
-    assert list(cols) == [*sm.engine.result.COLUMNS, "objective"]
+    assert list(cols) == [*sm.engine.runner.result.COLUMNS, "objective"]
     assert np.isnan(cols["objective_gap"]).all()
     np.testing.assert_array_equal(cols["objective"], res.objective)
-    assert list(res.columns(objective=False)) == list(sm.engine.result.COLUMNS)
+    assert list(res.columns(objective=False)) == list(sm.engine.runner.result.COLUMNS)
     loaded = sm.Result.load(res.save(tmp_path / "run"))
     np.testing.assert_array_equal(loaded.objective, res.objective)
     assert loaded.objective_gap is None
@@ -287,7 +287,7 @@ def test_unknown_f_star_records_the_objective_not_a_gap(tmp_path):
 
     known = sm.run(FedAvg(0.02, 2), Quadratic.random(12, 3, seed=0), Full(12), 8)
     assert known.objective is None and known.objective_gap is not None
-    assert list(known.columns()) == list(sm.engine.result.COLUMNS)
+    assert list(known.columns()) == list(sm.engine.runner.result.COLUMNS)
     table = str(sm.compare([known])).splitlines()[0]
     assert "final obj. gap" in table and "final objective" not in table
 
@@ -312,7 +312,7 @@ def test_metrics_csv_of_an_unknown_f_star_has_the_objective_column(tmp_path):
     outcomes = experiments.run_experiment(exp, progress=False, log=None)
     text = experiments.write_metrics(outcomes, tmp_path / "metrics.csv").read_text()
     lines = text.splitlines()
-    assert lines[0] == ",".join([*sm.engine.result.COLUMNS, "objective"])
+    assert lines[0] == ",".join([*sm.engine.runner.result.COLUMNS, "objective"])
     assert len(lines) == 1 + 2 * 2 * 6  # two step sizes, two seeds, six rounds each
     assert all(line.split(",")[6] == "" and line.split(",")[-1] for line in lines[1:])
     header = format_table(experiments.summary_rows(outcomes)).splitlines()[0]
