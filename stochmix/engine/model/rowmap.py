@@ -53,6 +53,7 @@ __all__ = [
     "RowFunction",
     "RowMap",
     "apply_map",
+    "call_map",
     "map_generator",
     "seed_sequence",
 ]
@@ -251,14 +252,21 @@ def apply_map(z, phase: RowMap, backend, problem, seed) -> bool:
         args = [np.take(z, rows, axis=0) for _, _, rows in phase.sources]
     else:
         args = [np.asarray(backend.to_numpy(z[rows])) for _, _, rows in phase.sources]
+    new = call_map(phase, args, problem, seed, z.shape[1])
+    finite = bool(np.isfinite(new).all())
+    z[phase.z_rows] = backend.asarray(new)
+    return finite
+
+
+def call_map(phase: RowMap, args: list, problem, seed, dim: int) -> np.ndarray:
+    """``phase``'s function on its source rows ``args`` (NumPy arrays, in the order of
+    ``phase.sources``): the new target rows, shape (k, ``dim``), checked."""
     info = MapInfo(phase.target_rows, phase.round, phase.label, problem, seed)
     new = np.asarray(phase.function(*args, info=info))
-    expected = (phase.target_rows.size, z.shape[1])
+    expected = (phase.target_rows.size, dim)
     if new.shape != expected:
         raise ValueError(
             f"map {phase.name!r} of phase {phase.label!r} returned shape {new.shape}, "
             f"expected {expected}"
         )
-    finite = bool(np.isfinite(new).all())
-    z[phase.z_rows] = backend.asarray(new)
-    return finite
+    return new

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ...model.method import Method, RunContext
-from ...model.rowmap import MapInfo
+from ...model.rowmap import call_map
 from ...plan.gradients import chunk_gradients
 
 __all__ = ["ShardItems"]
@@ -53,16 +53,7 @@ class ShardItems:
         wanted = wanted[shard.owner(wanted) >= 0]  # client rows: the same set on every rank
         fetched = shard._fetch(wanted, z) if shard.backend.size > 1 else None
         args = [shard.values(rows, z, wanted, fetched) for rows in sources]
-        info = MapInfo(
-            item.target_rows, item.round, item.label, self.problem, self.ctx.seed_sequence
-        )
-        new = np.asarray(item.function(*args, info=info))
-        expected = (item.target_rows.size, z.shape[1])
-        if new.shape != expected:
-            raise ValueError(
-                f"map {item.name!r} of phase {item.label!r} returned shape {new.shape}, "
-                f"expected {expected}"
-            )
+        new = call_map(item, args, self.problem, self.ctx.seed_sequence, z.shape[1])
         rows = np.asarray(item.z_rows, dtype=np.int64)
         own = shard.owner(rows)
         held = (own == -1) | (own == shard.backend.rank)
