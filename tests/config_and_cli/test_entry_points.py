@@ -17,6 +17,7 @@ import pytest
 from stochmix import config as configs
 from stochmix.cli import main
 from stochmix.config import ConfigError, parse, plugins
+from tests import CHILD_TIMEOUT
 
 MODULE = '''
 import numpy as np
@@ -274,7 +275,9 @@ def test_a_package_built_by_pip_from_its_pyproject_extends_the_command(
     site = tmp_path / "site"
     command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
                "--no-build-isolation", "--target", str(site), str(source)]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=CHILD_TIMEOUT, cwd=tmp_path
+    )
     if done.returncode != 0 and "No module named pip" in done.stderr:
         pytest.skip("pip is not installed")
     assert done.returncode == 0, done.stderr

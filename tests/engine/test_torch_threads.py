@@ -20,6 +20,7 @@ from stochmix.engine.backends import NumpyBackend, TorchBackend  # noqa: E402
 from stochmix.engine.backends.threads import resolve_threads, torch_threads  # noqa: E402
 from stochmix.participation import Full  # noqa: E402
 from stochmix.problems import Quadratic, TorchModel  # noqa: E402
+from tests import CHILD_TIMEOUT  # noqa: E402
 
 N = 4
 BEFORE = 2  # the count set before every test: not the run's default of 1
@@ -190,7 +191,11 @@ def test_a_run_without_torch_loaded_does_not_import_it():
         """
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT,
+        cwd=ROOT,
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
