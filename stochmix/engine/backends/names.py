@@ -13,6 +13,7 @@ from .numpy_backend import NumpyBackend
 
 __all__ = ["BACKENDS", "make_backend"]
 
+#: The backends a run takes by name (``run(backend=...)``).
 BACKENDS = ("numpy", "torch", "distributed")
 
 
