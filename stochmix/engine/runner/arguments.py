@@ -59,7 +59,7 @@ class RunOptions:
     divergence_threshold: Any = 1e50
     storage: Any = "auto"
     clock: Any = None
-    #: whether :meth:`checked` made this record (the run reads only checked records)
+    #: whether :meth:`checked` made this record (the run's set-up refuses any other)
     is_checked: bool = field(default=False, repr=False)
 
     @classmethod

@@ -236,13 +236,11 @@ def _run(method, problem, participation, rounds: int, back, options: RunOptions)
     saved = None if saver is None else saver.load(rounds)
     if saver is not None and caps.sharded:
         back.check_resume(None if saved is None else int(saved["done"]), options.checkpoint)
-    check = PlanCheck(layout, method, int(problem.n_clients)) if layout.scratch else None
+    n = int(problem.n_clients)
+    check = PlanCheck(layout, method, n) if layout.scratch else (lambda plan, r: plan)
     result = run_rounds(
         lambda r, participants, z: execute(
-            planner.plan(r, participants) if check is None else check(
-                planner.plan(r, participants), r
-            ),
-            z, back, problem, method, ctx, rows, caps,
+            check(planner.plan(r, participants), r), z, back, problem, method, ctx, rows, caps
         ),
         saved=saved, saver=saver, z=z, back=back, ctx=ctx, recorder=recorder, stream=stream,
         rounds=rounds, method=method, problem=problem, participation=participation,
@@ -309,6 +307,8 @@ def prepare(
     row of its part of the state (``storage="compact"`` is refused) and makes its shard
     here (``back.make_shard``, which refuses what a shard cannot run); a run without a
     seed takes rank 0's, so that every rank draws the same rounds."""
+    if not options.is_checked:
+        raise ValueError("prepare needs RunOptions checked against the run (options.checked)")
     caps = capabilities(back) if caps is None else caps
     n, dim = int(problem.n_clients), int(problem.dim)
     probabilities = participation.probabilities  # a copy of N numbers: taken once
