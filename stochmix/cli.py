@@ -25,6 +25,8 @@ from . import experiments
 from ._certify_command import add_certify_parser
 from ._names import RenamedWarning
 from ._spectrum_command import GRAPH_NODES_LIMIT, add_spectrum_parser
+from .config.output import PLOT_AXES, check_axis
+from .config.registry import ACTIVATIONS
 from .reporting import format_table
 
 __all__ = [
@@ -88,6 +90,10 @@ def command_run(args: argparse.Namespace) -> int:
     the R ranks, the same numbers for any R); rank 0 alone prints and writes the folder.
     """
     if args.config and _is_study(args.config):
+        if args.save_models:
+            raise configs.ConfigError(
+                "--save-models applies to one configuration, not to a study (a [sweep] table)"
+            )
         return _run_study(args)
     if args.jobs is not None or args.address is not None:
         option = "--jobs" if args.jobs is not None else "--address"
@@ -103,18 +109,59 @@ def command_run(args: argparse.Namespace) -> int:
         if args.seed < 0:
             raise configs.ConfigError(f"--seed must be >= 0, got {args.seed}")
         exp.seeds = [args.seed]
+    if args.x is not None:  # before any run: --x time needs a clock
+        check_axis(args.x, exp, "--x")
+    save = _save_models(args, exp)
     joined = False
     lead = True
     if _launched_by_torchrun():
         rank, joined = _join_group()
         lead = rank == 0
     try:
-        return _run_and_write(exp, args, lead, distributed=_launched_by_torchrun())
+        return _run_and_write(exp, args, lead, distributed=_launched_by_torchrun(), save=save)
     finally:
         if joined:
             import torch.distributed as dist
 
             dist.destroy_process_group()
+
+
+def _save_models(args: argparse.Namespace, exp) -> bool:
+    """Whether the run writes ``models.npz`` (``--save-models``, which is written into the
+    resolved configuration's ``[output]``, or ``[output] save_models``), checked before
+    any run: its runs must keep every node row (``storage = "compact"`` is refused) on
+    one process (not under torchrun, whose ranks hold part of the nodes)."""
+    if args.save_models:
+        exp.output = {"x": exp.plot_x, **exp.output, "save_models": True}
+    if not exp.output.get("save_models", False):
+        return False
+    where = "--save-models" if args.save_models else "output.save_models = true"
+    if exp.settings.get("storage", "auto") == "compact":
+        raise configs.ConfigError(
+            f'{where} needs every node row of the state, which storage = "compact" leaves '
+            'out: use storage = "auto" or "full"'
+        )
+    if _launched_by_torchrun():
+        raise configs.ConfigError(
+            f"{where} is not supported under torchrun: each rank holds part of the nodes"
+        )
+    return True
+
+
+def _write_models(outcomes, path):
+    """``models.npz``: every run's :attr:`~stochmix.Result.node_models`, one array (n, dim)
+    per run, named ``"<method label>, lr=<lr>, seed=<seed>"``."""
+    import numpy as np
+
+    arrays = {
+        f"{outcome.label}, lr={lr!r}, seed={res.config.get('seed')}": res.node_models
+        for outcome in outcomes
+        for lr, results in outcome.runs.items()
+        for res in results
+        if res.node_models is not None
+    }
+    np.savez(path, **arrays)
+    return path
 
 
 def _is_study(path) -> bool:
@@ -148,6 +195,9 @@ def _run_study(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise configs.ConfigError(f"--jobs must be a positive integer, got {args.jobs}")
     study = Study(raw)
+    if args.x is not None:  # before any cell runs: --x time needs a clock
+        study.check_axis(args.x, "--x")
+    axis = args.x or study.plot_x
     jobs = study.default_jobs() if args.jobs is None else args.jobs
     where = f"on the Dask cluster at {args.address}" if args.address else f"{jobs} job(s)"
     print(
@@ -177,14 +227,15 @@ def _run_study(args: argparse.Namespace) -> int:
         )
         status = 1
     if not args.no_plot and study.keys:
-        status |= _attempt("plot", lambda: _study_plot(study, folder), folder)
+        status |= _attempt("plot", lambda: _study_plot(study, folder, axis), folder)
     print(f"study table: {study.csv}")
     return status
 
 
-def _study_plot(study, folder) -> None:
+def _study_plot(study, folder, x: str = "round") -> None:
     """``rate.png``: the linear rate against the first swept key; ``curves.png``: the
-    per-round curves, a panel per value of the first swept key."""
+    per-round curves against ``x`` (the round, a cost's running sum or the simulated time),
+    a panel per value of the first swept key."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -196,7 +247,7 @@ def _study_plot(study, folder) -> None:
     ax.figure.savefig(path, dpi=120)
     plt.close(ax.figure)
     print(f"plot: {path}")
-    figure = study.plot_curves()[0].figure
+    figure = study.plot_curves(x=x)[0].figure
     figure.tight_layout()
     path = folder / "curves.png"
     figure.savefig(path, dpi=120)
@@ -204,7 +255,9 @@ def _study_plot(study, folder) -> None:
     print(f"plot: {path}")
 
 
-def _run_and_write(exp, args: argparse.Namespace, lead: bool, distributed: bool) -> int:
+def _run_and_write(
+    exp, args: argparse.Namespace, lead: bool, distributed: bool, save: bool = False
+) -> int:
     say = print if lead else _silent
     say(
         f"{exp.name}: {exp.problem!r}; {exp.participation!r}; {exp.rounds} rounds, "
@@ -217,6 +270,8 @@ def _run_and_write(exp, args: argparse.Namespace, lead: bool, distributed: bool)
         experiments.write_participation(exp.participation, out / "participation.csv")
     if distributed:  # after the resolved config, which repeats the run on one process
         exp.backend = "distributed"
+    if save:  # every node row kept (the same numbers: storage changes no run)
+        exp.settings["storage"] = "full"
     progress = False if args.quiet else "auto"
     outcomes = experiments.run_experiment(exp, progress=progress, log=say if lead else None)
     if out is None:  # not the lead process: it writes nothing
@@ -227,10 +282,15 @@ def _run_and_write(exp, args: argparse.Namespace, lead: bool, distributed: bool)
         "summary", lambda: print(format_table(experiments.summary_rows(outcomes))), out
     )
     print(f"per-round metrics: {metrics}")
+    if save:
+        print(f"final node models: {_write_models(outcomes, out / 'models.npz')}")
     if not args.no_plot:
+        axis = args.x or exp.plot_x
         status |= _attempt(
             "plot",
-            lambda: print(f"plot: {experiments.plot(outcomes, out / 'error.png', exp.name)}"),
+            lambda: print(
+                f"plot: {experiments.plot(outcomes, out / 'error.png', exp.name, x=axis)}"
+            ),
             out,
         )
     print(f"repeat: stochmix run {resolved}")
@@ -266,10 +326,13 @@ def kinds_help() -> str:
         ("problems ([problem])", configs.PROBLEMS),
         ("federated methods ([[methods]])", configs.FEDERATED),
         (
-            "decentralized methods ([[methods]], with a [graphs] table and full participation)",
+            "decentralized methods ([[methods]], with a [graphs] table; every node in every"
+            " round, or an [activation] table: edge gossip, or node activation where the"
+            " method's mixing allows it)",
             configs.DECENTRALIZED,
         ),
         ("participation ([participation])", configs.PROCESSES),
+        ("activation ([activation]; decentralized methods, or a participation kind)", ACTIVATIONS),
         ("graphs ([graphs])", configs.GRAPHS),
     )
     lines = ["configuration kinds (the kind = ... of each table; see stochmix.config):"]
@@ -327,6 +390,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ADDR",
         help="a study: run its cells on the Dask cluster whose scheduler is at ADDR, e.g."
         ' tcp://host:8786 (pip install "stochmix[cluster]")',
+    )
+    p_run.add_argument(
+        "--x",
+        choices=PLOT_AXES,
+        help="the x axis of error.png (a study: of curves.png): round (the default), the"
+        " running sum of the gradients, messages or floats columns of metrics.csv, or the"
+        " simulated time (needs a clock: a [clock] table); overrides [output] x",
+    )
+    p_run.add_argument(
+        "--save-models",
+        action="store_true",
+        help="also write models.npz: every run's final node models (Result.node_models,"
+        " one (n, dim) array per run, one row per client or peer); sets [output]"
+        " save_models",
     )
     p_run.add_argument("--no-plot", action="store_true", help="skip the PNG")
     p_run.add_argument("--quiet", action="store_true", help="no progress line")

@@ -6,10 +6,14 @@
 * ``metrics.csv`` — the per-round metrics of every run (:meth:`Result.csv_rows`), the same
   bytes every time the same configuration runs;
 * ``timing.csv`` — the seconds since each run started, after each round;
-* ``error.png`` — the error curves (geometric mean over seeds and the min-max band).
+* ``error.png`` — the error curves (geometric mean over seeds and the min-max band),
+  against the round or, with ``x``, the running sum of a cost or the simulated time.
 
 Learning-rate grids are run in full and each method is reported at its best step size;
-the summary table is :mod:`stochmix.reporting`'s.
+the summary table is :mod:`stochmix.reporting`'s. Two flags warn about what a grid hides:
+``lr_at_edge`` (the best step is the grid's smallest or largest: the best step may lie
+outside it) and ``diverging`` (:func:`diverging`: a run whose error blew up, or grows far
+above its start without reaching the divergence threshold).
 """
 
 from __future__ import annotations
@@ -34,10 +38,14 @@ from .engine.runner.result import COLUMNS
 from .reporting import summary_row
 
 __all__ = [
+    "DIVERGING_FACTOR",
+    "DIVERGING_TAIL",
     "ERROR_METRICS",
     "MethodOutcome",
     "TIMING_COLUMNS",
     "choose_lr",
+    "diverging",
+    "lr_at_edge",
     "output_dir",
     "plot",
     "run_experiment",
@@ -57,6 +65,14 @@ TIMING_COLUMNS = ("method", "lr", "seed", "round", "wall_time")
 ERROR_METRICS = ("relative_error", "objective_gap", "objective", "gradient_norm", "consensus")
 
 
+#: :func:`diverging`: a run whose last error is above this many times its first.
+DIVERGING_FACTOR = 1e3
+
+#: :func:`diverging`: the last part of a run (this fraction of its rounds) over which the
+#: error must still grow.
+DIVERGING_TAIL = 0.25
+
+
 @dataclass
 class MethodOutcome:
     """All runs of one method: results by lr (each a list over seeds), the best lr, and
@@ -72,6 +88,12 @@ class MethodOutcome:
         """The runs (one per seed) at the best step size."""
         return self.runs[self.best_lr]
 
+    @property
+    def lr_at_edge(self) -> bool | None:
+        """Whether the best step is the smallest or the largest of a grid of two steps or
+        more (:func:`lr_at_edge`); None for a single step."""
+        return lr_at_edge(list(self.runs), self.best_lr)
+
 
 def error_metric(res: Result) -> str | None:
     """The first of :data:`ERROR_METRICS` that ``res`` recorded (None if none)."""
@@ -80,6 +102,57 @@ def error_metric(res: Result) -> str | None:
         if getattr(res, field) is not None:
             return metric
     return None
+
+
+def lr_at_edge(grid, best: float) -> bool | None:
+    """Whether ``best`` is the smallest or the largest step of ``grid``: the best step
+    may then lie outside the grid, which should be widened on that side.
+
+    Args:
+        grid: the steps tried.
+        best: the step chosen.
+
+    Returns:
+        True or False for a grid of two distinct steps or more; None for a single step
+        (no grid: nothing was chosen).
+    """
+    steps = sorted(set(float(lr) for lr in grid))
+    if len(steps) < 2:
+        return None
+    return float(best) in (steps[0], steps[-1])
+
+
+def diverging(res: Result, metric: str | None = None) -> bool:
+    """Whether a run diverges: it stopped at NaN or Inf or past the divergence threshold
+    (``res.diverged``), or its error metric, over the rounds that have a value, ends above
+    :data:`DIVERGING_FACTOR` (1e3) times its first value and still grows over the last
+    :data:`DIVERGING_TAIL` (a quarter) of the run: its last value is above its value at the
+    first evaluated round at or after ``(1 - DIVERGING_TAIL) x rounds``. Such a run (say
+    3e25 after 3,000 rounds, below the threshold of 1e50) never reaches a tolerance, and
+    this says why.
+
+    Args:
+        res: the run.
+        metric: the error curve (default: the first of :data:`ERROR_METRICS` recorded).
+
+    Returns:
+        True where the run diverges; False otherwise (a run without an error curve, or
+        with fewer than 2 evaluated rounds, included).
+    """
+    if res.diverged:
+        return True
+    metric = error_metric(res) if metric is None else metric
+    if metric is None:
+        return False
+    rounds, values = res.evaluated(metric)
+    if values.size < 2 or not values[0] > 0:
+        return False
+    last = float(values[-1])
+    if not last > DIVERGING_FACTOR * float(values[0]):
+        return False
+    tail = np.flatnonzero(rounds >= (1 - DIVERGING_TAIL) * rounds[-1])
+    start = int(tail[0]) if tail.size else 0
+    return start < values.size - 1 and last > float(values[start])
 
 
 def _score(results: list[Result]) -> float:
@@ -125,19 +198,36 @@ def choose_lr(runs: dict, best_lr_by: str, tolerance: float) -> tuple[float, str
     if best_lr_by == "final_error":
         best = min(runs, key=lambda lr: (final(lr), lr))
         grid = ", ".join(f"{lr:.3g}: {finals[lr]:.2e}" for lr in runs)
-        return best, f"smallest final error ({grid})"
+        return best, f"smallest final error ({grid}){_edge_note(runs, best)}"
     reach = {lr: _rounds_to(results, tolerance) for lr, results in runs.items()}
     best = min(runs, key=lambda lr: (reach[lr], final(lr), lr))
 
     def shown(lr):
-        return f"{lr:.3g}: " + ("never" if reach[lr] == np.inf else f"{reach[lr]:g} rounds")
+        if reach[lr] != np.inf:
+            return f"{lr:.3g}: {reach[lr]:g} rounds"
+        if any(res.diverged for res in runs[lr]):
+            return f"{lr:.3g}: never (diverged)"
+        if any(diverging(res) for res in runs[lr]):
+            return f"{lr:.3g}: never (diverging)"
+        return f"{lr:.3g}: never"
 
     grid = ", ".join(shown(lr) for lr in runs)
+    edge = _edge_note(runs, best)
     if reach[best] == np.inf:
         return best, (
-            f"no step reaches {tolerance:g} ({grid}); smallest final error, {finals[best]:.2e}"
+            f"no step reaches {tolerance:g} ({grid}); smallest final error, "
+            f"{finals[best]:.2e}{edge}"
         )
-    return best, f"fewest rounds to {tolerance:g} ({grid})"
+    return best, f"fewest rounds to {tolerance:g} ({grid}){edge}"
+
+
+def _edge_note(runs: dict, best: float) -> str:
+    """``"; lr at the edge of the grid ..."`` where the best step is its smallest or
+    largest, else empty."""
+    if not lr_at_edge(list(runs), best):
+        return ""
+    side = "smallest" if float(best) == min(map(float, runs)) else "largest"
+    return f"; lr at the edge of the grid (the {side} step): widen the grid on that side"
 
 
 def run_experiment(exp: Experiment, progress="auto", log=print) -> list[MethodOutcome]:
@@ -175,8 +265,16 @@ def run_experiment(exp: Experiment, progress="auto", log=print) -> list[MethodOu
 
 
 def summary_rows(outcomes: list[MethodOutcome]) -> list[dict]:
-    """One row per method at its best lr (:func:`stochmix.reporting.summary_row`)."""
-    return [summary_row(out.label, out.best, out.best_lr) for out in outcomes]
+    """One row per method at its best lr (:func:`stochmix.reporting.summary_row`), with
+    ``lr_at_edge`` (:attr:`MethodOutcome.lr_at_edge`; None for a single step) and
+    ``diverging`` (some seed's run at the best lr :func:`diverging`)."""
+    rows = []
+    for out in outcomes:
+        row = summary_row(out.label, out.best, out.best_lr)
+        row["lr_at_edge"] = out.lr_at_edge
+        row["diverging"] = any(diverging(res) for res in out.best)
+        rows.append(row)
+    return rows
 
 
 def _all_runs(outcomes: list[MethodOutcome]):
@@ -275,15 +373,60 @@ def _geometric_band(curves: list[np.ndarray]):
     return rounds, mean, np.nanmin(values, axis=0), np.nanmax(values, axis=0)
 
 
-def plot(outcomes: list[MethodOutcome], path, title: str = "") -> Path:
-    """Error against rounds, log scale, each method at its best lr: the geometric mean over
-    seeds and the min-max band, over the rounds that have a value (a metric evaluated on
-    a schedule gets markers).
+def _along(runs: list[Result], x: str, rounds: np.ndarray) -> np.ndarray:
+    """The x values of ``rounds`` for the runs of one method (one per seed): the round,
+    or the mean over seeds of the running sum of a cost (``gradients``, ``messages``,
+    ``floats``) or of the simulated ``time`` at each round (:meth:`Result.axis`)."""
+    if x == "round":
+        return rounds.astype(float)
+    length = max(res.rounds + 1 for res in runs)
+    stack = np.full((len(runs), length), np.nan)
+    for i, res in enumerate(runs):
+        stack[i, : res.rounds + 1] = res.axis(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(stack, axis=0)[rounds]
+
+
+#: The x-axis labels of :func:`plot`.
+_X_LABELS = {
+    "round": "round",
+    "gradients": "gradient evaluations",
+    "messages": "messages",
+    "floats": "floats sent",
+    "time": "simulated time (s)",
+}
+
+
+def plot(outcomes: list[MethodOutcome], path, title: str = "", x: str = "round") -> Path:
+    """Error on a log scale against ``x``, each method at its best lr: the geometric mean
+    over seeds and the min-max band, over the rounds that have a value (a metric evaluated
+    on a schedule gets markers).
+
+    Args:
+        outcomes: what :func:`run_experiment` returned.
+        path: the PNG file.
+        title: the figure's title.
+        x: the x axis, one of :data:`~stochmix.config.output.PLOT_AXES`: ``"round"``, the
+            running sum of ``"gradients"``, ``"messages"`` or ``"floats"`` (the columns
+            of ``metrics.csv``), or the simulated ``"time"``; for several seeds, the mean
+            over seeds of that value at each round.
+
+    Returns:
+        ``path``.
 
     Raises:
         ImportError: matplotlib is not installed.
-        ValueError: no run recorded an error metric.
+        ValueError: ``x`` is not an axis, a run did not record it (``"time"`` without a
+            clock), or no run recorded an error metric.
     """
+    from .config.output import PLOT_AXES
+
+    if x not in PLOT_AXES:
+        raise ValueError(f"x must be one of {list(PLOT_AXES)}, got {x!r}")
+    for out in outcomes:  # a missing axis is named before any figure
+        for res in out.best:
+            res.axis(x)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -298,15 +441,16 @@ def plot(outcomes: list[MethodOutcome], path, title: str = "") -> Path:
         plotted = plotted or metric
         curves = [np.asarray(res.error(metric), dtype=float) for res in out.best]
         rounds, mean, low, high = _geometric_band(curves)
+        along = _along(out.best, x, rounds)
         style = {"marker": "."} if rounds.size < max(c.size for c in curves) else {}
         label = f"{out.label} (lr {out.best_lr:.3g})"
-        (line,) = ax.semilogy(rounds, mean, label=label, **style)
+        (line,) = ax.semilogy(along, mean, label=label, **style)
         if len(curves) > 1:
-            ax.fill_between(rounds, low, high, color=line.get_color(), alpha=0.2)
+            ax.fill_between(along, low, high, color=line.get_color(), alpha=0.2)
     if plotted is None:
         plt.close(fig)
         raise ValueError("nothing to plot: no run recorded an error metric")
-    ax.set_xlabel("round")
+    ax.set_xlabel(_X_LABELS[x])
     ax.set_ylabel(plotted.replace("_", " "))
     if title:
         ax.set_title(title)

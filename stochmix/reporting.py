@@ -21,7 +21,11 @@ __all__ = [
 
 #: (key, header, format) of the summary table's columns. ``final objective`` is the loss
 #: f(x) itself, shown for problems whose f_star is unknown (learning problems) in place of
-#: ``final obj. gap`` (a column no row has a value for is left out).
+#: ``final obj. gap`` (a column no row has a value for is left out). The format ``"flag"``
+#: prints a truth value as ``yes`` / ``no``, in a column shown only where some row says
+#: yes: ``lr at edge`` (the best step is the smallest or largest of its grid:
+#: :func:`stochmix.experiments.lr_at_edge`) and ``diverging``
+#: (:func:`stochmix.experiments.diverging`).
 SUMMARY_COLUMNS = (
     ("method", "method", "s"),
     ("lr", "lr", ".3g"),
@@ -31,21 +35,34 @@ SUMMARY_COLUMNS = (
     ("rounds_to_1e-8", "rounds to 1e-8", "d"),
     ("rate", "linear rate", ".4f"),
     ("seconds", "seconds", ".2f"),
+    ("lr_at_edge", "lr at edge", "flag"),
+    ("diverging", "diverging", "flag"),
 )
 
 
 def format_table(rows: list[dict], columns=SUMMARY_COLUMNS) -> str:
     """A plain-text table; ``columns`` are (key, header, format) triples. A column no row
-    has a value for is left out; a missing value prints as ``-``."""
-    columns = [c for c in columns if any(row.get(c[0]) is not None for row in rows)] or list(
-        columns[:1]
-    )
+    has a value for is left out (a ``"flag"`` column: no row true); a missing value prints
+    as ``-``, a flag as ``yes`` or ``no``."""
+
+    def shown(column) -> bool:
+        key, _, fmt = column
+        if fmt == "flag":
+            return any(row.get(key) is True for row in rows)
+        return any(row.get(key) is not None for row in rows)
+
+    columns = [c for c in columns if shown(c)] or list(columns[:1])
     cells = [[head for _, head, _ in columns]]
     for row in rows:
         line = []
         for key, _, fmt in columns:
             value = row.get(key)
-            line.append("-" if value is None else format(value, fmt))
+            if value is None:
+                line.append("-")
+            elif fmt == "flag":
+                line.append("yes" if value else "no")
+            else:
+                line.append(format(value, fmt))
         cells.append(line)
     widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
     text = ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import sys
 import types
 from pathlib import Path
 
@@ -35,6 +36,9 @@ PACKAGES = (
     ("stochmix.config", "Configurations"),
     ("stochmix.config.plugins", "Your own kinds in configurations: entry points"),
     ("stochmix.studies", "Studies: sweeps over a configuration"),
+    ("stochmix.experiments", "Running a configuration: its runs, the best step, its files"),
+    ("stochmix.reporting", "Summaries and comparison tables"),
+    ("stochmix.cli", "The command line"),
     ("stochmix.protocols", "Protocols: the contracts of your own parts"),
 )
 
@@ -147,6 +151,12 @@ def data_comment(package: str, name: str, value) -> str:
     if hasattr(module, "__path__"):
         found = pkgutil.walk_packages(module.__path__, package + ".")
         candidates += [m.name for m in found if not m.name.endswith("__main__")]
+    # a module that re-exports a constant (stochmix.cli's GRAPH_NODES_LIMIT): where it is set
+    candidates += sorted(
+        m
+        for m, loaded in list(sys.modules.items())
+        if m.startswith("stochmix.") and getattr(loaded, name, None) is value
+    )
     for candidate in candidates:
         if (
             candidate != package

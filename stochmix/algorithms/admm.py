@@ -177,6 +177,19 @@ class _AffineSolve:
         return np.einsum("kij,kj->ki", inverse, rhs)
 
 
+def _local_lr_hint(lr: float, graphs) -> str:
+    """The error for ``solver="gradient"`` without ``local_lr``: the safe step's formula,
+    with the largest degree of the graph of round 0 and ``lr`` filled in."""
+    adjacency = graphs.adjacency(0)
+    d_max = int(np.asarray(((adjacency + adjacency.T) > 0).sum(axis=1)).max())
+    return (
+        'local_lr must be given with solver="gradient": node i\'s local problem is '
+        "(L_i + 2 d_i / lr)-smooth, so local_lr = 1 / (L + 2 d_max / lr) is safe, L = "
+        f"problem.smoothness; here d_max = {d_max} (graph of round 0) and lr = {lr:g}: "
+        f"local_lr = 1 / (problem.smoothness + {2 * d_max / lr:g})"
+    )
+
+
 class DecentralizedADMM(_Laplacian):
     r"""Decentralized consensus ADMM (see the module docstring), alpha^0 = 0:
 
@@ -210,7 +223,12 @@ class DecentralizedADMM(_Laplacian):
         lr: 1/c > 0.
         graphs: the graph sequence (undirected; the adjacency is symmetrised).
         solver: ``"exact"`` or ``"gradient"``.
-        local_lr: gamma, the step of the local gradient steps (``"gradient"``).
+        local_lr: gamma, the step of the local gradient steps, required with
+            ``"gradient"``. Node i's local problem is (L_i + 2 d_i / lr)-smooth (L_i: F_i's
+            smoothness, d_i: its degree), so 1 / (L + 2 d_max / lr) is a safe step, L =
+            ``problem.smoothness`` (max_i L_i); the method is built before it sees the
+            problem, so it has no default (the error without it gives this formula with
+            d_max and lr filled in).
         local_steps: K (``"gradient"``).
 
     References:
@@ -237,8 +255,13 @@ class DecentralizedADMM(_Laplacian):
         self.local_lr = None
         if self.solver == "gradient":
             if local_lr is None:
-                raise ValueError('local_lr must be given with solver="gradient" (the local step)')
+                raise ValueError(_local_lr_hint(self.lr, graphs))
             self.local_lr = as_float(local_lr, "local_lr", positive=True)
+        elif local_lr is not None:
+            raise ValueError(
+                f'local_lr must be None with solver="exact" (the local problems are solved in '
+                f'closed form: no local step), got local_lr={local_lr!r}; use solver="gradient"'
+            )
         self.local_steps = as_int(local_steps, "local_steps", minimum=1)
         self._solve_cache: dict = {}
 

@@ -45,6 +45,7 @@ from .._validate import as_bool, as_float, show
 from ..engine import Equations, Method, RunContext
 from ..mixing.activation import edge_matrix
 from ..mixing.checks import KINDS, stochasticity_problem
+from ..mixing.reach import activation_reach_problem
 from ..mixing.rowsparse import RowSparse
 from ..mixing.sequences import GraphSequence
 
@@ -56,6 +57,8 @@ def _activation_kind(participation) -> str:
     edges: gossip) or "nodes" (any other process: node activation)."""
     if getattr(participation, "activates", "nodes") == "edges":
         return "edges"
+    if getattr(participation, "drops_nodes", False):  # thinned by a clock or lost uploads
+        return "nodes"
     p = participation.probabilities
     if p is None:  # no closed-form marginals: a recorded trace shows them, else unknown
         masks = getattr(participation, "masks_array", None)
@@ -330,9 +333,17 @@ class DecentralizedMethod(Method):
         """Refuse, before any work, an activation that breaks what :attr:`needs` asks of
         the mixing: node activation keeps row-stochastic pulls (``D W + I - D``) and
         column-stochastic pushes (``W D + I - D``), never a doubly stochastic matrix
-        (edge activation, gossip, keeps it). ``check_mixing=False`` allows it."""
+        (edge activation, gossip, keeps it); and an activation whose rounds cannot reach
+        every node (:func:`~stochmix.mixing.reach.activation_reach_problem`: a disconnected
+        gossip graph, a node never active). ``check_mixing=False`` allows both."""
         kind = _activation_kind(participation)
         self._unchecked = kind == "unknown"  # checked at the first partial round instead
+        problem = activation_reach_problem(participation, self.graphs)
+        if problem is not None and self.check_mixing:
+            raise ValueError(
+                f"participation: {participation!r}: {problem}; information cannot reach "
+                f"every node under {self.name} (check_mixing=False runs it anyway)"
+            )
         if kind != "nodes" or not self.check_mixing:
             return
         self._refuse_node_activation(participation)

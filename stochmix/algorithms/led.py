@@ -27,10 +27,19 @@ class LED(DecentralizedMethod):
     W = 11^T/n it is Scaffnew with a communication every K steps). The corrections keep
     the exact minimiser a fixed point whatever the clients' data, so LED converges to it
     with a fixed step and any K (linearly on strongly convex problems), where local DGD
-    stalls at a distance that grows with K. W symmetric doubly stochastic, without
-    eigenvalues near -1 (the lazy (I + W)/2 is safe). State: ``x`` holds phi during the
-    local steps (they are node-local phases), then "communicate" rewrites x and y with one
-    sparse product.
+    stalls at a distance that grows with K. State: ``x`` holds phi during the local steps
+    (they are node-local phases), then "communicate" rewrites x and y with one sparse
+    product.
+
+    **Mixing.** W symmetric doubly stochastic with lambda_min(W) > -1/3. As lr -> 0 (the
+    default beta = 1/K), each eigenvalue lambda of W gives the consensus errors the
+    modes z = lambda +- sqrt(lambda^2 - lambda), inside the unit circle only for
+    -1/3 < lambda <= 1: below -1/3 LED diverges for every small step. Metropolis weights
+    (the default ``rule``) can fall there: lambda_min = -1/2 on the 3-cube, -0.38 on
+    the ladder of 4 rungs, where LED with lr = 0.01 / L diverges, while a cycle (-1/3 at
+    worst) and a path converge. The lazy (I + W)/2 (lambda_min >= 0) is always safe:
+    give the graph those weights (half of W's off-diagonal entries, the rest on the
+    diagonal) and ``rule="natural"``.
 
     Activation: as :class:`~stochmix.algorithms.EXTRA` (doubly stochastic mixing: edge
     gossip keeps it, node activation is refused unless ``check_mixing=False``).

@@ -7,6 +7,7 @@ import numpy as np
 from .._validate import as_float, as_int
 from ..engine import Block, Method, RunContext
 from ..engine.model.equations import Equations, grad, mean
+from .decentralized_base import require_everyone
 
 __all__ = [
     "Scaffnew",
@@ -75,6 +76,11 @@ class Scaffnew(Method):
         if self.p == 1.0:
             return 1
         return int(np.random.default_rng((self.seed, int(r))).geometric(self.p))
+
+    def check_participation(self, participation) -> None:
+        """Refuse, before any work, a process (or a clock, or lost uploads) that does not
+        run every client in every round (the paper's setting)."""
+        require_everyone(participation, self.name, "every client runs in every round")
 
     def round_steps(self, r: int, participants: np.ndarray, ctx) -> int:
         """The local steps every client takes in round r (L_r; what a clock times)."""

@@ -44,8 +44,14 @@ Decentralized methods (``dgd``, ``gradient_tracking``, ``push_pull``, ``push_sum
 ``led``, the variance-reduced ``gt_svrg``, ``gt_saga``, ``gt_sarah`` (finite sums), the
 proximal ``pg_extra``, ``prox_nids`` and the primal-dual ``admm``, ``dlm``; ``form`` picks a
 method's variant where it has several) mix over
-the graph sequence of a ``[graphs]`` table and run every node in every iteration, so their
-participation is ``full`` (the default; another kind is refused)::
+the graph sequence of a ``[graphs]`` table. They run every node in every iteration by
+default (participation ``full``); an ``[activation]`` table (``[participation]`` under
+its name for them) activates part of the network: edge gossip (``random_edge``,
+``random_matching``, ``one_peer_permutation``) keeps the mixing doubly
+stochastic, node activation (``poisson_clocks`` or a kind of :data:`PROCESSES`) keeps pulls
+row- and pushes column-stochastic only and is refused by the methods that need doubly
+stochastic mixing (:data:`RULE_NEEDS`); the synchronous ``admm``, ``dlm`` and ``gt_*``
+take ``full`` only::
 
     [graphs]
     kind = "erdos_renyi"         # one_peer_exponential | directed_ring | erdos_renyi |

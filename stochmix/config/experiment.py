@@ -67,6 +67,14 @@ class Experiment:
     )
     #: the ``[clock]``'s :class:`~stochmix.timing.Clock` (simulated time), or None
     clock: object = None
+    #: the ``[output]`` table where the configuration gives one (:mod:`stochmix.config.output`:
+    #: ``x``, the axis of the plots), else empty
+    output: dict = field(default_factory=dict)
+
+    @property
+    def plot_x(self) -> str:
+        """The x axis of the plots: ``output.x``, ``"round"`` by default."""
+        return str(self.output.get("x", "round"))
 
     @property
     def run_options(self) -> dict:
@@ -95,4 +103,5 @@ class Experiment:
             **self.lr_choice,
             **self.tables,
             "methods": [m.table() for m in self.methods],
+            **({"output": dict(self.output)} if self.output else {}),
         }

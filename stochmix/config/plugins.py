@@ -27,8 +27,10 @@ What each group's object is called with:
 
 Entry points are read on first need, once per process (the groups when a kind is not
 built in, an entry point's object when its kind is used); :func:`refresh` reads them
-again. A name that a built-in kind already has is refused, naming the distribution that
-declares it, and an entry point that does not load gives one error naming it.
+again. A name that a built-in kind already has (for participation, the activation kinds of
+decentralized methods included) or an old spelling of one (``uniform``) is refused, naming
+the distribution that declares it, and an entry point that does not load gives one error
+naming it.
 """
 
 from __future__ import annotations
@@ -39,9 +41,10 @@ import importlib.metadata as metadata
 from collections.abc import Callable
 from typing import Any
 
+from .._names import PROCESS_ALIASES
 from ..engine import Method
 from .parsing import ConfigError, _first_line
-from .registry import DECENTRALIZED, METHODS, PROBLEMS, PROCESSES, RULE_NEEDS
+from .registry import ACTIVATIONS, DECENTRALIZED, METHODS, PROBLEMS, PROCESSES, RULE_NEEDS
 
 __all__ = [
     "GROUPS",
@@ -61,7 +64,14 @@ GROUPS = {
     "participation": "stochmix.participation",
 }
 
-_BUILT_IN: dict[str, Any] = {"methods": METHODS, "problems": PROBLEMS, "participation": PROCESSES}
+_BUILT_IN: dict[str, Any] = {
+    "methods": METHODS,
+    "problems": PROBLEMS,
+    # a [participation] table of decentralized methods takes the activation kinds too
+    "participation": {**PROCESSES, **ACTIVATIONS},
+}
+#: old spellings a configuration still reads (with a warning) -> the kind each one means
+_ALIASES: dict[str, dict[str, str]] = {"participation": PROCESS_ALIASES}
 
 
 def _distribution(entry: metadata.EntryPoint) -> str:
@@ -87,6 +97,13 @@ def _entry_points(what: str) -> dict[str, metadata.EntryPoint]:
             raise ConfigError(
                 f"{_declared(entry, group)} is refused: {entry.name!r} is a built-in {what} "
                 "kind; the package must declare it under another name"
+            )
+        alias = _ALIASES.get(what, {}).get(entry.name)
+        if alias is not None:  # a configuration's kind = name means the built-in kind
+            raise ConfigError(
+                f"{_declared(entry, group)} is refused: {entry.name!r} is an old spelling of "
+                f"the built-in {what} kind {alias!r}; the package must declare it under "
+                "another name"
             )
         other = found.get(entry.name)
         if other is not None and other.value != entry.value:

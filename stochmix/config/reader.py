@@ -12,6 +12,7 @@ from ..problems import LeastSquares
 from . import plugins
 from .clock import clock_table
 from .experiment import Experiment
+from .output import check_axis, output_table
 from .parsing import DEFAULT_SEED, ConfigError
 from .registry import EVERY_CLIENT
 from .sections import _graphs, _method, _method_tables, _participation, _problem
@@ -42,6 +43,7 @@ def parse(raw: dict, default_name: str = "experiment") -> Experiment:
     name, rounds, seeds, backend = _run_shape({"name": default_name, **raw})
     settings = _settings(raw, backend)
     lr_choice = _lr_choice(raw)
+    output = output_table(raw) if "output" in raw else {}
     problem, problem_table = _problem(raw)
     methods_raw = _method_tables(raw)
     kinds = [t.get("kind") for t in methods_raw if isinstance(t, dict)]
@@ -85,11 +87,33 @@ def parse(raw: dict, default_name: str = "experiment") -> Experiment:
             try:
                 checked_clock(clock, spec.build(spec.lrs[0]), process)
             except (TypeError, ValueError) as error:
-                raise ConfigError(f"clock: methods[{index}] ({spec.label}): {error}") from None
-    return Experiment(
+                hint = _clock_hint(spec, clock)
+                raise ConfigError(
+                    f"clock: methods[{index}] ({spec.label}): {error}{hint}"
+                ) from None
+    exp = Experiment(
         name, problem, process, methods, rounds, seeds, backend, settings, tables, lr_choice,
-        clock,
+        clock, output,
     )  # fmt: skip
+    if output:
+        check_axis(output["x"], exp)
+    return exp
+
+
+def _clock_hint(spec, clock) -> str:
+    """How to compare an asynchronous method with the deadline-based ones, where a
+    ``[clock]`` with a deadline (or availability) refuses it: one clock per configuration,
+    so a study that sweeps the whole ``clock`` and ``methods`` tables together."""
+    if not getattr(spec.build(spec.lrs[0]), "asynchronous", False):
+        return ""
+    if clock.deadline is None and clock.availability is None:
+        return ""
+    return (
+        "; a configuration has one [clock]: to compare an asynchronous method with "
+        'deadline-based ones, run a study with mode = "zip" that sweeps the whole tables '
+        "clock and methods together (a cell with a deadline and its methods, a cell "
+        "without one and the asynchronous ones; see the studies guide)"
+    )
 
 
 def load(path) -> Experiment:

@@ -137,14 +137,16 @@ def _participation(
         raw = {**raw, "participation": raw["activation"]}
     table = _section(raw, "participation", default={"kind": "full"})
     if "kind" in table:
+        if isinstance(table["kind"], str) and table["kind"] in PROCESS_ALIASES:
+            plugins.installed("participation")  # a plugin of that name: refused, not shadowed
         table = {**table, "kind": renamed(table["kind"], "participation.kind", PROCESS_ALIASES)}
     known = {**PROCESSES, **ACTIVATIONS} if decentralized else PROCESSES
     kind = _kind(table, "participation", known, lambda: plugins.installed("participation"))
     if everyone and kind != "full":
         raise ConfigError(
-            f"participation.kind = {kind!r} cannot drive {everyone[0]}: {everyone[0]} runs "
-            'every client in every round, as in its paper; use kind = "full" or leave '
-            "[participation] out"
+            f"participation.kind = {kind!r} cannot drive {everyone[0]}: {everyone[0]} "
+            f"{_EVERY_CLIENT_WHY.get(everyone[0], _RUNS_EVERY_CLIENT)}; use kind = "
+            '"full" or leave [participation] out'
         )
     if kind in ACTIVATIONS:
         factory = ACTIVATIONS[kind]
@@ -162,6 +164,17 @@ def _participation(
     if kind == "bernoulli" and "p" in table:
         resolved.pop("seed", None)  # the seed draws p_i between low and high only
     return process, resolved
+
+
+#: Why a method of :data:`EVERY_CLIENT` takes ``full`` participation only (the error's
+#: reason): its paper's setting, or its own draws from the arrival schedule.
+_RUNS_EVERY_CLIENT = "runs every client in every round, as in its paper"
+_ARRIVALS = (
+    "draws its own clients from the [clock]'s arrival schedule (concurrency clients "
+    "train at once, a new one starts as each update arrives), so every client must be "
+    "available to it"
+)
+_EVERY_CLIENT_WHY = {"fedbuff": _ARRIVALS, "fedasync": _ARRIVALS}
 
 
 def _graphs(raw: dict, n_clients: int, decentralized: list[str]) -> tuple:

@@ -46,6 +46,7 @@ TOP_LEVEL = {
     "graphs",
     "clock",
     "methods",
+    "output",
 }
 
 

@@ -164,6 +164,11 @@ class PoissonClocks(ActivationProcess):
         self.total_rate = float(values.sum())
         if not np.isfinite(self.total_rate):
             raise ValueError(f"rates must have a finite sum, got {self.total_rate}")
+        low = np.flatnonzero(values / self.total_rate < np.finfo(float).tiny)  # never ticks
+        if low.size or self.total_rate < 1.0 / np.finfo(float).max:  # 1 / sum overflows
+            i = int(low[0]) if low.size else int(np.argmin(values))
+            raise ValueError(f"rates: entry {i} is {float(values[i])!r}, too small (subnormal, "
+                             "or its share of the sum): that clock never ticks")  # fmt: skip
         self._cdf = _cdf(values)
 
     @property
@@ -351,6 +356,8 @@ class RandomEdge(_EdgeProcess, ActivationProcess):
             w = np.ones(edge_list.shape[0])
         self._set_weights(w)
         self.rate = float(n) if rate is None else as_float(rate, "rate", positive=True)
+        if self.rate < 1.0 / np.finfo(float).max:
+            raise ValueError(f"rate must be at least 1 / (largest float), got {self.rate!r}")
 
     def _set_weights(self, w: np.ndarray) -> None:
         self.weights = None if self._law == "uniform" else _readonly(w)

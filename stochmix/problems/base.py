@@ -377,6 +377,33 @@ class Problem(abc.ABC):
         """F_i(points[i]) for every client i; ``points`` has shape (N, d)."""
         raise NotImplementedError(f"{type(self).__name__} does not provide client_objectives")
 
+    def stacked(self) -> dict:
+        """The problem's data in one documented form, a dict of fresh copies (changing
+        them changes nothing here). Each problem family says what it gives:
+
+        * :class:`~stochmix.problems.LeastSquares`: ``features`` (R, d), every client's
+          A_i stacked client after client, ``targets`` (R,), the b_i likewise, ``counts``
+          (N,) the n_i, and ``reg``: the arguments of ``LeastSquares.from_stacked``;
+        * :class:`~stochmix.problems.Logistic`: ``features`` (R, d) (without the
+          intercept column), ``labels`` (R,) int64, ``counts`` (N,), and ``reg``,
+          ``n_classes``, ``intercept``, ``softmax``, ``allow_no_minimiser``: the
+          arguments of ``Logistic.from_stacked``;
+        * :class:`~stochmix.problems.Quadratic`: ``centers`` (N, d) the z_i and
+          ``hessians`` ((N, d) diagonals or (N, d, d)), the constructor's arguments;
+        * :class:`~stochmix.problems.TorchModel`: ``features`` (R, ...), ``targets``
+          (R, ...), ``counts`` (N,) and ``reg``;
+        * :class:`~stochmix.problems.Composite`: its smooth part's dict plus
+          ``regularizer`` (the :class:`~stochmix.problems.Regularizer`); minibatch and
+          noisy problems: the dict of the problem they wrap;
+        * any other problem (this default): the client arrays its gradients read
+          (:attr:`data`, one entry per client along the first axis), by name.
+
+        Rows are in client order: client i's rows are
+        ``features[offsets[i]:offsets[i + 1]]`` with ``offsets`` the running sum of
+        ``counts`` from 0.
+        """
+        return {name: np.array(value) for name, value in self.data.items()}
+
     # ------------------------------------------------------------------------- identity
     #: Attributes computed on first use from the data (they change without the problem
     #: changing), left out of :meth:`fingerprint`.

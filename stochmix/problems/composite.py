@@ -40,7 +40,7 @@ from .._validate import show
 from ..protocols import ProblemLike
 from ._common import DERIVED, fingerprint
 from .base import Problem
-from .regularizers import GroupLasso, Regularizer
+from .regularizers import Box, GroupLasso, Regularizer
 
 __all__ = ["Composite", "Subgradients", "proximal_minimiser"]
 
@@ -159,6 +159,8 @@ class Composite(Problem):
         self._solution: tuple | None = None
         if isinstance(regularizer, GroupLasso):
             regularizer.membership(problem.dim)  # a bad group layout fails here, not mid-run
+        if isinstance(regularizer, Box):
+            regularizer.check_dim(problem.dim)  # bounds of another length: here, not mid-run
 
     # ---------------------------------------------------------------- the smooth gradients
     def gradients(self, clients, points):
@@ -265,6 +267,13 @@ class Composite(Problem):
             [self.regularizer.value(p) for p in np.asarray(points)]
         )
 
+    def stacked(self) -> dict:
+        """The smooth part's data (its ``stacked()``: for a LASSO, a least-squares
+        problem's ``features``, ``targets``, ``counts`` and ``reg``) plus ``regularizer``,
+        r itself (an :class:`~stochmix.problems.regularizers.L1`'s weight is
+        ``regularizer.weight``)."""
+        return {**self.smooth.stacked(), "regularizer": self.regularizer}
+
     def with_subgradients(self) -> Subgradients:
         """This problem for subgradient methods: every gradient is grad F_i + a
         subgradient of r (see :class:`Subgradients`)."""
@@ -333,6 +342,10 @@ class Subgradients(Problem):
 
     def chunk_cost(self) -> int:
         return self.composite.chunk_cost()
+
+    def stacked(self) -> dict:
+        """The composite problem's :meth:`Composite.stacked`."""
+        return self.composite.stacked()
 
     def __repr__(self) -> str:
         return f"Subgradients({self.composite!r})"

@@ -171,6 +171,19 @@ class LeastSquares(Problem):
                 idx = self._offsets[part][:, None] + np.arange(n_rows)
                 yield part, self._rows[idx], self._rhs[idx]
 
+    def stacked(self) -> dict:
+        """The data as :meth:`from_stacked` takes it (``LeastSquares.from_stacked(
+        **problem.stacked())`` rebuilds the problem): ``features`` (R, d), the A_i stacked
+        client after client, ``targets`` (R,), the b_i, ``counts`` (N,), the n_i (sum R),
+        and ``reg``. Client i's gradient is A_i^T (A_i x - b_i) + reg x whichever
+        :attr:`form` the gradients use. Fresh copies."""
+        return {
+            "features": self._rows.copy(),
+            "targets": self._rhs.copy(),
+            "counts": self._counts.copy(),
+            "reg": self._reg,
+        }
+
     # ----------------------------------------------------------------------- properties
     @property
     def reg(self) -> float:

@@ -243,6 +243,17 @@ class Logistic(Problem):
         """n_i, shape (N,)."""
         return self._counts
 
+    def stacked(self) -> dict[str, Any]:
+        """The data as :meth:`from_stacked` takes it (``Logistic.from_stacked(**problem.
+        stacked())`` rebuilds the problem): ``features`` (R, d) without the intercept
+        column, ``labels`` (R,) int64, ``counts`` (N,), ``reg``, ``n_classes``,
+        ``intercept``, ``softmax``, ``allow_no_minimiser``. Fresh copies."""
+        out = {"features": self._rows[:, : self._p - self._intercept].copy()}  # no intercept
+        out |= {"labels": self._labels.copy(), "counts": self._counts.copy(), "reg": self._reg}
+        flags = self._n_classes, self._intercept, self._softmax, self._reg == 0
+        names = "n_classes", "intercept", "softmax", "allow_no_minimiser"
+        return out | dict(zip(names, flags, strict=True))
+
     @property
     def x_star(self) -> Float[np.ndarray, " d"] | None:
         """The minimiser of f, shape (dim,) (None with reg = 0); solved on first use."""

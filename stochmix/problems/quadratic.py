@@ -127,6 +127,13 @@ class Quadratic(Problem):
         """The H_i: (N, d) diagonals when :attr:`diagonal`, else (N, d, d)."""
         return self.data.like(np.float64)["hessians"]
 
+    def stacked(self) -> dict:
+        """The data as the constructor takes it (``Quadratic(**problem.stacked())``
+        rebuilds the problem): ``centers`` (N, d), the z_i, and ``hessians``, the H_i
+        ((N, d) diagonals when :attr:`diagonal`, else (N, d, d)); client i's gradient is
+        H_i (x - z_i). Fresh copies."""
+        return {"centers": np.array(self.centers), "hessians": np.array(self.hessians)}
+
     @property
     def diagonal(self) -> bool:
         """Whether every H_i is diagonal (stored as its diagonal)."""

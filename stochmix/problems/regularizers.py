@@ -317,10 +317,32 @@ class Box(_Indicator):
     def __init__(self, low=-math.inf, high=math.inf):
         lo = _bound(low, "low")
         hi = _bound(high, "high")
+        if lo.ndim and hi.ndim and lo.size != hi.size:
+            raise ValueError(
+                f"low and high must have the same length, got {lo.size} and {hi.size}: "
+                f"low={low!r}, high={high!r}"
+            )
         if np.any(lo > hi):
             raise ValueError(f"low must be <= high entry by entry, got low={low!r}, high={high!r}")
+        if np.any(lo == math.inf) or np.any(hi == -math.inf):  # {+inf}: no real point
+            name, value = ("low", low) if np.any(lo == math.inf) else ("high", high)
+            raise ValueError(
+                f"{name} must not be {'+' if name == 'low' else '-'}inf (the box would hold "
+                f"no real point), got {name}={value!r}"
+            )
         self.low = float(lo) if lo.ndim == 0 else tuple(lo.tolist())
         self.high = float(hi) if hi.ndim == 0 else tuple(hi.tolist())
+
+    def check_dim(self, dim: int) -> None:
+        """Raise a ValueError naming ``low`` or ``high`` unless each is a number or holds
+        one bound per coordinate of the model (``dim``): checked when a
+        :class:`~stochmix.problems.Composite` is made, before any work."""
+        for name, bound in (("low", self.low), ("high", self.high)):
+            if isinstance(bound, tuple) and len(bound) != dim:
+                raise ValueError(
+                    f"{name} must be a number or hold one bound per coordinate ({dim}), "
+                    f"got {len(bound)} bounds: {name}={bound!r}"
+                )
 
     def prox(self, v, t):
         low = self.low if isinstance(self.low, float) else np.asarray(self.low)

@@ -73,6 +73,10 @@ class _Stochastic:
         """Continue the draws from a saved state."""
         self._rng.bit_generator.state = state
 
+    def stacked(self) -> dict:
+        """The data of the problem it wraps (its ``stacked()``)."""
+        return self.problem.stacked()
+
     x_star = property(lambda self: self.problem.x_star)
     f_star = property(lambda self: self.problem.f_star)
     smoothness = property(lambda self: self.problem.smoothness)
@@ -120,6 +124,12 @@ class Minibatch(_Stochastic):
         return self.problem._sampled_gradient_formula(
             xp, to_like(idx, x), x, to_like(picks, x), to_like(scale.astype(float), x)
         )
+
+    @property
+    def samples_per_gradient(self) -> Int[np.ndarray, " n"]:
+        """The samples one gradient of each client draws: ``batch_size`` each (a Result's
+        ``sample_gradients`` column counts them)."""
+        return np.full(self.n_clients, self.batch_size, dtype=np.int64)
 
     def __repr__(self) -> str:
         return f"Minibatch({self.problem!r}, batch_size={self.batch_size})"

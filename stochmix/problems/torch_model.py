@@ -218,6 +218,16 @@ class TorchModel(Problem):
         """n_i, shape (N,)."""
         return self._counts
 
+    def stacked(self) -> dict:
+        """The clients' samples stacked client after client: ``features`` (R, ...),
+        ``targets`` (R, ...) (class indices for ``"cross_entropy"``), ``counts`` (N,),
+        the n_i, and ``reg``. Fresh copies."""
+        data = self.data
+        kept = np.arange(data["x"].shape[1]) < self._counts[:, None]  # not the padding
+        targets = np.array(data["t"][kept])
+        return {"features": np.array(data["x"][kept]), "targets": targets,
+                "counts": self._counts.copy(), "reg": self._reg}  # fmt: skip
+
     def _check_features_fit(self, sample) -> None:
         """One forward pass on one sample (1, ...), at the initial parameters and in eval
         mode (no batch statistics from one sample; the modes are restored after): features

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .. import experiments
 from .._toml import tomllib
 from ..config import ConfigError, dumps, parse
@@ -35,29 +37,53 @@ __all__ = [
     "make_cells",
     "read_summary",
     "run_cell",
+    "shown_value",
+    "value_key",
 ]
 
 #: The marker file of a finished cell (it holds the hash of the cell's configuration).
 MARKER = "done"
 
 #: The per-run summary of each row of ``study.csv``, after the swept values, the seed and
-#: the method: the step size (the best of a grid), the final errors, the rounds to 1e-8
-#: (on the relative error) and to the configuration's ``tolerance`` (on the run's error
-#: metric, as the step-size choice counts them), the linear rate and the round at which a
-#: run diverged (empty where none did); with a ``[clock]``, the simulated seconds a run took
-#: and took to 1e-8 (``virtual_time``, ``virtual_time_to_1e-8``; empty without a clock).
+#: the method: the step size (the best of a grid) and whether it is at the grid's edge
+#: (``lr_at_edge``: the smallest or largest step of a grid of two or more, empty for a
+#: single step; :func:`stochmix.experiments.lr_at_edge`), the final errors, the linear rate,
+#: the round at which a run diverged (empty where none did) and whether it diverges
+#: (``diverging``: it diverged, or its error ends above 1e3 times its start and still
+#: grows over the last quarter of the run; :func:`stochmix.experiments.diverging`); then
+#: what the run took to reach 1e-8 (on the relative error; empty where there is none) and
+#: to the configuration's ``tolerance`` (on the run's error metric, as the step-size
+#: choice counts it): the rounds, the gradient evaluations, messages and floats sent (the
+#: sums of those ``metrics.csv`` columns over rounds 0 to that round, both included) and,
+#: with simulated time (a ``[clock]``, a clock process or an asynchronous method), the
+#: simulated seconds at that round; each empty where the run never got there; last the
+#: simulated seconds the whole run took (``virtual_time``, empty without simulated time).
 SUMMARY_FIELDS = (
     "lr",
+    "lr_at_edge",
     "final_relative_error",
     "final_objective_gap",
     "final_objective",
-    "rounds_to_1e-8",
-    "rounds_to_tolerance",
     "rate",
     "diverged_at",
-    "virtual_time",
+    "diverging",
+    "rounds_to_1e-8",
+    "gradients_to_1e-8",
+    "messages_to_1e-8",
+    "floats_to_1e-8",
+    "sample_gradients_to_1e-8",
     "virtual_time_to_1e-8",
+    "rounds_to_tolerance",
+    "gradients_to_tolerance",
+    "messages_to_tolerance",
+    "floats_to_tolerance",
+    "sample_gradients_to_tolerance",
+    "virtual_time_to_tolerance",
+    "virtual_time",
 )
+
+#: The cost columns of ``metrics.csv`` whose sums to a target ``study.csv`` reports.
+_COSTS = ("gradients", "messages", "floats", "sample_gradients")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._=+-]")
 
@@ -90,17 +116,58 @@ class Cell:
         return ", ".join([*parts, f"seed = {self.seed}"])
 
 
-def _shown(value: Any) -> str:
-    return (
-        json.dumps(value, separators=(",", ":")) if isinstance(value, (list, dict)) else str(value)
-    )
+def _has_table(value: Any) -> bool:
+    if isinstance(value, dict):
+        return True
+    return isinstance(value, list) and any(_has_table(v) for v in value)
+
+
+def shown_value(value: Any) -> str:
+    """A swept value as the study's folder names, plot labels and ticks show it: a table
+    as its ``label`` or ``kind`` followed by its other keys, ``random_edge(rate=2.0)``
+    (``{deadline=2.0}`` without either), a list of tables as ``[FedAvg(...), ...]``,
+    another list as compact JSON, anything else as ``str``.
+
+    Args:
+        value: a swept value.
+
+    Returns:
+        Its text.
+    """
+    if isinstance(value, dict):
+        head = value.get("label", value.get("kind"))
+        items = ",".join(
+            f"{k}={shown_value(v)}" for k, v in value.items() if k not in ("kind", "label")
+        )
+        if isinstance(head, str):
+            return f"{head}({items})" if items else head
+        return "{" + items + "}"
+    if isinstance(value, list) and _has_table(value):
+        return "[" + ",".join(shown_value(v) for v in value) + "]"
+    if isinstance(value, list):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value)
+
+
+def value_key(value: Any) -> str:
+    """A swept value as a hashable key (its JSON text, keys in order): two values share
+    it only where they are equal."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _part(key: str, value: Any) -> str:
+    """``key=value`` with unsafe characters as ``_`` (for a table, runs of them as one)."""
+    if not _has_table(value):
+        return _UNSAFE.sub("_", f"{key}={shown_value(value)}")
+    shown = re.sub("_+", "_", _UNSAFE.sub("_", shown_value(value))).strip("_")
+    return _UNSAFE.sub("_", f"{key}=") + shown
 
 
 def _folder(values: dict[str, Any], seed: int, digest: str) -> str:
     """A readable folder name, ``key=value__...__seed=s`` (characters other than letters,
     digits and ``._=+-`` as ``_``), cut to 120 characters with the hash's start added."""
-    parts = [f"{key}={_shown(value)}" for key, value in values.items()] + [f"seed={seed}"]
-    name = _UNSAFE.sub("_", "__".join(parts)).lstrip(".")
+    parts = [_part(key, value) for key, value in values.items()] + [f"seed={seed}"]
+    name = "__".join(parts).lstrip(".")
     if len(name) > 120:
         name = f"{name[:100]}__{digest[:12]}"
     return name
@@ -125,7 +192,7 @@ def make_cells(raw: dict, sweep: Sweep, default_name: str = "study") -> list[Cel
         base = parse(raw, default_name=default_name)
     except ConfigError as error:
         raise SweepError(f"the study's configuration: {error}") from None
-    check_keys(sweep.values, base)
+    check_keys(sweep.values, base, raw)
     cells: list[Cell] = []
     names: set[str] = set()
     for values in sweep.combinations():
@@ -200,13 +267,32 @@ def _execute(text: str, folder: Path) -> dict:
         for res in outcome.best:
             summary = res.summary()
             metric = experiments.error_metric(res)
+            to_8 = res.rounds_to(1e-8) if res.distance is not None else None
+            to_tol = None
             if metric is not None and not res.diverged:
-                summary["rounds_to_tolerance"] = res.rounds_to(tolerance, metric)
+                to_tol = res.rounds_to(tolerance, metric)
+            summary.update(_reached(res, to_8, "1e-8"))
+            summary.update(_reached(res, to_tol, "tolerance"))
+            summary["lr_at_edge"] = outcome.lr_at_edge
+            summary["diverging"] = experiments.diverging(res, metric)
             row: dict[str, Any] = {"method": outcome.label, "lr": outcome.best_lr}
             row.update({key: _number(summary.get(key)) for key in SUMMARY_FIELDS[1:]})
             rows.append(row)
             timing.append({"method": outcome.label, "seconds": float(res.wall_time[-1])})
     return {"rows": rows, "timing": timing, "seconds": seconds}
+
+
+def _reached(res, hit: int | None, target: str) -> dict[str, Any]:
+    """What ``res`` took to reach ``target`` at round ``hit`` (None: never): the rounds,
+    the sums of the cost columns over rounds 0..hit and the simulated time at ``hit``."""
+    out: dict[str, Any] = {f"rounds_to_{target}": hit}
+    for cost in _COSTS:
+        values = getattr(res, cost)
+        total = None if hit is None or values is None else int(np.sum(values[: hit + 1]))
+        out[f"{cost}_to_{target}"] = total
+    time = getattr(res, "time", None)
+    out[f"virtual_time_to_{target}"] = None if hit is None or time is None else float(time[hit])
+    return out
 
 
 def run_cell(text: str, folder: str, digest: str) -> dict:

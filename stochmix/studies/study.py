@@ -20,7 +20,8 @@ from typing import Any
 
 from .. import experiments
 from .._toml import tomllib
-from ..config import ConfigError, dumps
+from ..config import ConfigError, dumps, parse
+from ..config.output import check_axis, output_table
 from ..config.settings import _slug
 from .cells import Cell, is_done, make_cells, read_summary
 from .execution import CONNECT_TIMEOUT, connect, run_cells
@@ -105,7 +106,13 @@ class Study:
         )
         self.config: dict = raw
         self.name: str = raw["name"] if isinstance(raw.get("name"), str) else default_name
-        self.cells: list[Cell] = make_cells(raw, self.sweep, default_name)
+        #: the ``[output]`` table (:mod:`stochmix.config.output`), left out of the cells:
+        #: it says how the study is drawn, and a cell's resolved text is its identity
+        self.output: dict = output_table(raw) if "output" in raw else {}
+        cells_raw = {k: v for k, v in raw.items() if k != "output"}
+        self.cells: list[Cell] = make_cells(cells_raw, self.sweep, default_name)
+        if self.output:
+            self.check_axis(self.output["x"])
         self.folder: Path | None = None
         self.failures: list[tuple[Cell, str]] = []
         self.skipped = 0
@@ -116,6 +123,28 @@ class Study:
             f"Study({self.name!r}, {len(self.cells)} cells, sweep {self.sweep.keys}, "
             f"mode {self.sweep.mode!r})"
         )
+
+    @property
+    def plot_x(self) -> str:
+        """The x axis of :meth:`plot_curves` by default: ``output.x``, else ``"round"``."""
+        return str(self.output.get("x", "round"))
+
+    def check_axis(self, x: str, where: str = "output.x") -> str:
+        """``x`` checked as an x axis of :meth:`plot_curves` before any cell runs
+        (:func:`stochmix.config.output.check_axis`: ``"time"`` needs simulated time in the
+        first cell's configuration).
+
+        Args:
+            x: the axis.
+            where: how the error names the setting.
+
+        Returns:
+            ``x``.
+
+        Raises:
+            ConfigError: an unknown axis, or ``"time"`` without simulated time.
+        """
+        return check_axis(x, parse(tomllib.loads(self.cells[0].text)), where)
 
     @property
     def keys(self) -> list[str]:
@@ -197,7 +226,9 @@ class Study:
                 client.close()
 
     def _run(self, folder, root, jobs: int, executor: str, client, progress) -> Study:
-        out = experiments.output_dir(self.name, folder, root=root)
+        # absolute before any cell is sent: a worker (a Dask one above all) may run in
+        # another working directory
+        out = experiments.output_dir(self.name, folder, root=root).resolve()
         out.mkdir(parents=True, exist_ok=True)
         cells_dir = out / "cells"
         cells_dir.mkdir(exist_ok=True)
@@ -347,26 +378,41 @@ class Study:
         self._folder()
         return plot_summary(self._rows or [], self.keys, y=y, x=x, ax=ax, logx=logx, logy=logy)
 
-    def plot_curves(self, by: str | None = None, metric: str | None = None, *, axes=None):
+    def plot_curves(
+        self,
+        by: str | None = None,
+        metric: str | None = None,
+        *,
+        axes=None,
+        x: str | None = None,
+    ):
         """The per-round curves of every cell, a panel per value of the swept key ``by``:
         a line per method at each cell's best step size, the geometric mean over seeds
-        and the min-max band (read from the cells' ``metrics.csv``).
+        and the min-max band (read from the cells' ``metrics.csv``), against ``x``.
 
         Args:
             by: the swept key of the panels (default: the first).
             metric: ``relative_error``, ``objective_gap`` or ``objective`` (default: the
                 first a run recorded).
             axes: one matplotlib Axes per value of ``by`` (default: a new figure's).
+            x: the x axis, one of :data:`~stochmix.config.output.PLOT_AXES`: ``"round"``,
+                the running sum of the ``gradients``, ``messages`` or ``floats`` column,
+                or the simulated ``time`` (the mean over seeds at each round); default
+                :attr:`plot_x` (``[output] x``, else ``"round"``).
 
         Returns:
             The Axes, one per value of ``by``.
 
         Raises:
-            ValueError: ``by`` is not swept or ``metric`` is not a curve.
+            ValueError: ``by`` is not swept, ``metric`` is not a curve, or ``x`` is not
+                an axis or not recorded (``"time"`` without a clock).
             RuntimeError: the study has not run.
         """
         folder = self._folder()
-        return plot_curves(folder, self._rows or [], self.keys, by=by, metric=metric, axes=axes)
+        x = self.plot_x if x is None else x
+        return plot_curves(
+            folder, self._rows or [], self.keys, by=by, metric=metric, axes=axes, x=x
+        )
 
 
 def sweep(

@@ -39,6 +39,17 @@ class OnOff:
     def __init__(self, mean_on: float, mean_off: float):
         self.mean_on = as_float(mean_on, "mean_on", positive=True)
         self.mean_off = as_float(mean_off, "mean_off", positive=True)
+        tiny = float(np.finfo(float).tiny)
+        for name, value in (("mean_on", self.mean_on), ("mean_off", self.mean_off)):
+            if value < tiny:  # subnormal: its rate 1 / value overflows
+                raise ValueError(
+                    f"{name} must be at least {tiny!r} s (a normal float), got {value!r}"
+                )
+        if not self.stationary >= tiny:
+            raise ValueError(
+                f"mean_on={self.mean_on!r} with mean_off={self.mean_off!r} leaves no client "
+                f"ever on (stationary fraction on {self.stationary!r})"
+            )
 
     @property
     def stationary(self) -> float:

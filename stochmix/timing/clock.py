@@ -49,7 +49,8 @@ class Clock:
     Args:
         time_model: the clients' delays (a :class:`~stochmix.timing.TimeModel`).
         deadline: seconds the server waits for a cohort (None: it waits for everyone).
-        partial_work: whether a late client contributes the local steps it completed.
+        partial_work: whether a late client contributes the local steps it completed
+            (with a ``deadline`` only).
         availability: an :class:`~stochmix.timing.OnOff` law: of each cohort, only the
             clients on when the round starts take part (None: the participation process
             alone says who is available).
@@ -64,6 +65,11 @@ class Clock:
         self.time_model = time_model
         self.deadline = None if deadline is None else as_float(deadline, "deadline", positive=True)
         self.partial_work = as_bool(partial_work, "partial_work")
+        if self.partial_work and self.deadline is None:
+            raise ValueError(
+                "partial_work=True needs a deadline (the steps a late client completed are "
+                "counted at the deadline), got deadline=None"
+            )
         if availability is not None and not isinstance(availability, OnOff):
             raise TypeError(f"availability must be an OnOff law or None, got {show(availability)}")
         self.availability = availability

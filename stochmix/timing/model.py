@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import as_real_array
-from .delays import Delay, as_delay
+from .delays import MAX_SECONDS, Delay, as_delay
 
 __all__ = [
     "TimeModel",
@@ -50,6 +50,16 @@ class TimeModel:
             if not (arr > 0).all():
                 raise ValueError(f"speeds must be positive, got min {arr.min()!r}")
             self.speeds = np.asarray(arr, dtype=float)
+        # the longest step and transfers must stay below MAX_SECONDS (a clock adds them up)
+        step = getattr(self.compute, "_largest", 0.0)
+        fastest = 1.0 if self.speeds is None else float(self.speeds.max())
+        with np.errstate(over="ignore"):
+            if step * fastest > MAX_SECONDS:
+                raise ValueError(
+                    f"speeds: a local step may last {step * fastest:g} s (compute up to "
+                    f"{step:g} s x speed {fastest:g}), above MAX_SECONDS = {MAX_SECONDS:g} s: "
+                    f"a run's clock would overflow; got speeds max {fastest!r}"
+                )
 
     def check_clients(self, n_clients: int) -> None:
         """Raise a ValueError naming ``speeds`` unless it holds N factors."""

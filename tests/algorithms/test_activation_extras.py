@@ -37,7 +37,8 @@ def test_columns_and_axes_hold_the_costs(tmp_path):
     back = Result.load(result.save(tmp_path / "run"))
     assert np.array_equal(back.messages, result.messages) and np.array_equal(back.time, result.time)
     text = result.csv_rows()
-    assert text.splitlines()[0].endswith("participants,gradients,messages,floats,time")
+    header = "participants,gradients,messages,floats,sample_gradients,time"
+    assert text.splitlines()[0].endswith(header)
     assert set(AXES) >= {"round", "messages", "time"}
 
 

@@ -65,6 +65,9 @@ def test_choose_lr_ranks_unreached_steps_last(unchecked):
         def last(self, metric):
             return self.final
 
+        def evaluated(self, metric):  # what diverging() reads of a step never reached
+            return np.arange(2), np.array([1.0, self.final])
+
     runs = {0.1: [Run(None, 1e-3)], 0.2: [Run(50, 1e-9)], 0.3: [Run(40, 1e-9), Run(None, 1)]}
     assert choose_lr(runs, "rounds_to_tolerance", 1e-8)[0] == 0.2
     assert choose_lr(runs, "final_error", 1e-8)[0] == 0.2

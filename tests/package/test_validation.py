@@ -23,7 +23,7 @@ from jaxtyping import config as jaxtyping_config
 
 import stochmix as sm
 from stochmix import algorithms as alg
-from stochmix import analysis, mixing, participation, problems
+from stochmix import analysis, mixing, participation, problems, timing
 from stochmix.cli import build_parser, main
 from stochmix.config import ConfigError, parse
 from stochmix.mixing.checks import stochasticity_problem
@@ -2018,6 +2018,95 @@ SPECS = [
             "check_mixing": BOOLEAN(),
         },
     ),
+    # ------------------------------------------------- activation processes and timing
+    (
+        "PoissonClocks",
+        participation.PoissonClocks,
+        dict(rates=1.0, n_nodes=4),
+        {
+            "rates": [STRING, NAN_CASE, _case("zero", 0.0, ValueError, "0.0"),
+                      _case("subnormal", 5e-324, ValueError, "5e-324"),
+                      _case("a subnormal entry", [1.0] * 3 + [1e-320], ValueError, "1e-320")],
+            "n_nodes": INT(optional=True),
+        },
+    ),  # fmt: skip
+    (
+        "RandomEdge",
+        participation.RandomEdge,
+        dict(graph=nx.cycle_graph(4)),
+        {
+            "graph": [c for c in GRAPH if c[0] != "a matrix"],
+            "weights": [c for c in VECTOR(4, bad=(-1.0,), optional=True) if c[0] != "a string"],
+            "rate": FLOAT(bad=(0.0, 5e-324), optional=True),
+            "mixing": CHOICE(),
+        },
+    ),
+    (
+        "RandomMatching",
+        participation.RandomMatching,
+        dict(graph=nx.cycle_graph(4)),
+        {"graph": [c for c in GRAPH if c[0] != "a matrix"], "mixing": CHOICE()},
+    ),
+    ("OnePeerPermutation", participation.OnePeerPermutation, dict(n_nodes=4), {"n_nodes": INT(2)}),
+    (
+        "UplinkDrops",
+        participation.UplinkDrops,
+        dict(process=FULL, p=0.2),
+        {"process": [STRING, NONE], "p": FLOAT(bad=(-1.0, 1.0))},
+    ),
+    ("Constant", timing.Constant, dict(value=1.0), {"value": FLOAT(bad=(-1.0, 1e308))}),
+    (
+        "Exponential",
+        timing.Exponential,
+        dict(mean=1.0),
+        {"mean": FLOAT(bad=(0.0, 1e300)), "shift": FLOAT(bad=(-1.0, 1e200))},
+    ),
+    (
+        "LogNormal",
+        timing.LogNormal,
+        dict(median=1.0, sigma=0.5),
+        {"median": FLOAT(bad=(0.0, 1e200)), "sigma": FLOAT(bad=(-1.0, 30.0))},
+    ),
+    (
+        "Pareto",
+        timing.Pareto,
+        dict(shape=1.5, scale=0.1),
+        {"shape": FLOAT(bad=(0.0, 0.1)), "scale": FLOAT(bad=(0.0, 1e200))},
+    ),
+    (
+        "TimeModel",
+        timing.TimeModel,
+        dict(compute=1.0, speeds=[1.0, 2.0]),
+        {
+            **{
+                name: [STRING, NONE, BOOL, NAN_CASE, _case("negative", -1.0, ValueError, "-1.0"),
+                       _case("overflowing", 1e300, ValueError, "1e\\+300")]
+                for name in ("compute", "download", "upload")
+            },
+            "speeds": [c for c in VECTOR(2, bad=(0.0, 1e308), optional=True, fixed=False)
+                       if c[0] != "a string"],
+        },
+    ),  # fmt: skip
+    (
+        "Clock",
+        timing.Clock,
+        dict(time_model=timing.TimeModel(), deadline=2.0),
+        {
+            "time_model": [STRING, NONE],
+            "deadline": FLOAT(bad=(0.0, -1.0), optional=True),
+            "partial_work": BOOLEAN(),
+            "availability": [STRING, _case("a number", 1.0, TypeError, "1.0")],
+        },
+    ),
+    (
+        "OnOff",
+        timing.OnOff,
+        dict(mean_on=1.0, mean_off=1.0),
+        {
+            "mean_on": FLOAT(bad=(0.0, 5e-324)),
+            "mean_off": FLOAT(bad=(0.0, 5e-324)),
+        },
+    ),
     # -------------------------------------------------------------------- regularizers
     ("L1", problems.L1, dict(weight=0.1), {"weight": FLOAT(bad=(-1.0,))}),
     (
@@ -2036,7 +2125,11 @@ SPECS = [
         "Box",
         problems.Box,
         dict(low=-1.0, high=1.0),
-        {"low": [STRING, _case("above high", 2.0, ValueError, "2.0")], "high": [STRING]},
+        {
+            "low": [STRING, _case("above high", 2.0, ValueError, "2.0"),
+                    _case("+inf", INF, ValueError, "inf")],
+            "high": [STRING, _case("-inf", -INF, ValueError, "-inf")],
+        },  # fmt: skip
     ),
     (
         "Composite",

@@ -24,10 +24,23 @@ import scipy.sparse as sp
 
 from ..._validate import _show, as_float, as_int, as_real_array
 from ...engine import Method
+from .exactness import (
+    Unverified,
+    disconnected_reason,
+    end_reason,
+    sigma_probe,
+    structural_reason,
+)
 from .lmi import Feasibility, Solution, bisect_rate, require_cvxpy
 from .system import NotLinearError, RoundSystem, agent_systems, round_system, spectral_systems
 
-__all__ = ["Certificate", "certify", "method_for_mixing"]
+__all__ = ["MAX_CLIENTS", "Certificate", "certify", "method_for_mixing"]
+
+#: The most clients (or nodes) the whole-round SDP takes: its Lyapunov matrix has one row
+#: per state row of the round (clients x blocks), and SCAFFOLD with 16 clients already
+#: takes about two minutes on two cores (8 clients: 5 s); beyond, dense matrices of the
+#: state alone run out of memory.
+MAX_CLIENTS = 32
 
 
 @dataclass
@@ -175,91 +188,6 @@ def _masks(participation, n: int | None) -> np.ndarray:
     return arr
 
 
-def _fixed_point_residual(system: RoundSystem, u: np.ndarray, y: np.ndarray) -> float:
-    """How far the system is from having a fixed point with gradients ``u`` at points
-    ``y`` (and, with mixing inputs, ``w = 0`` and ``v = 0``): the relative least-squares
-    residual of ``xi = A xi + B_u u``, ``y = C_y xi + D_yu u``, ``0 = C_w xi + D_wu u``."""
-    p, m = system.calls, system.A.shape[0]
-    bu, cy, dyu = system.B[:, :p], system.C[:p], system.D[:p, :p]
-    cw, dwu = system.C[p:], system.D[p:, :p]
-    lhs = np.vstack([np.eye(m) - system.A, cy, cw])
-    rhs = np.concatenate([bu @ u, y - dyu @ u, -dwu @ u])
-    xi, *_ = np.linalg.lstsq(lhs, rhs, rcond=None)
-    return float(np.abs(lhs @ xi - rhs).max() / max(1.0, float(np.abs(rhs).max())))
-
-
-_INEXACT = (
-    "with parts whose gradients differ at the minimiser (grad f_i(x_star) != 0), {name} has "
-    "no fixed point at x_star (the points where it takes gradients cannot all sit at x_star: "
-    "client drift of local steps, the bias of a constant step without correction), so it "
-    "does not converge linearly to the exact minimiser over this class; rate 1"
-)
-
-
-def _exactness(systems, targets, name) -> str:
-    """'' when every target (system index, u, y) has a fixed point, else the reason."""
-    for which, u, y, kind in targets:
-        if _fixed_point_residual(systems[which], u, y) > 1e-9:
-            if kind == "consensus":
-                return (
-                    f"{name} has no fixed point with every gradient point at one model and "
-                    "zero gradients, so no rate to a minimiser can be certified; rate 1"
-                )
-            return _INEXACT.format(name=name)
-    return ""
-
-
-def _disconnected(method) -> str:
-    """'' when the union of the graphs over one period is strongly connected, else why
-    there is no rate (the components never agree)."""
-    from scipy.sparse.csgraph import connected_components
-
-    graphs = method.graphs
-    union = sum(abs(graphs.adjacency(k)) for k in range(graphs.period or 1))
-    count, _ = connected_components(union, directed=True, connection="strong")
-    if count > 1:
-        return (
-            f"{method.name}'s graphs have {count} strongly connected components over a period: "
-            "the components never agree on x_star; rate 1"
-        )
-    return ""
-
-
-def _ends_at_minimiser(method, masks: np.ndarray, weights: np.ndarray, L, mu) -> str:
-    """'' when, started as the library starts it, ``method`` under the pattern ends at the
-    minimiser of a random heterogeneous quadratic of the class (``fixed_point_under_
-    pattern``: the conserved quantities at their starting values); else the reason. A
-    fixed point at x_star can exist and still not be reached: node activation conserves a
-    weighted sum of gradient tracking's trackers that starts away from its value there."""
-    import warnings
-
-    from ...problems import Quadratic
-    from ..linear.maps import SingularMapError
-    from ..linear.periodic import fixed_point_under_pattern
-
-    rng = np.random.default_rng(0)
-    n = masks.shape[1]
-    curvature = rng.uniform(mu, L, size=(n, 1)) * (n * weights[:, None])  # sum_i w_i f_i
-    problem = Quadratic(rng.standard_normal((n, 1)), curvature)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            end = fixed_point_under_pattern(method, problem, masks).model
-    except (ValueError, ArithmeticError, np.linalg.LinAlgError, SingularMapError):
-        # the exact operators' own tolerances fail at extreme scales (L ~ 1e7): the
-        # structural check above stands alone there
-        return ""
-    scale = max(1.0, float(np.abs(problem.x_star).max()))
-    if np.abs(end - problem.x_star).max() > 1e-4 * scale:  # inexact ends are 1e-2 away
-        return (
-            f"{method.name}, started as the library starts it, ends away from x_star under "
-            "this pattern (a quantity it conserves starts away from its value at the "
-            "minimiser, or its end point weights the parts differently): no linear rate to "
-            "the exact minimiser; rate 1"
-        )
-    return ""
-
-
 def certify(
     method: Method,
     *,
@@ -320,29 +248,15 @@ def certify(
         - A. Taylor, J. Hendrickx, F. Glineur, "Smooth strongly convex interpolation and
           exact worst-case performance of first-order methods", Math. Program. 161, 2017.
     """
-    L = as_float(L, "L", positive=True)
-    mu = as_float(mu, "mu")
-    if not (0 < mu <= L):
-        raise ValueError(f"mu must be in (0, L] = (0, {L:g}], got mu={mu!r}")
+    L, mu = check_class(L, mu)
     tol = as_float(tol, "tol", positive=True)
+    if not tol < 1:
+        raise ValueError(f"tol must be in (0, 1) (a tolerance on the rate), got tol={tol!r}")
+    solver = check_solver(solver)
     if not isinstance(method, Method):
         raise TypeError(f"method must be a stochmix Method, got {_show(method)}")
     decentralized = _is_decentralized(method)
-    sigma = None
-    if mixing is not None and not decentralized:
-        raise ValueError(
-            f"mixing is for decentralized methods; {method.name} mixes through its server "
-            f"(got mixing={_show(mixing)})"
-        )
-    if decentralized and is_sigma(mixing):
-        sigma = as_float(mixing, "mixing")
-        if not (0 <= sigma < 1):
-            raise ValueError(f"mixing (sigma) must be in [0, 1), got {mixing!r}")
-        if participation is not None:
-            raise ValueError(
-                "participation: the class of mixing matrices is certified with every node "
-                f"active in every iteration, got participation={participation!r}"
-            )
+    sigma = check_mixing_argument(method, mixing, participation)
     if decentralized and (weights is not None or n_clients is not None):
         raise ValueError(
             f"weights and n_clients are for federated methods; {method.name}'s nodes are its "
@@ -351,6 +265,7 @@ def certify(
         )
     start = time.perf_counter()
     pieces: list[RoundSystem] = []
+    one: Any = None
     if sigma is not None:
         pieces = list(agent_systems(method))
     elif decentralized and participation is None:
@@ -368,7 +283,14 @@ def certify(
             (i, np.ones(piece.calls), np.zeros(piece.calls), "drift")
             for i, piece in enumerate(pieces[1:], start=1)
         ]
-        reason = _exactness(pieces, targets, method.name)
+        reason = structural_reason(pieces, targets, method.name)
+        if sigma is not None:  # the run's end over the class: a probe of two W's of it
+            probe, probe_masks = sigma_probe(method, sigma)
+        elif one.graphs.n_nodes > MAX_CLIENTS:  # over the class of this W, not n x n dense
+            probe, probe_masks = sigma_probe(method, float(np.abs(spectrum[1:]).max(initial=0)))
+        else:
+            probe, probe_masks = one, np.ones((1, one.graphs.n_nodes), dtype=bool)
+        probe_weights = np.full(probe_masks.shape[1], 1.0 / probe_masks.shape[1])
         systems = [piece.reduced() for piece in pieces]
         calls = pieces[0].calls
         pair_list = [(a, b) for a in range(calls) for b in range(a + 1, calls)]
@@ -392,22 +314,25 @@ def certify(
             if n_clients is not None:
                 n_clients = as_int(n_clients, "n_clients", minimum=1)
             masks = _masks(participation, n_clients)
+        n = masks.shape[1]
+        _check_size(
+            method, n, decentralized, "n_clients" if participation is None else "participation"
+        )
+        w = np.full(n, 1.0 / n) if weights is None else as_real_array(weights, "weights")
+        if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
+            raise ValueError(f"weights must be {n} positive numbers, got {_show(weights)}")
+        w = w / w.sum()
         period = masks.shape[0]
         system = round_system(target, masks, period).normalized(L)  # the class [mu / L, 1]
-        n = masks.shape[1]
-        w = np.full(n, 1.0 / n) if weights is None else as_real_array(weights, "weights")
-        if w.shape != (n,) or np.any(w <= 0):
-            raise ValueError(f"weights must be {n} positive numbers, got {_show(weights)}")
         targets = [(0, np.zeros(system.calls), np.ones(system.calls), "consensus")]
         for i in range(1, n):  # a basis of the gradients at a minimiser: sum_i w_i g_i = 0
             g = np.zeros(n)
             g[i], g[0] = 1.0, -w[i] / w[0]
             targets.append((0, g[system.clients], np.zeros(system.calls), "drift"))
-        reason = _exactness([system], targets, method.name)
+        reason = structural_reason([system], targets, method.name)
         if not reason and decentralized:
-            reason = _disconnected(target)
-        if not reason and not masks.all():  # a partial pattern: can the run reach x_star?
-            reason = _ends_at_minimiser(target, masks, w, L, mu)
+            reason = disconnected_reason(target)
+        probe, probe_masks, probe_weights = target, masks, w
         systems = [system.reduced()]
         who = system.clients
         pair_list = [
@@ -417,7 +342,13 @@ def certify(
         pair_list = []
     out = Certificate(method.name, 1.0, "inexact", L, mu, sigma, period, reason)
     out.state_size = sum(s.A.shape[0] for s in systems)
-    if reason:
+    if not reason:  # exactness, always: where the run, started as run starts it, ends
+        try:
+            out.reason = end_reason(probe, probe_masks, probe_weights, L, mu)
+        except Unverified as error:
+            out.status = "not certified"
+            out.reason = f"{error}; no rate is certified without knowing the run ends at x_star"
+    if out.reason:
         out.seconds = time.perf_counter() - start
         return out
     require_cvxpy()
@@ -436,6 +367,93 @@ def certify(
         return out
     _fill(out, found, rate_period, period)
     return out
+
+
+def check_class(L, mu) -> tuple[float, float]:
+    """``(L, mu)`` as floats with ``0 < mu <= L``, or a ValueError naming the bad one."""
+    L = as_float(L, "L", positive=True)
+    mu = as_float(mu, "mu")
+    if not (0 < mu <= L):
+        raise ValueError(f"mu must be in (0, L] = (0, {L:g}], got mu={mu!r}")
+    return L, mu
+
+
+def check_solver(solver) -> str | None:
+    """``solver`` upper-cased when it is an installed cvxpy solver of semidefinite programs
+    (None: the default), else a ValueError naming it and those installed."""
+    if solver is None:
+        return None
+    cp = require_cvxpy()
+    usable = _sdp_solvers(cp)
+    if not isinstance(solver, str) or solver.upper() not in usable:
+        raise ValueError(
+            f"solver must be an installed cvxpy solver of semidefinite programs, one of "
+            f"{usable}, got solver={_show(solver)}"
+        )
+    return solver.upper()
+
+
+def _sdp_solvers(cp) -> list[str]:
+    installed = list(cp.installed_solvers())
+    try:  # cvxpy's own table of what each conic solver takes
+        from cvxpy.reductions.solvers.defines import SOLVER_MAP_CONIC
+
+        return [
+            name
+            for name in installed
+            if name in SOLVER_MAP_CONIC
+            and any(
+                "PSD" in c.__name__
+                for c in getattr(SOLVER_MAP_CONIC[name], "SUPPORTED_CONSTRAINTS", ())
+            )
+        ] or installed
+    except ImportError:  # another cvxpy layout: every installed solver
+        return installed
+
+
+def check_mixing_argument(method, mixing, participation) -> float | None:
+    """sigma when ``mixing`` is a number (a decentralized method's class of matrices: in
+    [0, 1), every node active), else None; a ValueError naming ``mixing`` or
+    ``participation`` for a mixing given to a federated method, a sigma outside [0, 1),
+    or a participation with a sigma."""
+    if mixing is not None and not _is_decentralized(method):
+        raise ValueError(
+            f"mixing is for decentralized methods; {method.name} mixes through its server "
+            f"(got mixing={_show(mixing)})"
+        )
+    if not (_is_decentralized(method) and is_sigma(mixing)):
+        return None
+    sigma = as_float(mixing, "mixing")
+    if not (0 <= sigma < 1):
+        raise ValueError(f"mixing (sigma) must be in [0, 1), got mixing={mixing!r}")
+    if participation is not None:
+        raise ValueError(
+            "participation: the class of mixing matrices is certified with every node "
+            f"active in every iteration, got participation={participation!r}"
+        )
+    return sigma
+
+
+def _check_size(method, n: int, decentralized: bool, argument: str) -> None:
+    """Refuse more than :data:`MAX_CLIENTS` clients or nodes, and per-client local steps
+    that are not one per client, naming the argument."""
+    if n > MAX_CLIENTS:
+        what = "nodes" if decentralized else "clients"
+        raise ValueError(
+            f"{argument}: the whole-round certificate takes at most {MAX_CLIENTS} {what} "
+            f"(stochmix.analysis.certificates.MAX_CLIENTS), got {n}"
+            + (
+                "; give mixing=sigma for a certificate whose size does not grow with n"
+                if decentralized
+                else ""
+            )
+        )
+    steps = getattr(method, "local_steps", None)
+    if not decentralized and hasattr(steps, "check_clients"):
+        try:
+            steps.check_clients(n)
+        except ValueError as error:
+            raise ValueError(f"{error} ({argument}: {n} clients)") from None
 
 
 def _fill(out: Certificate, found: Solution, rate_period: float, period: int) -> None:

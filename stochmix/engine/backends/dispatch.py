@@ -145,7 +145,8 @@ class OneProcess:
         return ok
 
     def row_map(self, item: RowMap) -> bool:
-        ok = apply_map(self.z, item, self.backend, self.problem, self.ctx.seed_sequence)
+        problem = self.ctx.map_problem or self.problem  # counts the gradients it asks
+        ok = apply_map(self.z, item, self.backend, problem, self.ctx.seed_sequence)
         self._forget(item)
         return ok
 

@@ -67,6 +67,12 @@ class RunContext:
     #: the problem's regularizer r (a :class:`~stochmix.problems.Composite`'s), or None for
     #: a smooth problem: proximal methods apply its prox (the identity when None)
     regularizer: object = field(default=None, repr=False, compare=False)
+    #: the sample gradients a full local gradient of each client costs, shape (N,)
+    #: (:func:`~stochmix.engine.model.traffic.sample_counts`), or None: 1 each
+    sample_counts: object = field(default=None, repr=False, compare=False)
+    #: the problem as row maps see it, counting the gradients they ask for
+    #: (:class:`~stochmix.engine.model.traffic.CountedProblem`), or None outside a run
+    map_problem: object = field(default=None, repr=False, compare=False)
 
     def phase(self, label: str = "") -> PhaseBuilder:
         """A fresh :class:`PhaseBuilder` over this run's layout."""

@@ -38,13 +38,14 @@ operators of :mod:`stochmix.analysis.linear` raise :class:`NonlinearPhaseError`.
 from __future__ import annotations
 
 import zlib
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from .layout import Layout
 from .phase import Phase
+from .traffic import map_traffic
 
 __all__ = [
     "MAP_STREAM",
@@ -200,7 +201,10 @@ class RowMap(Phase):
             specs.append((name, src_rows, layout.rows(name, src_rows)))
         self.sources = tuple(specs)
         self.z_rows = layout.rows(target, local)
-        super().__init__(layout.size, None, None, label, empty=local.size == 0)
+        super().__init__(
+            layout.size, None, None, label, empty=local.size == 0,
+            traffic=partial(map_traffic, layout, target, local, self.sources),
+        )  # fmt: skip
 
     def _refuse(self, *_):
         raise NonlinearPhaseError(

@@ -1,5 +1,5 @@
-"""What a round costs in the units of the literature: gradient evaluations, messages and
-floats sent, read off the phases' own terms.
+"""What a round costs in the units of the literature: gradient evaluations, messages,
+floats sent and sample gradients, read off the phases' own terms.
 
 A phase ``Z[rows] <- M Z + B G`` sends a message from node j to node i for every
 nonzero ``M[r, s]`` with row r of node i and row s of node j != i. Messages are counted
@@ -9,8 +9,23 @@ operators of a phase count apart, as do rows copied between nodes), each row cos
 ``d`` floats, or what the method says a row of that block costs on the wire
 (:meth:`~stochmix.engine.model.method.Method.sent_floats`, e.g. a compressed copy). The
 gradient evaluations of a phase are the clients of each distinct client array ``G`` is
-taken for. A round is the sum of its phases; a nonlinear row map
-(:mod:`stochmix.engine.model.rowmap`) is node-local and sends nothing.
+taken for. A round is the sum of its phases. A nonlinear row map
+(:mod:`stochmix.engine.model.rowmap`) sends a message for every (sender, receiver) pair of
+nodes among its source rows and its target rows (exact FedProx's clients read the server
+model: one message each; :func:`map_traffic`), and the gradients it asks of the problem
+are counted as it asks (:class:`CountedProblem`). Rows of a block placed after every node
+(a per-sample table: :class:`~stochmix.engine.model.layout.Block` with ``first_node`` past
+the nodes) are the memory of the node that reads them, and reading them sends nothing.
+
+Gradient evaluations and sample gradients. A *gradient evaluation* is one node's
+gradient oracle called at one point: its full local gradient grad f_i (a gradient term), or
+a stochastic or variance-reduced estimate drawn from some of its samples (the
+``sampled_gradients`` a row map asks for). A *sample gradient* is one component gradient
+grad f_{i,j} of a finite sum f_i = (1/m_i) sum_j f_{i,j} (the "incremental first-order
+oracle" calls by which variance-reduced methods are compared): a full local gradient costs
+m_i of them (:func:`sample_counts`: the problem's ``rows_per_client``, or the
+``samples_per_gradient`` a minibatch problem declares; 1 for a problem without samples),
+a minibatch of b drawn samples costs b.
 
 So FedAvg's round with participants S sends 2|S| messages (the pull of the server model
 and the push of the update) and takes K|S| gradients; a decentralized iteration sends one
@@ -22,20 +37,86 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["NO_TRAFFIC", "PhaseTraffic", "phase_traffic", "round_traffic"]
+__all__ = [
+    "NO_TRAFFIC",
+    "CountedProblem",
+    "PhaseTraffic",
+    "map_traffic",
+    "phase_traffic",
+    "round_traffic",
+    "sample_counts",
+]
+
+#: The costs of a round, in the order of every traffic tuple: (gradient evaluations,
+#: messages, floats, sample gradients).
+COSTS = ("gradients", "messages", "floats", "sample_gradients")
 
 
 class PhaseTraffic:
-    """One phase's cost: ``gradients`` (gradient evaluations), ``messages`` and ``rows``
-    (block -> the rows of that block sent), counted as the module docstring says."""
+    """One phase's cost: ``gradients`` (gradient evaluations), ``messages``, ``rows``
+    (block -> the rows of that block sent) and ``clients`` (the distinct client arrays
+    whose full local gradients it takes), counted as the module docstring says."""
 
-    __slots__ = ("gradients", "messages", "rows")
+    __slots__ = ("clients", "gradients", "messages", "rows")
 
-    def __init__(self, gradients: int, messages: int, rows: dict):
+    def __init__(self, gradients: int, messages: int, rows: dict, clients: tuple = ()):
         self.gradients, self.messages, self.rows = gradients, messages, rows
+        self.clients = clients
 
 
 NO_TRAFFIC = PhaseTraffic(0, 0, {})
+
+
+def sample_counts(problem) -> np.ndarray:
+    """The sample gradients one full local gradient of each client costs, shape (N,)
+    int64: ``problem.samples_per_gradient`` where a problem declares it (a minibatch
+    problem: its batch size), else its ``rows_per_client`` (a finite sum), else 1 each
+    (a wrapper without either is looked through, ``problem.problem``)."""
+    n = int(problem.n_clients)
+    seen = problem
+    for _ in range(8):  # wrappers of wrappers, a few deep at most
+        for name in ("samples_per_gradient", "rows_per_client"):
+            found = getattr(seen, name, None)
+            if found is not None:
+                counts = np.asarray(found, dtype=np.int64).reshape(-1)
+                return np.broadcast_to(counts, (n,)).copy() if counts.size == 1 else counts
+        seen = getattr(seen, "problem", None)
+        if seen is None:
+            break
+    return np.ones(n, dtype=np.int64)
+
+
+class CountedProblem:
+    """The run's problem as row maps see it (``MapInfo.problem``): every member of the
+    problem, with the gradients asked of it counted. ``gradients(clients, points)`` costs
+    one evaluation and m_i sample gradients per row (:func:`sample_counts`);
+    ``sampled_gradients(clients, points, picks, scale)`` one evaluation per row and one
+    sample gradient per pick. :meth:`take` gives the counts since the last take."""
+
+    def __init__(self, problem, counts: np.ndarray):
+        self.__dict__.update(problem=problem, _counts=counts, _taken=[0, 0])
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.__dict__["problem"], name)
+
+    def gradients(self, clients, points):
+        rows = np.asarray(clients, dtype=np.int64).reshape(-1)
+        self._taken[0] += rows.size
+        self._taken[1] += int(self._counts[rows].sum())
+        return self.problem.gradients(clients, points)
+
+    def sampled_gradients(self, clients, points, picks, scale):
+        self._taken[0] += int(np.size(clients))
+        self._taken[1] += int(np.size(picks))
+        return self.problem.sampled_gradients(clients, points, picks, scale)
+
+    def take(self) -> tuple[int, int]:
+        """``(gradient evaluations, sample gradients)`` asked since the last call."""
+        taken = tuple(self._taken)
+        self._taken[:] = [0, 0]
+        return taken[0], taken[1]
 
 
 def _cross(op, shift: int) -> int:
@@ -56,14 +137,14 @@ def phase_traffic(layout, deferred: list) -> PhaseTraffic:
     one message per pair and a row of each block; distinct operators, and rows copied
     between nodes, add up (a pair that two different operators of one phase use counts
     twice). Gradients: one per client of each distinct client array."""
-    gradients: dict = {}
+    gradients: dict = {}  # id(clients) -> the client array
     messages: dict = {}  # id(op) or a term's index -> messages
     rows: dict = {}
     for index, term in enumerate(deferred):
         kind = term[0]
         if kind == "gradient":
             clients = term[3]
-            gradients[id(clients)] = int(np.size(clients))
+            gradients[id(clients)] = clients
             continue
         if kind == "apply":
             _, target, source, op, _ = term
@@ -90,21 +171,55 @@ def phase_traffic(layout, deferred: list) -> PhaseTraffic:
         if count:
             messages[key] = count
             rows[source] = rows.get(source, 0) + count
-    total = sum(gradients.values())
+    taken = tuple(np.asarray(c, dtype=np.int64).reshape(-1) for c in gradients.values())
+    total = sum(c.size for c in taken)
     if not messages:
-        return PhaseTraffic(total, 0, {}) if total else NO_TRAFFIC
-    return PhaseTraffic(total, sum(messages.values()), rows)
+        return PhaseTraffic(total, 0, {}, taken) if total else NO_TRAFFIC
+    return PhaseTraffic(total, sum(messages.values()), rows, taken)
 
 
-def round_traffic(phases, method, dim: int) -> tuple[int, int, int]:
-    """``(gradient evaluations, messages, floats)`` of a round's phases."""
-    gradients = messages = floats = 0
+def _node_count(layout) -> int:
+    """The nodes of a layout: those of the blocks that start at node 0 or 1 (the server,
+    the clients or the peers); a block placed after them holds no node's rows."""
+    return max((b.first_node + b.rows for b in layout.blocks if b.first_node <= 1), default=0)
+
+
+def map_traffic(layout, target: str, target_rows: np.ndarray, sources) -> PhaseTraffic:
+    """The messages of a row map ``target[target_rows] <- f(sources...)`` (``sources``:
+    ``(block, block rows, state rows)`` as :class:`~stochmix.engine.model.rowmap.RowMap`
+    keeps them): one per (sender, receiver) pair of distinct nodes, carrying a row of each
+    source block read across; no gradients (those a map asks for are counted as it runs)."""
+    nodes = _node_count(layout)
+    receivers = np.asarray(target_rows, dtype=np.int64) + layout.first_node(target)
+    pairs: list = []
+    rows: dict = {}
+    for name, block_rows, _ in sources:
+        senders = np.broadcast_to(
+            np.asarray(block_rows, dtype=np.int64) + layout.first_node(name), receivers.shape
+        )
+        cross = (senders != receivers) & (senders < nodes) & (receivers < nodes)
+        count = int(np.count_nonzero(cross))
+        if count:
+            rows[name] = rows.get(name, 0) + count
+            pairs.append(senders[cross] * nodes + receivers[cross])
+    if not pairs:
+        return NO_TRAFFIC
+    return PhaseTraffic(0, int(np.unique(np.concatenate(pairs)).size), rows)
+
+
+def round_traffic(phases, method, dim: int, samples=None) -> tuple[int, int, int, int]:
+    """``(gradient evaluations, messages, floats, sample gradients)`` of a round's linear
+    phases (a row map's gradients are counted as it runs: :class:`CountedProblem`).
+    ``samples``: the run's :func:`sample_counts` (1 per gradient where None)."""
+    gradients = messages = floats = sampled = 0
     for phase in phases:
         traffic = getattr(phase, "traffic", None)
-        if traffic is None:  # a row map: node-local
+        if traffic is None:  # an object without one (a user's phase-like item)
             continue
         gradients += traffic.gradients
         messages += traffic.messages
         for block, rows in traffic.rows.items():
             floats += rows * method.sent_floats(block, dim)
-    return gradients, messages, floats
+        for clients in traffic.clients:
+            sampled += clients.size if samples is None else int(samples[clients].sum())
+    return gradients, messages, floats, sampled

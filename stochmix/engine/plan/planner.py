@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.method import Method, RunContext
-from ..model.traffic import round_traffic
+from ..model.traffic import CountedProblem, round_traffic
 from .capabilities import Capabilities, capabilities
 from .round_plan import general_path, plan_round
 from .slowpath import SlowPaths
@@ -74,9 +74,10 @@ class RoundPlanner:
         self.seen: set = set()  # hashes of phase keys met once
         self.templates: dict = {}  # template key -> RoundTemplate, or False: never
         self.source = ""  # how the last plan came: "template", "cache" or "built"
-        #: (gradient evaluations, messages, floats) of the last plan (see traffic.py)
-        self.traffic: tuple[int, int, int] = (0, 0, 0)
-        self._traffics: dict = {}  # phase or template key -> the traffic of its plan
+        #: (gradient evaluations, messages, floats, sample gradients) of the last plan's
+        #: linear phases (see traffic.py)
+        self.traffic: tuple[int, int, int, int] = (0, 0, 0, 0)
+        self._traffics: dict = {}  # phase key -> the traffic of its plan
         self.phases: list | None = None  # the last round's phases, if it was built
 
     def plan(self, r: int, participants: np.ndarray) -> list:
@@ -99,26 +100,22 @@ class RoundPlanner:
             plan = template.instantiate(participants, bases)
             if plan is not None:
                 self.source = "template"
-                counted = template.traffic(plan)
-                self.traffic = (
-                    self._traffics.get(("template", key), self.traffic)
-                    if counted is None
-                    else counted
-                )
+                self.traffic = template.traffic(plan, self.ctx.sample_counts)
                 return plan
         plan = self.cached(r, participants)
-        self._traffics[("template", key)] = self.traffic
         if template is None:
             if len(self.templates) >= TEMPLATES:
                 self.templates.clear()
-            found = RoundTemplate.attempt(plan, participants, bases)
+            found = RoundTemplate.attempt(plan, participants, bases, self.ctx.sample_counts)
             self.templates[key] = found if isinstance(found, RoundTemplate) else False
             whole = hasattr(self.backend, "apply_blockwise")
             # a phase on the general path has said why already (and stops the template)
             if isinstance(found, tuple) and not any(general_path(it, whole) for it in plan):
                 self.notes.add(found[0], NOT_TEMPLATED, found[1])
         elif template is not False and not template.verified:
-            template.verified = template.matches(plan, participants, bases)
+            template.verified = template.matches(
+                plan, participants, bases, self.traffic, self.ctx.sample_counts
+            )
             if not template.verified:
                 self.templates[key] = False  # the method's rounds differ: never template it
                 self.notes.add(
@@ -153,12 +150,23 @@ class RoundPlanner:
                 self._traffics[("phase", key)] = self.traffic
         return plan
 
+    def round_traffic(self) -> tuple[int, int, int, int]:
+        """The last round's (gradient evaluations, messages, floats, sample gradients):
+        its plan's linear phases and what its row maps asked of the problem (call once
+        per round, after it ran)."""
+        counted = self.ctx.map_problem
+        if not isinstance(counted, CountedProblem):
+            return self.traffic
+        gradients, samples = counted.take()
+        g, m, f, s = self.traffic
+        return g + gradients, m, f, s + samples
+
     def build(self, r: int, participants: np.ndarray) -> list:
         """The round's plan built in full from the method's phases."""
         self.source = "built"
         phases = self.method.round_phases(r, participants, self.ctx)
         self.phases = phases
-        self.traffic = round_traffic(phases, self.method, self.ctx.dim)
+        self.traffic = round_traffic(phases, self.method, self.ctx.dim, self.ctx.sample_counts)
         return plan_round(phases, self.backend, self.method, self.ctx, self.caps, notes=self.notes)
 
 

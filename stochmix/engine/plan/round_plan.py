@@ -306,7 +306,8 @@ class LocalStep:
     clients: np.ndarray | None
     outside: tuple
     labels: tuple = ()  #: the labels of the run's phases, in order (for messages)
-    #: (gradient evaluations, messages, floats) of the run's phases (for templates)
+    #: (gradient evaluations, messages, floats, sample gradients) of the run's phases
+    #: (for templates)
     traffic: tuple | None = None
 
 
@@ -324,7 +325,7 @@ def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
         next((lf.clients for lf in forms if lf.takes_gradients), None),
         tuple(sorted(outside)),
         tuple(ph.label for ph in run.phases),
-        round_traffic(run.phases, method, ctx.dim),
+        round_traffic(run.phases, method, ctx.dim, ctx.sample_counts),
     )
 
 

@@ -97,28 +97,56 @@ def _locate(indices, bases: tuple):
     return None
 
 
-def _per_node(traffic, nodes) -> tuple | None:
-    """A step's traffic per node (its gradients, messages and floats are multiples of its
-    node count), or None."""
-    if traffic is None or nodes is None or nodes.size == 0:
+def _per_node(step: LocalStep) -> tuple | None:
+    """A step's traffic per node: its gradient evaluations, messages and floats divided
+    by its node count (none at all for a step over no nodes) and its gradients per client
+    of its ``clients`` (whose sample gradients an instance counts); None where these are
+    not whole numbers."""
+    traffic, nodes, clients = step.traffic, step.nodes, step.clients
+    if traffic is None or nodes is None:
         return None
+    gradients = int(traffic[0])
+    taken = 0 if clients is None else clients.size
+    if gradients and (not taken or gradients % taken):
+        return None
+    per_client = gradients // taken if gradients else 0
     n = nodes.size
-    if any(t % n for t in traffic):
+    if n == 0:
+        return (0, 0, 0, per_client) if not any(traffic[:3]) else None
+    if any(t % n for t in traffic[:3]):
         return None
-    return tuple(t // n for t in traffic)
+    return (*(int(t) // n for t in traffic[:3]), per_client)
+
+
+def _step_traffic(unit: tuple, step: LocalStep, samples) -> tuple[int, int, int, int]:
+    """The traffic of an instance's ``step`` from its per-node ``unit``
+    (:func:`_per_node`) and the run's sample counts (1 per gradient where None)."""
+    n = step.nodes.size
+    clients = step.clients
+    taken = 0
+    if unit[3] and clients is not None:
+        taken = clients.size if samples is None else int(samples[clients].sum())
+    return unit[0] * n, unit[1] * n, unit[2] * n, unit[3] * taken
+
+
+_UNEVEN_TRAFFIC = (
+    "its gradients, messages or floats are not the same number for every node it runs "
+    "on, so a template could not count them for other participants"
+)
 
 
 class RoundTemplate:
     """A plan of :class:`~stochmix.engine.plan.round_plan.LocalStep` s whose nodes and clients
     are the participants shifted by constants and whose coefficients are numbers."""
 
-    def __init__(self, steps: list, bases: int = 0, traffic: list | None = None):
+    def __init__(self, steps: list, traffic: list, bases: int = 0):
         self.steps = steps  # (structure, node shift, coefs, client shift, outside, labels)
         self.verified = False
         #: the number of extra index arrays (groups of the participants) the template's
         #: node arrays may be shifted copies of, besides the participants themselves
         self.bases = bases
-        #: per step, its (gradients, messages, floats) per node, where bases are used
+        #: per step, its (gradients, messages, floats) per node: an instance's traffic is
+        #: these times its steps' node counts (checked against a full build, like the rest)
         self.per_node = traffic
 
     @classmethod
@@ -129,7 +157,7 @@ class RoundTemplate:
 
     @classmethod
     def attempt(
-        cls, plan: list, participants: np.ndarray, bases: tuple = ()
+        cls, plan: list, participants: np.ndarray, bases: tuple = (), samples=None
     ) -> RoundTemplate | tuple[str, str] | None:
         """The template of a planned round; or, when the plan is not one, ``(label, why)``:
         the phase that stops it (its label, "" for the round) and why, in words; None for
@@ -138,12 +166,25 @@ class RoundTemplate:
         ``bases``: groups of the participants (the method's
         :meth:`~stochmix.engine.model.method.Method.template_groups`) whose shifted copies a
         step's nodes may also be; every group needs two members, and the template then
-        counts each round's traffic per node."""
+        counts each round's traffic per node. ``samples``: the run's sample counts (see
+        :func:`~stochmix.engine.model.traffic.sample_counts`)."""
         if participants.size < 2 or any(b.size < 2 for b in bases):
             return None  # with one participant, node rows become single (absolute) rows
         if bases:
-            return cls._attempt_groups(plan, participants, bases)
-        steps = []
+            found = cls._attempt_groups(plan, participants, bases)
+        else:
+            found = cls._attempt_plain(plan, participants)
+        if isinstance(found, RoundTemplate):
+            built = tuple(sum(int(item.traffic[j]) for item in plan) for j in range(4))
+            if found.traffic(plan, samples) != built:
+                return "", _UNEVEN_TRAFFIC
+        return found
+
+    @classmethod
+    def _attempt_plain(cls, plan: list, participants: np.ndarray):
+        """:meth:`attempt` without groups: every node and client array is the
+        participants shifted."""
+        steps, per_node = [], []
         for item in plan:
             if not isinstance(item, LocalStep):
                 # a phase on the general path, a whole-block product or a row map
@@ -157,13 +198,17 @@ class RoundTemplate:
                 )
             node_shift = _shift(item.nodes, participants)
             client_shift = _shift(item.clients, participants)
+            label = item.labels[0] if item.labels else ""
             if node_shift is None or client_shift is None:
-                label = item.labels[0] if item.labels else ""
                 return label, "its rows are not the participants shifted by a constant"
+            traffic = _per_node(item)
+            if traffic is None:
+                return label, _UNEVEN_TRAFFIC
             steps.append(
                 (item.structure, node_shift, coefs, client_shift, item.outside, item.labels)
             )
-        return cls(steps)
+            per_node.append(traffic)
+        return cls(steps, per_node)
 
     @classmethod
     def _attempt_groups(cls, plan: list, participants: np.ndarray, bases: tuple):
@@ -182,24 +227,25 @@ class RoundTemplate:
                     "depend on who participates: a template needs numbers"
                 )
             nodes, clients = _locate(item.nodes, everything), _locate(item.clients, everything)
-            traffic = _per_node(item.traffic, item.nodes)
-            if nodes is None or clients is None or traffic is None:
-                label = item.labels[0] if item.labels else ""
+            traffic = _per_node(item)
+            label = item.labels[0] if item.labels else ""
+            if nodes is None or clients is None:
                 return label, "its rows are not one group of the participants, shifted"
+            if traffic is None:
+                return label, _UNEVEN_TRAFFIC
             steps.append((item.structure, nodes, coefs, clients, item.outside, item.labels))
             per_node.append(traffic)
-        return cls(steps, len(bases), per_node)
+        return cls(steps, per_node, len(bases))
 
-    def traffic(self, plan: list) -> tuple[int, int, int] | None:
-        """The (gradients, messages, floats) of an instance ``plan`` of a template with
-        groups (per node times its nodes), or None for a template without."""
-        if self.per_node is None:
-            return None
-        total = [0, 0, 0]
+    def traffic(self, plan: list, samples=None) -> tuple[int, int, int, int]:
+        """The (gradients, messages, floats, sample gradients) of an instance ``plan``:
+        each step's traffic per node times its nodes, its sample gradients from its
+        clients' ``samples`` (the run's sample counts; 1 per gradient where None)."""
+        total = [0, 0, 0, 0]
         for step, unit in zip(plan, self.per_node, strict=True):
-            for j in range(3):
-                total[j] += unit[j] * step.nodes.size
-        return total[0], total[1], total[2]
+            for j, value in enumerate(_step_traffic(unit, step, samples)):
+                total[j] += value
+        return total[0], total[1], total[2], total[3]
 
     def instantiate(self, participants: np.ndarray, bases: tuple = ()) -> list | None:
         """The plan for ``participants`` (and the round's groups ``bases``, for a template
@@ -233,10 +279,16 @@ class RoundTemplate:
             cache[b, k] = everything[b] + k if k else everything[b]
         return cache[b, k]
 
-    def matches(self, plan: list, participants: np.ndarray, bases: tuple = ()) -> bool:
-        """Whether a fully built plan equals this template's instance."""
+    def matches(
+        self, plan: list, participants: np.ndarray, bases: tuple = (), traffic=None, samples=None
+    ) -> bool:
+        """Whether a fully built plan equals this template's instance (and, given the
+        built round's ``traffic``, whether the instance counts the same with the run's
+        sample counts ``samples``)."""
         mine = self.instantiate(participants, bases)
         if mine is None or len(mine) != len(plan):
+            return False
+        if traffic is not None and self.traffic(mine, samples) != tuple(traffic):
             return False
         for a, b in zip(mine, plan, strict=True):
             if not isinstance(b, LocalStep) or a.structure != b.structure:

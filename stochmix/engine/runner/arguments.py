@@ -140,7 +140,25 @@ class RunOptions:
 
 def checked_clock(clock, method, participation):
     """``clock`` checked before any work (a Clock over the participation's clients, on a
-    single-process backend), or the default clock of an asynchronous method, or None."""
+    single-process backend), or the default clock of an asynchronous method, or None.
+
+    Every source of partial participation goes through the method's
+    ``check_participation`` here, in one place: the process itself (checked first, by
+    :meth:`RunOptions.checked` or a configuration), then, where the clock's ``deadline``
+    or ``availability`` or lost uploads drop nodes from its rounds, the process so
+    thinned (:func:`~stochmix.participation.thinned.thinned`): a method that needs every
+    node in every round refuses them all, naming what drops the nodes."""
+    from ...participation.thinned import thinned
+
+    clock = _checked_clock(clock, method, participation)
+    if not getattr(method, "asynchronous", False):  # its clock refuses both (above)
+        seen = thinned(participation, clock)
+        if seen is not participation:
+            method.check_participation(seen)
+    return clock
+
+
+def _checked_clock(clock, method, participation):
     from ...timing import Clock, TimeModel  # the timing layer sits above the engine
 
     if clock is None:
@@ -148,6 +166,12 @@ def checked_clock(clock, method, participation):
     if not isinstance(clock, Clock):
         raise TypeError(f"clock must be a stochmix.timing.Clock, got {type(clock).__name__}")
     clock.check_clients(int(participation.n_clients))
+    if getattr(participation, "activates", "nodes") == "edges":
+        raise ValueError(
+            f"clock must be None with participation {participation!r}: a clock times node "
+            "participation; an edge-activation process keeps its own time (PoissonClocks, "
+            f"RandomEdge's rate), got clock={clock!r}"
+        )
     if getattr(method, "asynchronous", False) and clock.deadline is not None:
         raise ValueError(
             f"clock.deadline must be None for {method.name}: an asynchronous server waits "

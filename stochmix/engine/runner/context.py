@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..model.layout import Layout
 from ..model.method import RunContext
+from ..model.traffic import CountedProblem, sample_counts
 
 __all__ = ["make_context"]
 
@@ -32,6 +33,8 @@ def make_context(method, problem, participation, layout: Layout, seed, probabili
     n, dim = int(problem.n_clients), int(problem.dim)
     ctx = RunContext(layout, n, dim, probabilities, seed=seed)
     ctx.regularizer = getattr(problem, "regularizer", None)
+    ctx.sample_counts = sample_counts(problem)
+    ctx.map_problem = CountedProblem(problem, ctx.sample_counts)
     ctx.edge_mixing = getattr(participation, "mixing", "pairwise")
     method.start(ctx)
     return ctx

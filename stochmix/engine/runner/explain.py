@@ -20,7 +20,7 @@ planner for their plans, without running them. What it reports is what the run w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -40,6 +40,7 @@ from ..plan.round_plan import LocalStep, general_path
 from ..plan.slowpath import SLOW_PATH_MIN_ROUNDS, SlowPath
 from .arguments import RunOptions
 from .loop import participant_stream, prepare
+from .segments import BATCH, segmenter
 
 __all__ = ["Explanation", "RoundPlan", "Segment", "explain"]
 
@@ -169,20 +170,7 @@ class Explanation:
             f"  node-local segments run: {self.programs}",
             f"  templating: {self.templating}",
         ]
-        previous = None
-        for plan in self.rounds:
-            how = {"built": "planned from its phases", "cache": "an earlier round's plan"}
-            how["template"] = "instantiated from its template"
-            head = f"  round {plan.round}, {plan.participants} participants ({how[plan.source]})"
-            if not plan.segments:
-                lines.append(f"{head}: nothing to do")
-            elif previous is not None and plan.segments == previous:
-                lines.append(f"{head}: the same segments as the round before")
-            else:
-                lines.append(f"{head}:")
-                for k, seg in enumerate(plan.segments):
-                    lines.append(f"    {k + 1}. {seg.describe()}")
-            previous = plan.segments or previous
+        lines += _round_lines(self.rounds)
         if self.slow_paths:
             lines.append(
                 f"  slow paths (a run of more than {SLOW_PATH_MIN_ROUNDS} rounds warns once "
@@ -203,6 +191,60 @@ class Explanation:
 
     def _repr_pretty_(self, printer, cycle) -> None:  # IPython shows the whole plan
         printer.text(repr(self) if cycle else str(self))
+
+
+_HOW = {
+    "built": "planned from its phases",
+    "cache": "an earlier round's plan",
+    "template": "instantiated from its template",
+}
+
+
+def _shape(segments) -> tuple:
+    """Segments up to their node counts (which follow each round's participants)."""
+    return tuple(replace(seg, nodes=None) for seg in segments)
+
+
+def _round_lines(plans) -> list[str]:
+    """The rounds' part of :meth:`Explanation.__str__`: a round with new segments lists
+    them; a stretch of rounds that repeat them (the same segments over each round's own
+    nodes) or have nothing to do is one line, "rounds 3-200, ...: the same segments as
+    round 2"."""
+    lines: list[str] = []
+    previous: tuple | None = None  # the shape of the last segments listed
+    shown: RoundPlan | None = None  # ... and their round's plan
+    i = 0
+    while i < len(plans):
+        plan = plans[i]
+        shape = _shape(plan.segments)
+        same = bool(shape) and shape == previous
+        if shape and not same:
+            head = f"  round {plan.round}, {plan.participants} participants"
+            lines.append(f"{head} ({_HOW[plan.source]}):")
+            lines += [f"    {k + 1}. {seg.describe()}" for k, seg in enumerate(plan.segments)]
+            previous, shown, i = shape, plan, i + 1
+            continue
+        j = i + 1  # the stretch: the same shape again, or nothing to do, throughout
+        while j < len(plans) and _shape(plans[j].segments) == shape:
+            j += 1
+        stretch = plans[i:j]
+        first, last = stretch[0].round, stretch[-1].round
+        counts = sorted({p.participants for p in stretch})
+        who = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+        how = ", ".join(dict.fromkeys(_HOW[p.source] for p in stretch))
+        rounds = f"round {first}" if first == last else f"rounds {first}-{last}"
+        what = "nothing to do"
+        if same and shown is not None:  # (same: some segments were listed)
+            moved = any(_nodes(p) != _nodes(shown) for p in stretch)
+            what = f"the same segments as round {shown.round}"
+            what += ", each over its own nodes" if moved else ""
+        lines.append(f"  {rounds}, {who} participants ({how}): {what}")
+        i = j
+    return lines
+
+
+def _nodes(plan) -> tuple:
+    return tuple(seg.nodes for seg in plan.segments)
 
 
 def explain(
@@ -273,9 +315,27 @@ def explain(
         method=method.name,
         backend=getattr(back, "name", type(back).__name__),
         programs=_programs(back, setup, problem, dtype, rounds, dim),
-        templating=_templating(planner, keys),
+        templating=_templating(planner, keys)
+        + _ticks(method, problem, participation, setup, back, dtype, options),
         rounds=tuple(plans),
         slow_paths=tuple(planner.notes),
+    )
+
+
+def _ticks(method, problem, participation, setup, back, dtype, options) -> str:
+    """What a run under edge activation does with its ticks ("" for other runs)."""
+    if getattr(participation, "activates", "nodes") != "edges" or options.clock is not None:
+        return ""
+    made = segmenter(
+        method, problem, participation, setup.layout, setup.ctx, back, capabilities(back),
+        dtype, options.callback, lambda: None,
+    )  # fmt: skip
+    if made is None:
+        return "; gossip ticks: each built in full"
+    return (
+        f"; gossip ticks: after the first two of each kind, run in compiled segments of up "
+        f"to {BATCH} ticks (the method's segment_key, checked on the second tick), not as "
+        "planned below"
     )
 
 

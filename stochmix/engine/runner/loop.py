@@ -42,7 +42,7 @@ from .progress import Progress
 from .recorder import Recorder
 from .result import Result
 from .rounds import DivergenceError, DivergenceWarning, participant_stream, run_rounds
-from .segments import segmenter
+from .segments import NOT_SEGMENTED, segmenter, unsegmented
 
 if TYPE_CHECKING:
     from ...protocols import BackendLike, ParticipationLike, ProblemLike
@@ -244,7 +244,7 @@ def _run(method, problem, participation, rounds: int, back, options: RunOptions)
         ),
         saved=saved, saver=saver, z=z, back=back, ctx=ctx, recorder=recorder, stream=stream,
         rounds=rounds, method=method, problem=problem, participation=participation,
-        options=options, bar=bar, traffic=lambda: planner.traffic,
+        options=options, bar=bar, traffic=planner.round_traffic,
         segments=None if clock is not None or caps.sharded else segmenter(
             method, problem, participation, layout, ctx, back, caps, options.dtype,
             options.callback, lambda: planner.phases,
@@ -349,6 +349,10 @@ def prepare(
         layout = Layout(method.blocks(n), scratch, (method.client_node, n))
     ctx = make_context(method, problem, participation, layout, options.seed, probabilities)
     notes = SlowPaths(method.name, warn=warn)
+    if caps.compiled is not False and not caps.sharded:
+        why = unsegmented(method, participation, back, layout, options.callback)
+        if why is not None:
+            notes.add("", NOT_SEGMENTED, why)
     planner = RoundPlanner(method, back, ctx, caps, notes=notes)
     return Setup(back, rows, layout, ctx, planner, expected, options)
 

@@ -30,6 +30,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..._validate import as_int
+from ..model.traffic import COSTS
 
 __all__ = [
     "AUTO_SHARE",
@@ -164,9 +165,11 @@ class Recorder:
         # simulated time at each round's end (a clock process's ticks), NaN where none
         self.time = np.full(rounds + 1, np.nan)
         self.time[0] = 0.0
-        # gradient evaluations, messages and floats sent in each round (see traffic())
-        self.traffic = np.zeros((rounds + 1, 3), dtype=np.int64)
+        # gradient evaluations, messages, floats sent and sample gradients of each round
+        # (see traffic.py)
+        self.traffic = np.zeros((rounds + 1, len(COSTS)), dtype=np.int64)
         self.counted = False  # whether the run recorded the traffic (run_rounds says)
+        self.samples_known = True  # False after resuming a checkpoint that lacks them
 
     def due(self, r: int) -> bool:
         """Whether the scheduled metrics are evaluated after round ``r``."""
@@ -228,7 +231,10 @@ class Recorder:
         self.clock[: done + 1] = saved["clock"][: done + 1]
         if "time" in saved:  # checkpoints written before the record had them lack them
             self.time[: done + 1] = saved["time"][: done + 1]
-            self.traffic[: done + 1] = saved["traffic"][: done + 1]
+            kept = np.asarray(saved["traffic"])[: done + 1]
+            self.traffic[: done + 1, : kept.shape[1]] = kept
+            # a checkpoint written before sample gradients were counted: unknown, not 0
+            self.samples_known = kept.shape[1] == len(COSTS)
         for key in list(self.values):
             if key not in saved["record"]:  # the method had none (consensus)
                 self.names.remove(key)
@@ -250,8 +256,10 @@ class Recorder:
             "wall_time": self.clock[: done + 1],
             "objective": None,
             **{
-                name: self.traffic[: done + 1, k] if self.counted else None
-                for k, name in enumerate(("gradients", "messages", "floats"))
+                name: self.traffic[: done + 1, k]
+                if self.counted and (self.samples_known or name != "sample_gradients")
+                else None
+                for k, name in enumerate(COSTS)
             },
             "time": self.time[: done + 1] if np.isfinite(self.time[1 : done + 1]).any() else None,
         }

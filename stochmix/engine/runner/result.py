@@ -34,12 +34,13 @@ CURVES = ("relative_error", "distance", "objective_gap", "gradient_norm", "conse
 #: to run.
 COLUMNS = (
     "method", "lr", "seed", "round", *CURVES[:5], "participants", "gradients", "messages",
-    "floats",
+    "floats", "sample_gradients",
 )  # fmt: skip
 
-#: What a round costs, per round (:mod:`stochmix.engine.model.traffic`): gradient evaluations,
-#: messages and floats sent. :meth:`Result.plot` draws a curve against their running sums.
-COSTS = ("gradients", "messages", "floats")
+#: What a round costs, per round (:mod:`stochmix.engine.model.traffic`): gradient
+#: evaluations, messages and floats sent, and sample gradients (component gradients of a
+#: finite sum). :meth:`Result.plot` draws a curve against their running sums.
+COSTS = ("gradients", "messages", "floats", "sample_gradients")
 
 #: What :meth:`Result.plot` puts on its x axis: the round, a cost's running sum, ``bytes``
 #: (floats times the dtype's size), the simulated ``time`` of a clock process or the
@@ -80,13 +81,28 @@ class Result:
         objective: f(x_r) itself where f_star is unknown (learning problems such as a
             :class:`~stochmix.problems.TorchModel`; ``objective_gap`` is then None), or
             None.
-        gradients: (rounds + 1,) gradient evaluations of each round (0 at r = 0), or None
-            (a result saved before they were recorded).
+        gradients: (rounds + 1,) gradient evaluations of each round (0 at r = 0): a node's
+            full local gradient, or an estimate from some of its samples, at one point
+            counts 1 (:mod:`stochmix.engine.model.traffic`); or None (a result saved before
+            they were recorded).
         messages: (rounds + 1,) messages sent in each round, or None.
         floats: (rounds + 1,) floats sent in each round (compressed rows count what they
             cost), or None.
         time: (rounds + 1,) simulated time at the end of each round of a clock process
             (Poisson clocks, random edges), or None.
+        node_models: (n, dim) float64, the model every node holds when the run ended (at
+            the round it stopped, if it diverged), row i for client or peer i, or None.
+            Decentralized methods: one row per peer, what the method's ``node_models``
+            reports (push-sum methods: the de-biased x_i / w_i), whose mean is
+            :attr:`final`. Federated methods: one row per client, the client rows of the
+            model block (``Method.model_block``, rows ``client_node`` on): the model each
+            client last computed, or last pulled (the start x0 for a client that never took
+            part); the server row is not included (it is :attr:`final`). None where the
+            run did not keep those rows (``storage="auto"`` leaves out client rows that
+            every round overwrites before reading them, e.g. FedAvg's on the compiled loop
+            or in large runs: run with ``storage="full"`` to keep them), for a sharded run
+            (each rank holds part of the nodes) and in results saved before stochmix
+            recorded them.
     """
 
     method: str
@@ -104,6 +120,8 @@ class Result:
     messages: np.ndarray | None = None
     floats: np.ndarray | None = None
     time: np.ndarray | None = None
+    sample_gradients: np.ndarray | None = None
+    node_models: Float[np.ndarray, "n d"] | None = None
 
     @property
     def bytes(self) -> np.ndarray | None:
@@ -119,6 +137,12 @@ class Result:
         if x == "round":
             return np.arange(self.rounds + 1)
         values = self.bytes if x == "bytes" else getattr(self, x)
+        if values is None and x == "time":
+            raise ValueError(
+                "this run recorded no simulated time (x='time'): pass a clock, "
+                "stochmix.run(..., clock=stochmix.timing.Clock(...)) (a [clock] table in a "
+                "configuration), or run a clock process (PoissonClocks, RandomEdge)"
+            )
         if values is None:
             raise ValueError(f"this run recorded no {x!r} (x={x!r})")
         values = np.asarray(values)
@@ -339,6 +363,7 @@ class Result:
                 "objective",
                 *COSTS,
                 "time",
+                "node_models",
             )
             if (v := getattr(self, k)) is not None
         }
@@ -360,7 +385,9 @@ class Result:
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a file path (str or os.PathLike), got {path!r}")
         path = Path(path)
-        saved = ("server", "participants", "wall_time", *CURVES[1:], *COSTS, "time")  # save()
+        saved: tuple[str, ...] = ("server", "participants", "wall_time", *CURVES[1:], *COSTS)
+        saved += ("time",)  # save()
+        saved += ("node_models",)
 
         def refuse(reason: str) -> ValueError:
             return ValueError(f"cannot load a stochmix Result from {str(path)!r}: {reason}")
@@ -401,8 +428,16 @@ class Result:
                 f"server must be a (rounds + 1, dim) array of numbers, got dtype "
                 f"{server.dtype} and shape {server.shape}"
             )
+        models = arrays.get("node_models")
+        if models is not None and (
+            models.ndim != 2 or models.shape[1] != server.shape[1] or models.dtype.kind != "f"
+        ):
+            raise refuse(
+                f"node_models must be an (n, {server.shape[1]}) float array (one row per node, "
+                f"as wide as server), got dtype {models.dtype} and shape {models.shape}"
+            )
         for key, value in arrays.items():
-            if key != "server" and (
+            if key not in ("server", "node_models") and (
                 value.shape != server.shape[:1] or value.dtype.kind not in "iuf"
             ):
                 raise refuse(
@@ -435,6 +470,25 @@ class Result:
         tail = f", final relative error {final:.3e}" if final is not None else ""
         div = f", diverged at round {self.diverged_at}" if self.diverged else ""
         return f"Result({self.method!r}, {self.rounds} rounds{tail}{div})"
+
+
+def final_node_models(method, z, ctx, back) -> np.ndarray | None:
+    """:attr:`Result.node_models` of a run that ended with the state ``z`` (see there):
+    ``method.node_models(z, ctx)`` where the method has it (decentralized methods), else
+    the client rows of its model block; None where the state does not keep those rows. A
+    float64 copy, shape (n, dim)."""
+    layout = ctx.layout
+    block = method.model_block
+    if block in layout.scratch:  # its node rows are not kept in the state
+        return None
+    if hasattr(method, "node_models"):
+        rows = method.node_models(z, ctx)
+    else:
+        local = np.arange(ctx.n_clients) + method.client_node - layout.first_node(block)
+        if local[0] < 0 or local[-1] >= layout.block(block).rows:
+            return None  # a model block without a row per client
+        rows = z[layout.rows(block, local)]
+    return np.array(back.to_numpy(rows), dtype=np.float64)
 
 
 def _cell(value) -> str:

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from ..plan.capabilities import capabilities
-from .result import Result
+from .result import Result, final_node_models
 from .segments import BATCH
 
 __all__ = ["DivergenceError", "DivergenceWarning", "participant_stream", "run_rounds"]
@@ -48,7 +48,8 @@ def run_rounds(
     checked :class:`~stochmix.engine.runner.arguments.RunOptions` (its seed, dtype,
     callback and divergence settings are read here). ``stacklevel`` points
     the divergence warning at the caller of :func:`run`; ``traffic()`` gives the last
-    round's (gradient evaluations, messages, floats), recorded when given.
+    round's (gradient evaluations, messages, floats, sample gradients), recorded when
+    given (called once per round built, after it ran).
     ``segments``: a :class:`~stochmix.engine.runner.segments.Segmenter` with ``phases()`` (the
     last built round's phases), where small rounds may run in compiled batches."""
     seed, dtype, callback = options.seed, options.dtype, options.callback
@@ -76,7 +77,7 @@ def run_rounds(
                 if stop:
                     diverged_at = done
                     break
-                _after_batch(done, rounds, bar, saver, z, back, ctx, recorder, problem)
+                _after_batch(done, rounds, bar, saver, z, back, ctx, recorder, problem, segments)
                 r = done
                 continue
         drawn = next(stream)
@@ -101,7 +102,7 @@ def run_rounds(
                 if stop:
                     diverged_at = done
                     break
-                _after_batch(done, rounds, bar, saver, z, back, ctx, recorder, problem)
+                _after_batch(done, rounds, bar, saver, z, back, ctx, recorder, problem, segments)
                 continue
         if segments is not None and segments.pending:
             batch = segments.take_pending()
@@ -110,12 +111,13 @@ def run_rounds(
                 diverged_at = done
                 break
         finite = step(r, participants, z)
+        counted = None if traffic is None else traffic()
         if key is not None:
-            segments.learn(key, segments.phases(), participants, traffic())
+            segments.learn(key, segments.phases(), participants, counted)
         done = r + 1
         recorder.count[done] = participants.size
-        if traffic is not None:  # the round's (gradients, messages, floats)
-            recorder.traffic[done] = traffic()
+        if counted is not None:  # the round's (gradients, messages, floats, samples)
+            recorder.traffic[done] = counted
         if nodes is not None and drawn.time is not None:
             recorder.time[done] = drawn.time
         recorder.clock[done] = time.perf_counter() - start
@@ -131,6 +133,8 @@ def run_rounds(
             bar(r)
         if saver is not None and saver.due(done, rounds):
             saver.save(done, z, back, ctx, recorder, problem)
+            if segments is not None:
+                segments.forget()
         r += 1
     if bar is not None:
         bar.close()
@@ -138,9 +142,10 @@ def run_rounds(
     config = _config(method, problem, participation, rounds, seed, back, dtype, recorder)
     if saved is not None:
         config["resumed_from"] = int(saved["done"])
-    result = Result(
-        method=method.name, **recorder.fields(done), diverged_at=diverged_at, config=config
-    )
+    # the nodes' models at the end (a sharded run's ranks hold part of them: None)
+    models = None if capabilities(back).sharded else final_node_models(method, z, ctx, back)
+    fields = {**recorder.fields(done), "node_models": models}
+    result = Result(method=method.name, **fields, diverged_at=diverged_at, config=config)
     if diverged_at is not None:
         message = (
             f"{method.name} diverged: the state holds NaN or Inf, or a model larger than "
@@ -167,12 +172,15 @@ def _batch_limit(first: int, rounds: int, recorder, saver) -> int:
     return limit
 
 
-def _after_batch(done, rounds, bar, saver, z, back, ctx, recorder, problem) -> None:
-    """After a batch that ends with round ``done``: the progress bar, a checkpoint."""
+def _after_batch(done, rounds, bar, saver, z, back, ctx, recorder, problem, segments) -> None:
+    """After a batch that ends with round ``done``: the progress bar, a checkpoint (after
+    which the segments learn their keys again, as a run resumed from it does: so that the
+    two run the same rounds in full and agree bit for bit)."""
     if bar is not None:
         bar(done - 1)
     if saver is not None and saver.due(done, rounds):
         saver.save(done, z, back, ctx, recorder, problem)
+        segments.forget()
 
 
 def _run_batch(segments, batch: tuple, z, recorder, start: float, back, too_large: float):
@@ -184,9 +192,7 @@ def _run_batch(segments, batch: tuple, z, recorder, start: float, back, too_larg
     now = time.perf_counter() - start
     rows = slice(first + 1, first + 1 + ran)
     recorder.count[rows] = sizes[:ran]
-    recorder.traffic[rows] = np.asarray(segments.traffics, dtype=np.int64).reshape(-1, 3)[
-        programs[:ran]
-    ]
+    recorder.traffic[rows] = segments.traffic(nodes[:ran], programs[:ran])
     if times is not None:
         recorder.time[rows] = times[:ran]
     recorder.server[rows] = models

@@ -23,7 +23,9 @@ before every round where a scheduled metric is due, and at the end of the run); 
 time of a batch's rounds is the time at its end. The arithmetic is the phases' (sums in
 the order of their terms), so a segmented run agrees with a round-by-round run to
 rounding, not bit for bit; whether rounds are segmented depends only on the run's
-inputs, never on timing.
+inputs, never on timing. After every checkpoint the segmenter learns its keys again, as a
+run resumed from that checkpoint does, so that a resumed run ends bit for bit where the
+uninterrupted one does.
 
 Segments run where: the backend is NumPy's and the layout keeps every row, no callback
 is given, the method reports the average of its model block and takes gradients at its
@@ -34,9 +36,13 @@ round touches at most :data:`MAX_NODES` nodes.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
-__all__ = ["BATCH", "MAX_NODES", "SlotProgram", "Segmenter"]
+from ..model.method import Method
+
+__all__ = ["BATCH", "MAX_NODES", "NOT_SEGMENTED", "SlotProgram", "Segmenter", "unsegmented"]
 
 #: Rounds run by one call of the compiled loop, at most.
 BATCH = 8192
@@ -199,9 +205,18 @@ class Segmenter:
     """
 
     def __init__(
-        self, method, layout, kernel, n_nodes: int, edge_mixing: str = "pairwise", phases=None
+        self,
+        method,
+        layout,
+        kernel,
+        n_nodes: int,
+        edge_mixing: str = "pairwise",
+        phases=None,
+        samples: np.ndarray | None = None,
     ):
         self.method, self.layout = method, layout
+        #: the sample gradients of one full gradient of each node (1 each where None)
+        self.samples = samples
         self.phases = phases  # () -> the phases of the round just built, or None
         self.edge_mixing = edge_mixing
         self.kernel = kernel
@@ -214,6 +229,7 @@ class Segmenter:
         self.first_key, self.later_key = method.segment_key(0), method.segment_key(1)
         self.limit = 0  # the round after which the pending batch must run
         self.programs: list[SlotProgram] = []
+        #: per verified program, its (gradients, messages, floats): the same every round
         self.traffics: list[tuple] = []
         self.packed: tuple | None = None
         self.pending: list = []  # (round, nodes, program, record)
@@ -229,6 +245,14 @@ class Segmenter:
             return None
         return (base, nodes.size, nodes.searchsorted(record.edges).tobytes())
 
+    def forget(self) -> None:
+        """Learn every key again from the next rounds on, as a fresh run does (after a
+        checkpoint: a run resumed from it starts with nothing learned, and the rounds a
+        segmenter builds in full round differently from those it runs compiled)."""
+        assert not self.pending  # a batch ends at every checkpoint
+        self.keys, self.verified = {}, {}
+        self.programs, self.traffics, self.packed = [], [], None
+
     def program(self, key) -> int | None:
         """The verified program of ``key``, or None."""
         return self.verified.get(key)
@@ -243,17 +267,39 @@ class Segmenter:
         if made is None or (made.gradients and self.kernel is None):
             self.keys[key] = False
             return
+        # the sample gradients of a round are those of its nodes: counted from the slots
+        if self.sampled(made, nodes[None, :])[0] != traffic[3]:
+            self.keys[key] = False
+            return
         if found is None:
-            self.keys[key] = (made, traffic)
+            self.keys[key] = (made, traffic[:3])
             return
         first, first_traffic = found
-        if not (first.same(made) and first_traffic == traffic):
+        if not (first.same(made) and first_traffic == traffic[:3]):
             self.keys[key] = False
             return
         self.keys[key] = self.verified[key] = len(self.programs)
         self.programs.append(first)
-        self.traffics.append(traffic)
+        self.traffics.append(first_traffic)
         self.packed = _pack(self.programs)
+
+    def sampled(self, program: SlotProgram, nodes: np.ndarray) -> np.ndarray:
+        """The sample gradients of rounds of ``program`` with nodes ``nodes`` (B, k): one
+        full gradient of the node in each gradient slot."""
+        taken = nodes[:, program.c_slot]
+        if self.samples is None:
+            return np.full(nodes.shape[0], taken.shape[1], dtype=np.int64)
+        return self.samples[taken].sum(axis=1, dtype=np.int64)
+
+    def traffic(self, nodes: np.ndarray, programs: np.ndarray) -> np.ndarray:
+        """The (gradients, messages, floats, sample gradients) of a batch's rounds,
+        shape (B, 4)."""
+        out = np.zeros((programs.size, 4), dtype=np.int64)
+        out[:, :3] = np.asarray(self.traffics, dtype=np.int64).reshape(-1, 3)[programs]
+        for p in np.unique(programs):
+            where = programs == p
+            out[where, 3] = self.sampled(self.programs[p], nodes[where])
+        return out
 
     def take_pending(self) -> tuple:
         """The pending rounds as arrays: ``(first round, nodes (B, k) padded with 0,
@@ -330,6 +376,44 @@ class Segmenter:
         return int(done), server[:done]
 
 
+#: What a run without segments does instead (a :class:`~stochmix.engine.plan.slowpath.SlowPath`).
+NOT_SEGMENTED = "every tick built in full"
+
+
+def unsegmented(method, participation, back, layout, callback) -> str | None:
+    """Why a run that could run its gossip ticks in compiled segments does not: the
+    method gives no :meth:`~stochmix.engine.model.method.Method.segment_key` (a
+    decentralized method that does not set ``rounds_repeat``), the one condition a run
+    cannot check for itself; None where segments run or could not run anyway."""
+    from ..backends import NumpyBackend
+
+    if (
+        getattr(participation, "activates", "nodes") != "edges"
+        or type(back) is not NumpyBackend
+        or layout.scratch
+        or callback is not None
+        or not getattr(method, "reports_node_average", False)
+        or method.segment_key(1) is not None
+    ):
+        return None
+    if type(method).points is not Method.points:
+        return None  # gradients taken elsewhere than the model rows: never segmented
+    hint = "give it a segment_key"
+    if hasattr(method, "rounds_repeat"):
+        probe = copy.copy(method)  # what the method would say with the flag set
+        probe.__dict__.pop("_repeats", None)
+        probe.rounds_repeat = True
+        if probe.segment_key(1) is None:
+            return None  # something else keeps it off (a decaying step, its reports)
+        hint = "set rounds_repeat = True on the class"
+    return (
+        "the method does not say that its iterations repeat, so each gossip tick builds "
+        "its equations and plan (about 100x the cost of a tick run in a compiled segment); "
+        f"if every iteration after the first builds the same phases up to which nodes take "
+        f"part, {hint} (the engine checks the claim on the second tick)"
+    )
+
+
 def segmenter(method, problem, participation, layout, ctx, back, caps, dtype, callback, phases):
     """The run's :class:`Segmenter`, or None where segments cannot run (see the module
     docstring): an edge-activation process, the NumPy backend with every row kept, no
@@ -353,5 +437,6 @@ def segmenter(method, problem, participation, layout, ctx, back, caps, dtype, ca
     if compiled_refusal(problem) is None:
         kernel = problem.row_gradient(np.dtype(dtype))
     return Segmenter(
-        method, layout, kernel, ctx.n_clients, getattr(ctx, "edge_mixing", "pairwise"), phases
-    )
+        method, layout, kernel, ctx.n_clients, getattr(ctx, "edge_mixing", "pairwise"), phases,
+        getattr(ctx, "sample_counts", None),
+    )  # fmt: skip

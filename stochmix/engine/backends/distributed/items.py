@@ -53,7 +53,8 @@ class ShardItems:
         wanted = wanted[shard.owner(wanted) >= 0]  # client rows: the same set on every rank
         fetched = shard._fetch(wanted, z) if shard.backend.size > 1 else None
         args = [shard.values(rows, z, wanted, fetched) for rows in sources]
-        new = call_map(item, args, self.problem, self.ctx.seed_sequence, z.shape[1])
+        problem = self.ctx.map_problem or self.problem  # counts the gradients it asks
+        new = call_map(item, args, problem, self.ctx.seed_sequence, z.shape[1])
         rows = np.asarray(item.z_rows, dtype=np.int64)
         own = shard.owner(rows)
         held = (own == -1) | (own == shard.backend.rank)
