@@ -8,6 +8,7 @@ import argparse
 
 import numpy as np
 
+from .analysis.certificates.certify import MAX_CLIENTS
 from .reporting import format_table
 
 __all__ = ["add_certify_parser", "class_of_problem", "command_certify", "sigma_of_graphs"]
@@ -41,6 +42,8 @@ def add_certify_parser(sub) -> None:
             " over every W with ||W - 11^T/n|| <= sigma (sigma the largest over sampled"
             " steps, or --sigma). Federated methods: under full participation, with"
             f" --clients heterogeneous clients (default {_FEDERATED_CLIENTS})."
+            " A configuration with [activation] (random node or edge activation) is refused:"
+            " the certificates are of the synchronous recursion."
         ),
     )
     p.add_argument("config", help="experiment.toml")
@@ -49,12 +52,18 @@ def add_certify_parser(sub) -> None:
     p.add_argument(
         "--sigma",
         type=float,
-        help="certify decentralized methods over every W with ||W - 11^T/n|| <= sigma",
+        help=(
+            "certify decentralized methods over every W with ||W - 11^T/n|| <= sigma;"
+            " decentralized methods only"
+        ),
     )
     p.add_argument(
         "--clients",
         type=int,
-        help=f"clients of the federated certificates (default {_FEDERATED_CLIENTS})",
+        help=(
+            f"clients of the federated certificates (default {_FEDERATED_CLIENTS}, at most "
+            f"{MAX_CLIENTS}); federated methods only"
+        ),
     )
     p.add_argument("--tune", action="store_true", help="also the step that minimises the rate")
     p.set_defaults(func=command_certify)
@@ -101,9 +110,13 @@ def command_certify(args: argparse.Namespace) -> int:
 
     if args.sigma is not None and not 0 <= args.sigma < 1:
         raise ValueError(f"--sigma must be in [0, 1), got {args.sigma}")
-    if args.clients is not None and args.clients < 1:
-        raise ValueError(f"--clients must be a positive integer, got {args.clients}")
+    if args.clients is not None and not 1 <= args.clients <= MAX_CLIENTS:
+        raise ValueError(
+            f"--clients must be an integer in [1, {MAX_CLIENTS}] (the whole-round certificate "
+            f"grows with the clients: SCAFFOLD takes about two minutes at 16), got {args.clients}"
+        )
     experiment = configs.load(args.config)
+    _check_applies(experiment, args, DecentralizedMethod)
     if args.smoothness is None or args.mu is None:
         big, small = class_of_problem(experiment.problem)
     big = big if args.smoothness is None else args.smoothness
@@ -131,12 +144,45 @@ def command_certify(args: argparse.Namespace) -> int:
             found = certify(spec.build(lr), L=big, mu=small, **options)
             rows.append(_row(spec.label, lr, analysis, found))
         if args.tune and rows[-1]["status"] != "inexact":
-            best = tune(spec.build(spec.lrs[0]), L=big, mu=small, **options)
+            best = tune(spec.build, L=big, mu=small, **options)  # the method built anew
             rows.append(_row(spec.label, best.value, analysis + ", tuned", best.certificate))
     print(format_table(rows, COLUMNS))
     for note in notes:
         print(f"note: {note}")
     return 0
+
+
+def _check_applies(experiment, args, decentralized_type) -> None:
+    """Refuse, naming it, what the certificates would otherwise ignore: an ``[activation]``
+    (or a partial ``[participation]``) of decentralized methods, ``--sigma`` without a
+    decentralized method, ``--clients`` without a federated one."""
+    kinds = [isinstance(spec.build(spec.lrs[0]), decentralized_type) for spec in experiment.methods]
+    table = experiment.tables.get("participation", {})
+    kind = table.get("kind", "full")
+    if any(kinds) and kind != "full":
+        name = "activation" if "activation" in _raw(args.config) else "participation"
+        raise ValueError(
+            f"[{name}] (kind = {kind!r}): the certificates are of the synchronous recursion, "
+            "every node active in every iteration, and a random activation has no fixed "
+            "pattern to certify (certify takes fixed patterns only), so the table would be "
+            f"ignored; remove [{name}] to certify the synchronous methods"
+        )
+    if args.sigma is not None and not any(kinds):
+        raise ValueError(
+            "--sigma applies to decentralized methods (the class of their mixing matrices); "
+            "this configuration's methods are all federated"
+        )
+    if args.clients is not None and all(kinds):
+        raise ValueError(
+            "--clients applies to federated methods; this configuration's methods are all "
+            "decentralized (their nodes are those of [graphs])"
+        )
+
+
+def _raw(path) -> dict:
+    from .config.reader import read
+
+    return read(path)
 
 
 class _Skipped(Exception):

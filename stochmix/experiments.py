@@ -32,6 +32,7 @@ import numpy as np
 
 from ._version import __version__
 from .config import Experiment, dumps
+from .config.output import AXIS_LABELS
 from .engine import Result, run
 from .engine.runner.checkpoint import check_folder_writable
 from .engine.runner.result import COLUMNS
@@ -388,16 +389,6 @@ def _along(runs: list[Result], x: str, rounds: np.ndarray) -> np.ndarray:
         return np.nanmean(stack, axis=0)[rounds]
 
 
-#: The x-axis labels of :func:`plot`.
-_X_LABELS = {
-    "round": "round",
-    "gradients": "gradient evaluations",
-    "messages": "messages",
-    "floats": "floats sent",
-    "time": "simulated time (s)",
-}
-
-
 def plot(outcomes: list[MethodOutcome], path, title: str = "", x: str = "round") -> Path:
     """Error on a log scale against ``x``, each method at its best lr: the geometric mean
     over seeds and the min-max band, over the rounds that have a value (a metric evaluated
@@ -450,7 +441,7 @@ def plot(outcomes: list[MethodOutcome], path, title: str = "", x: str = "round")
     if plotted is None:
         plt.close(fig)
         raise ValueError("nothing to plot: no run recorded an error metric")
-    ax.set_xlabel(_X_LABELS[x])
+    ax.set_xlabel(AXIS_LABELS[x])
     ax.set_ylabel(plotted.replace("_", " "))
     if title:
         ax.set_title(title)

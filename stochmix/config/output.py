@@ -29,6 +29,7 @@ from __future__ import annotations
 from .parsing import ConfigError, _section
 
 __all__ = [
+    "AXIS_LABELS",
     "PLOT_AXES",
     "check_axis",
     "output_table",
@@ -37,6 +38,16 @@ __all__ = [
 #: The x axes of the command's plots: the round, the running sum of a cost column of
 #: ``metrics.csv``, or the simulated time of a clock.
 PLOT_AXES = ("round", "gradients", "messages", "floats", "sample_gradients", "time")
+
+#: The label each of :data:`PLOT_AXES` gets on a plot's x axis.
+AXIS_LABELS = {
+    "round": "round",
+    "gradients": "gradient evaluations",
+    "messages": "messages",
+    "floats": "floats sent",
+    "sample_gradients": "sample gradients",
+    "time": "simulated time (s)",
+}
 
 _KEYS = {"x", "save_models"}
 

@@ -3,9 +3,14 @@ resolved configuration that ``stochmix run`` runs alone, and how one cell runs.
 
 A cell's folder holds what a run folder of ``stochmix run`` holds (without the plot):
 ``config.resolved.toml``, ``participation.csv``, ``metrics.csv`` and ``timing.csv``, then
-``summary.json`` (the rows it adds to ``study.csv``, and its wall times) and, written last
-and atomically, the marker ``done`` that holds the hash of the cell's resolved
-configuration: a study run again skips the cells whose marker holds their hash.
+``summary.json`` (the rows it adds to ``study.csv``, its wall times, the hash of the cell's
+resolved configuration and the SHA-256 of each of those four files) and, written last
+and atomically, the marker ``done`` that holds the same hash. A study run again skips a
+cell only where its files check out (:func:`check_done`): the marker and ``summary.json``
+hold the cell's hash, ``summary.json`` has the expected keys and types, and the four files
+are the ones it was written with; a cell whose files do not is run again, with a warning
+naming it and why. The files are written and read without following links, in folders
+that are this user's own (:mod:`stochmix.studies.files`).
 """
 
 from __future__ import annotations
@@ -13,7 +18,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 import re
 import time
 import traceback
@@ -26,13 +30,17 @@ import numpy as np
 from .. import experiments
 from .._toml import tomllib
 from ..config import ConfigError, dumps, parse
+from .files import file_digest, private_folder, read_regular, remove_scratch, write_atomic
 from .keys import check_keys, set_value
 from .spec import Sweep, SweepError
 
 __all__ = [
+    "CELL_FILES",
     "MARKER",
     "SUMMARY_FIELDS",
     "Cell",
+    "check_done",
+    "check_summary",
     "is_done",
     "make_cells",
     "read_summary",
@@ -43,6 +51,9 @@ __all__ = [
 
 #: The marker file of a finished cell (it holds the hash of the cell's configuration).
 MARKER = "done"
+
+#: The files of a cell's run whose SHA-256 its ``summary.json`` keeps (under ``files``).
+CELL_FILES = ("config.resolved.toml", "participation.csv", "metrics.csv", "timing.csv")
 
 #: The per-run summary of each row of ``study.csv``, after the swept values, the seed and
 #: the method: the step size (the best of a grid) and whether it is at the grid's edge
@@ -219,7 +230,8 @@ def make_cells(raw: dict, sweep: Sweep, default_name: str = "study") -> list[Cel
 
 
 def is_done(cell: Cell, folder: Path) -> bool:
-    """Whether ``folder`` holds a finished run of ``cell`` (its marker holds its hash).
+    """Whether ``folder`` holds a finished run of ``cell`` whose files check out
+    (:func:`check_done`).
 
     Args:
         cell: the cell.
@@ -228,19 +240,100 @@ def is_done(cell: Cell, folder: Path) -> bool:
     Returns:
         True where the cell need not run again.
     """
-    marker = folder / MARKER
+    return check_done(cell, folder)[0] is not None
+
+
+def check_done(cell: Cell, folder: Path) -> tuple[dict | None, str | None]:
+    """What a finished cell's folder holds, checked: its marker and its ``summary.json``
+    hold ``cell.digest``, the summary passes :func:`check_summary`, and the files of
+    :data:`CELL_FILES` have the SHA-256 it keeps; no file is read through a link.
+
+    Args:
+        cell: the cell.
+        folder: the cell's folder.
+
+    Returns:
+        ``(summary, None)`` where the cell need not run again; ``(None, None)`` where it
+        never finished (no marker); ``(None, why)`` where its files do not check out.
+    """
     try:
-        done = marker.read_text(encoding="utf-8").strip() == cell.digest
-    except OSError:
-        return False
-    return done and (folder / "summary.json").is_file()
+        marker = read_regular(folder / MARKER)
+    except FileNotFoundError:
+        return None, None
+    except OSError as error:
+        return None, f"its marker {MARKER!r} cannot be read ({error.strerror or error})"
+    if marker.decode("utf-8", "replace").strip() != cell.digest:
+        return None, f"its marker {MARKER!r} holds another configuration's hash"
+    try:
+        summary = json.loads(read_regular(folder / "summary.json").decode("utf-8"))
+    except OSError as error:
+        return None, f"its summary.json cannot be read ({error.strerror or error})"
+    except (UnicodeDecodeError, ValueError) as error:
+        return None, f"its summary.json is not JSON ({error})"
+    why = check_summary(summary, cell)
+    if why is not None:
+        return None, f"its summary.json {why}"
+    for name in CELL_FILES:
+        try:
+            same = file_digest(folder / name) == summary["files"][name]
+        except OSError as error:
+            return None, f"its {name} cannot be read ({error.strerror or error})"
+        if not same:
+            return None, f"its {name} is not the file its summary.json was written with"
+    return summary, None
 
 
-def _atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file renamed over it."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float))  # bool is an int
+
+
+def check_summary(summary: Any, cell: Cell) -> str | None:
+    """Why ``summary`` (a ``summary.json`` read back) is not one of ``cell``'s, or None:
+    it must be an object with ``digest`` equal to ``cell.digest``; ``rows``, a list of
+    objects with exactly the keys ``method`` (a string) and
+    :data:`SUMMARY_FIELDS` (each a number, a boolean or null); ``timing``, a list of
+    objects with exactly ``method`` (a string) and ``seconds`` (a number); ``seconds``, a
+    number; ``files``, the SHA-256 of each of :data:`CELL_FILES`.
+
+    Args:
+        summary: the parsed JSON.
+        cell: the cell it should belong to.
+
+    Returns:
+        The reason (a phrase), or None where it checks out.
+    """
+    if not isinstance(summary, dict):
+        return f"is not an object, got {type(summary).__name__}"
+    if "digest" not in summary:
+        return "does not name a configuration hash (written by an older stochmix?)"
+    if summary["digest"] != cell.digest:
+        return "belongs to another configuration (its hash is not the cell's)"
+    if set(summary) != {"digest", "rows", "timing", "seconds", "files"}:
+        return f"has the keys {sorted(summary)}"
+    row_keys = {"method", *SUMMARY_FIELDS}
+    rows, timing, files = summary["rows"], summary["timing"], summary["files"]
+    if not isinstance(rows, list) or not rows:
+        return "has no rows"
+    for row in rows:
+        if not isinstance(row, dict) or set(row) != row_keys:
+            return f"has a row that is not {sorted(row_keys)}: {row!r}"
+        bad = [k for k in SUMMARY_FIELDS if row[k] is not None and not _is_number(row[k])]
+        if not isinstance(row["method"], str) or bad:
+            return f"has a row with a value of the wrong type: {row!r}"
+    if not isinstance(timing, list):
+        return "has timing that is not a list"
+    for entry in timing:
+        if not isinstance(entry, dict) or set(entry) != {"method", "seconds"}:
+            return f"has a timing entry that is not {{method, seconds}}: {entry!r}"
+        if not isinstance(entry["method"], str) or not _is_number(entry["seconds"]):
+            return f"has a timing entry with a value of the wrong type: {entry!r}"
+    if not _is_number(summary["seconds"]):
+        return f"has seconds = {summary['seconds']!r}"
+    if not isinstance(files, dict) or set(files) != set(CELL_FILES):
+        return f"does not list the files {list(CELL_FILES)}"
+    if not all(isinstance(v, str) for v in files.values()):
+        return "has a file hash that is not a string"
+    return None
 
 
 def _number(value: Any) -> Any:
@@ -252,8 +345,10 @@ def _number(value: Any) -> Any:
 
 def _execute(text: str, folder: Path) -> dict:
     exp = parse(tomllib.loads(text))
-    folder.mkdir(parents=True, exist_ok=True)
+    private_folder(folder.parent, "study cells folder")
+    private_folder(folder, "cell folder")
     (folder / MARKER).unlink(missing_ok=True)
+    remove_scratch(folder, ("summary.json", MARKER))
     experiments.write_config(exp, folder / "config.resolved.toml")
     experiments.write_participation(exp.participation, folder / "participation.csv")
     start = time.perf_counter()
@@ -304,15 +399,19 @@ def run_cell(text: str, folder: str, digest: str) -> dict:
         digest: the cell's hash, written to the marker last.
 
     Returns:
-        ``{"rows": [...], "timing": [...], "seconds": s}`` (what ``summary.json``
-        holds), or ``{"error": message}`` where the cell failed (its folder keeps what
-        was written, without a marker).
+        ``{"digest": digest, "rows": [...], "timing": [...], "seconds": s, "files":
+        {name: sha256}}`` (what ``summary.json`` holds), or ``{"error": message}`` where
+        the cell failed (its folder keeps what was written, without a marker), among them
+        a cell folder, or its ``cells/`` folder, that is not this user's own
+        (:func:`stochmix.studies.files.private_folder`).
     """
     path = Path(folder)
     try:
         outcome = _execute(text, path)
-        _atomic(path / "summary.json", json.dumps(outcome, indent=1) + "\n")
-        _atomic(path / MARKER, digest + "\n")
+        files = {name: file_digest(path / name) for name in CELL_FILES}
+        outcome = {"digest": digest, **outcome, "files": files}
+        write_atomic(path / "summary.json", json.dumps(outcome, indent=1) + "\n")
+        write_atomic(path / MARKER, digest + "\n")
     except Exception as error:  # noqa: BLE001 - a failed cell is reported, the others go on
         last = traceback.format_exception_only(type(error), error)[-1].strip()
         return {"error": last}
@@ -320,5 +419,13 @@ def run_cell(text: str, folder: str, digest: str) -> dict:
 
 
 def read_summary(folder: Path) -> dict:
-    """The ``summary.json`` of a finished cell."""
-    return json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    """The ``summary.json`` of a finished cell, unchecked (:func:`check_done` checks it).
+
+    Raises:
+        ValueError: it cannot be read or is not JSON (the message names the file).
+    """
+    path = Path(folder) / "summary.json"
+    try:
+        return json.loads(read_regular(path).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise ValueError(f"{str(path)!r} cannot be read as JSON: {error}") from None

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..config.output import PLOT_AXES
+from ..config.output import AXIS_LABELS, PLOT_AXES
 from ..experiments import _geometric_band
 from .cells import SUMMARY_FIELDS, shown_value, value_key
 
@@ -33,15 +33,6 @@ _LOG_Y = ("final_relative_error", "final_objective_gap", "final_objective")
 
 #: Summary columns that are not numbers to plot.
 _NOT_PLOTTED = ("diverged_at", "lr_at_edge", "diverging")
-
-#: The x-axis labels of :func:`plot_curves`.
-_X_LABELS = {
-    "round": "round",
-    "gradients": "gradient evaluations",
-    "messages": "messages",
-    "floats": "floats sent",
-    "time": "simulated time (s)",
-}
 
 
 def _number(value: Any) -> float:
@@ -295,7 +286,7 @@ def plot_curves(
             if len(curves) > 1:
                 ax.fill_between(where, low, high, color=line.get_color(), alpha=0.2)
         ax.set_title(f"{by} = {shown_value(value)}")
-        ax.set_xlabel(_X_LABELS[x])
+        ax.set_xlabel(AXIS_LABELS[x])
         ax.grid(True, which="major", alpha=0.3)
     axes[0].set_ylabel(metric.replace("_", " "))
     axes[0].legend()

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import copy
 import os
+import stat
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +25,9 @@ from .._toml import tomllib
 from ..config import ConfigError, dumps, parse
 from ..config.output import check_axis, output_table
 from ..config.settings import _slug
-from .cells import Cell, is_done, make_cells, read_summary
+from .cells import Cell, check_done, make_cells
 from .execution import CONNECT_TIMEOUT, connect, run_cells
+from .files import private_folder, read_regular
 from .plotting import plot_curves, plot_summary
 from .spec import Sweep, SweepError, parse_sweep
 from .table import STUDY_TIMING_COLUMNS, columns, header, study_rows, timing_rows, write_csv
@@ -228,19 +231,33 @@ class Study:
     def _run(self, folder, root, jobs: int, executor: str, client, progress) -> Study:
         # absolute before any cell is sent: a worker (a Dask one above all) may run in
         # another working directory
-        out = experiments.output_dir(self.name, folder, root=root).resolve()
-        out.mkdir(parents=True, exist_ok=True)
-        cells_dir = out / "cells"
-        cells_dir.mkdir(exist_ok=True)
+        out = self._study_folder(folder, root)
+        cells_dir = private_folder(out / "cells", "study cells folder")
+        folders = {cell.index: cells_dir / cell.name for cell in self.cells}
+        outcomes: dict[int, dict] = {}
+        again: list[str] = []
+        for cell in self.cells:  # every cell folder there is checked before any work
+            path = folders[cell.index]
+            if not os.path.lexists(path):
+                continue
+            private_folder(path, "cell folder")
+            summary, why = check_done(cell, path)
+            if summary is not None:
+                outcomes[cell.index] = summary
+            elif why is not None:
+                again.append(f"{cell.name!r}: {why}")
+        if again:
+            more = f"; and {len(again) - 5} more" if len(again) > 5 else ""
+            warnings.warn(
+                f"study: running {len(again)} cell(s) again whose files do not check out: "
+                + "; ".join(again[:5])
+                + more,
+                RuntimeWarning,
+                stacklevel=4,
+            )
         experiments._write(
             out / "study.toml", dumps(self.table(), comment="a study: `stochmix run` of it")
         )
-        folders = {cell.index: cells_dir / cell.name for cell in self.cells}
-        outcomes = {
-            cell.index: read_summary(folders[cell.index])
-            for cell in self.cells
-            if is_done(cell, folders[cell.index])
-        }
         todo = [cell for cell in self.cells if cell.index not in outcomes]
         self.skipped = len(self.cells) - len(todo)
         outcomes.update(
@@ -269,6 +286,20 @@ class Study:
             failed.unlink()
         self.folder = out
         return self
+
+    def _study_folder(self, folder, root) -> Path:
+        """The study folder, absolute, created (mode 0755) and checked to be this user's
+        own (:func:`~stochmix.studies.files.private_folder`)."""
+        if folder is not None:
+            path = Path(folder)
+            if os.path.lexists(path) and not path.is_dir():
+                raise SweepError(f"folder {str(path)!r} is a file, not a folder")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return private_folder(path.resolve(), "study folder")
+        out = experiments.output_dir(self.name, None, root=root).resolve()
+        # a new folder, made here: its mode is the umask's, and ours to set
+        os.chmod(out, stat.S_IMODE(os.lstat(out).st_mode) & ~0o022)
+        return private_folder(out, "study folder")
 
     @property
     def csv(self) -> Path:
@@ -323,19 +354,23 @@ class Study:
             ImportError: ``frame=True`` without pandas.
         """
         import csv
+        import io
 
         folder = self._folder()
         names: list[str] = ["cell", *self.keys]
         rows: list[dict[str, Any]] = []
+        failed = {cell.index for cell, _ in self.failures}
         for cell in self.cells:
-            path = folder / "cells" / cell.name / "metrics.csv"
-            if not path.exists():  # a failed cell
+            if cell.index in failed:
                 continue
-            with open(path, newline="") as handle:
+            path = folder / "cells" / cell.name / "metrics.csv"
+            text = read_regular(path).decode("utf-8")  # never through a link
+            with io.StringIO(text, newline="") as handle:
                 for row in csv.DictReader(handle):
                     names += [name for name in row if name not in names]
                     parsed = {k: _cell_value(v) for k, v in row.items()}
-                    rows.append({"cell": cell.name, **cell.values, **parsed})
+                    # the cell's identity comes from the cell, never from the file
+                    rows.append({**parsed, "cell": cell.name, **cell.values, "seed": cell.seed})
         table = {name: [row.get(name) for row in rows] for name in names}
         if frame is False:
             return table

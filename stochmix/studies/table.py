@@ -54,7 +54,8 @@ def study_rows(cells: list[Cell], outcomes: dict[int, dict]) -> list[dict[str, A
     rows = []
     for cell in sorted(cells, key=lambda c: c.index):
         for run in outcomes.get(cell.index, {}).get("rows", []):
-            rows.append({"cell": cell.name, **cell.values, "seed": cell.seed, **run})
+            # the identity columns come from the cell, never from what the cell returned
+            rows.append({**run, "cell": cell.name, **cell.values, "seed": cell.seed})
     return rows
 
 
@@ -63,7 +64,7 @@ def timing_rows(cells: list[Cell], outcomes: dict[int, dict]) -> list[dict[str, 
     rows = []
     for cell in sorted(cells, key=lambda c: c.index):
         for run in outcomes.get(cell.index, {}).get("timing", []):
-            rows.append({"cell": cell.name, "seed": cell.seed, **run})
+            rows.append({**run, "cell": cell.name, "seed": cell.seed})
     return rows
 
 

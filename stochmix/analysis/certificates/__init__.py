@@ -3,12 +3,13 @@ minimises them (:func:`tune`) and the slowest instance a search finds
 (:func:`worst_quadratic`). The certificates need cvxpy (``pip install
 "stochmix[analysis]"``), imported when a certificate is first solved."""
 
-from .certify import Certificate, certify, method_for_mixing
+from .certify import MAX_CLIENTS, Certificate, certify, method_for_mixing
 from .search import WorstCase, class_matrix, worst_quadratic
 from .system import NotLinearError, RoundSystem, agent_systems, round_system, spectral_systems
-from .tune import Tuned, tune
+from .tune import Tuned, rebuild, tune
 
 __all__ = [
+    "MAX_CLIENTS",
     "Certificate",
     "NotLinearError",
     "RoundSystem",
@@ -18,6 +19,7 @@ __all__ = [
     "certify",
     "class_matrix",
     "method_for_mixing",
+    "rebuild",
     "round_system",
     "spectral_systems",
     "tune",

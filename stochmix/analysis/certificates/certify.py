@@ -266,12 +266,14 @@ def certify(
     start = time.perf_counter()
     pieces: list[RoundSystem] = []
     one: Any = None
+    spectrum = np.ones(1)
     if sigma is not None:
         pieces = list(agent_systems(method))
     elif decentralized and participation is None:
         one = method if mixing is None else method_for_mixing(method, mixing)
-        spectrum = _symmetric_spectrum(one)
-        if spectrum is not None:
+        found_spectrum = _symmetric_spectrum(one)
+        if found_spectrum is not None:
+            spectrum = found_spectrum
             try:
                 pieces = spectral_systems(method, spectrum)
             except NotLinearError:  # no per-agent form: the whole network below
@@ -315,9 +317,13 @@ def certify(
                 n_clients = as_int(n_clients, "n_clients", minimum=1)
             masks = _masks(participation, n_clients)
         n = masks.shape[1]
-        _check_size(
-            method, n, decentralized, "n_clients" if participation is None else "participation"
-        )
+        if participation is not None:
+            argument = "participation"
+        else:
+            argument = (
+                ("mixing" if mixing is not None else "graphs") if decentralized else "n_clients"
+            )
+        _check_size(method, n, decentralized, argument)
         w = np.full(n, 1.0 / n) if weights is None else as_real_array(weights, "weights")
         if w.shape != (n,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
             raise ValueError(f"weights must be {n} positive numbers, got {_show(weights)}")
@@ -448,12 +454,12 @@ def _check_size(method, n: int, decentralized: bool, argument: str) -> None:
                 else ""
             )
         )
-    steps = getattr(method, "local_steps", None)
+    steps: Any = getattr(method, "local_steps", None)
     if not decentralized and hasattr(steps, "check_clients"):
         try:
             steps.check_clients(n)
         except ValueError as error:
-            raise ValueError(f"{error} ({argument}: {n} clients)") from None
+            raise ValueError(f"{error} (certified with {argument} of {n} clients)") from None
 
 
 def _fill(out: Certificate, found: Solution, rate_period: float, period: int) -> None:

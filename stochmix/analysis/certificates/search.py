@@ -10,10 +10,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..._validate import as_float, as_int
+from ..._validate import as_int
 from ...problems import Quadratic
 from ..linear.periodic import periodic_rate
-from .certify import _is_decentralized, _masks, is_sigma, method_for_mixing
+from .certify import (
+    _is_decentralized,
+    _masks,
+    check_class,
+    check_mixing_argument,
+    method_for_mixing,
+)
 
 __all__ = ["WorstCase", "class_matrix", "worst_quadratic"]
 
@@ -73,16 +79,16 @@ def worst_quadratic(
     mixed; with ``mixing=sigma``, a symmetric W of the class drawn with every instance, on
     ``n_clients`` nodes, default 6) and then moves each curvature of the slowest to mu, L or
     the middle while that slows it down. Arguments as :func:`certify`.
+
+    Raises:
+        ValueError: mu <= 0 or mu > L, a sigma outside [0, 1), a mixing for a federated
+            method, or a participation with a sigma, each named, before any search.
     """
-    L = as_float(L, "L", positive=True)
-    mu = as_float(mu, "mu", positive=True)
-    if mu > L:
-        raise ValueError(f"mu must be in (0, L] = (0, {L:g}], got mu={mu!r}")
+    L, mu = check_class(L, mu)
     trials = as_int(trials, "trials", minimum=1)
     rng = np.random.default_rng(seed)
-    sigma = None
-    if _is_decentralized(method) and is_sigma(mixing):
-        sigma = as_float(mixing, "mixing", nonnegative=True)
+    sigma = check_mixing_argument(method, mixing, participation)
+    if sigma is not None:
         n = 6 if n_clients is None else as_int(n_clients, "n_clients", minimum=2)
         masks = np.ones((1, n), dtype=bool)
     elif _is_decentralized(method):

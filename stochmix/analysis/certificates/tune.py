@@ -47,7 +47,7 @@ def rebuild(method: Method, **changes) -> Method:
     """
     cls = type(method)
     try:
-        parameters = inspect.signature(cls).parameters
+        parameters = dict(inspect.signature(cls).parameters)
     except (TypeError, ValueError):  # no signature to read
         parameters = {}
     named = {
