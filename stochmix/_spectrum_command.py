@@ -27,7 +27,9 @@ __all__ = [
 #: of rows; the eigen-solves of rings, whose eigenvalues cluster near 1, fall back to dense
 #: LAPACK, and above n = 4000 ARPACK alone does not converge).
 GRAPH_NODES_LIMIT = 1000
-_GRAPH_ONLY = ("rules", "steps", "window")
+_GRAPH_ONLY = ("rules", "steps", "window", "power", "chebyshev", "fastmix")
+#: the options that ask for polynomials of W (stochmix.mixing.polynomial), in print order
+_POLYNOMIALS = ("power", "chebyshev", "fastmix")
 _FLAGS_ONLY = ("graph", "nodes", "p", "drops", "seed")
 _FEDERATED_ONLY = ("low", "high", "samples")
 
@@ -182,6 +184,16 @@ def _check_graph_options(args: argparse.Namespace, sequence, rule) -> None:
                 f" --steps {args.steps}"
             )
         _positive(args.steps, "--steps")
+    for name in _POLYNOMIALS:
+        degree = getattr(args, name, None)
+        if degree is None:
+            continue
+        _positive(degree, f"--{name}")
+        if sequence.period != 1:
+            raise ValueError(
+                f"--{name} applies to a static graph (a polynomial of one W); {what} changes "
+                f"from step to step, got --{name} {degree}"
+            )
     if args.window is not None:
         _positive(args.window, "--window")
         if sequence.period is None:
@@ -221,13 +233,52 @@ def _spectrum_of_graph(args: argparse.Namespace) -> None:
             shown = f"--graph {args.graph}" if args.graph else args.config
             raise ValueError(f"{shown} --rules {name}: {error}") from None
         spectra.append(spectrum)
+    polynomials = _polynomials(args, sequence)
     note = ""
     if sequence.period is None and args.window is None:
         note = " (--window; default min(ceil(log2 nodes), steps))"
     print(f"{_heading(args, sequence, resolved)}, {describe(spectra[0])}{note}")
     print(sequence_table(spectra))
+    if polynomials:
+        from .mixing.spectral import polynomial_table
+
+        print(
+            "polynomials p(W) of the graph's W: eigenvalues p(lambda_i) of W's lambda_i, "
+            "K rounds of W's messages each (gap/round = 1 - SLEM^(1/K)):"
+        )
+        print(polynomial_table(polynomials))
     if args.config:
         _spectrum_of_activation(args, sequence)
+
+
+def _polynomials(args: argparse.Namespace, sequence) -> dict:
+    """The spectral figures of W and of each polynomial the options ask for (``--power``,
+    ``--chebyshev``, ``--fastmix``), for every rule: label -> summary dict; an operator
+    that cannot be built (a non-symmetric W for Chebyshev's default bounds) is one
+    ValueError naming the option and the rule."""
+    from .mixing import polynomial
+    from .mixing.spectral import polynomial_summary
+
+    asked = [(name, getattr(args, name)) for name in _POLYNOMIALS if getattr(args, name, None)]
+    if not asked:
+        return {}
+    builders = {
+        "power": polynomial.power,
+        "chebyshev": polynomial.chebyshev,
+        "fastmix": polynomial.fastmix,
+    }
+    labels = {"power": "W^{K}", "chebyshev": "chebyshev K={K}", "fastmix": "fastmix K={K}"}
+    found = {}
+    for rule in args.rules:
+        W = sequence.matrix(0, rule)
+        found[f"W ({rule})"] = polynomial_summary(W)
+        for name, degree in asked:
+            try:
+                op = builders[name](W, degree)
+            except ValueError as error:
+                raise ValueError(f"--{name} {degree} --rules {rule}: {error}") from None
+            found[f"{labels[name].format(K=degree)} ({rule})"] = polynomial_summary(op)
+    return found
 
 
 def _spectrum_of_activation(args: argparse.Namespace, sequence) -> None:
@@ -404,6 +455,18 @@ def add_spectrum_parser(sub) -> None:
         type=int,
         help="steps per product (default: the period; ceil(log2 nodes) without one)",
     )
+    for name, what in (
+        ("power", "W^K (multi-consensus)"),
+        ("chebyshev", "the normalised Chebyshev polynomial of degree K"),
+        ("fastmix", "FastMix's polynomial of K rounds (Mudag)"),
+    ):
+        p_spec.add_argument(
+            f"--{name}",
+            type=int,
+            metavar="K",
+            help=f"with a static --graph, also the spectrum of {what} of each rule's W"
+            " (stochmix.mixing.polynomial): lambda_2, SLEM, gap and gap per round",
+        )
     p_spec.add_argument("--low", type=float, help="lowest participation p_i (default 0.1)")
     p_spec.add_argument("--high", type=float, help="highest participation p_i (default 0.9)")
     p_spec.add_argument("--samples", type=int, help="Monte Carlo rounds (default 2000)")

@@ -180,6 +180,7 @@ def _run_study(args: argparse.Namespace) -> int:
     """``stochmix run study.toml``: every cell of the study (:mod:`stochmix.studies`) in
     ``<study folder>/cells/``, then ``study.csv``; exit status 1 where a cell failed."""
     from .studies import Study, read_config
+    from .studies.execution import check_address
 
     raw, name = read_config(args.config)
     raw.setdefault("name", name)
@@ -194,12 +195,15 @@ def _run_study(args: argparse.Namespace) -> int:
         raw["seeds"] = [args.seed]
     if args.jobs is not None and args.jobs < 1:
         raise configs.ConfigError(f"--jobs must be a positive integer, got {args.jobs}")
+    if args.address is not None:  # at once, not after a timeout; '' is refused too
+        check_address(args.address, "--address")
     study = Study(raw)
     if args.x is not None:  # before any cell runs: --x time needs a clock
         study.check_axis(args.x, "--x")
     axis = args.x or study.plot_x
     jobs = study.default_jobs() if args.jobs is None else args.jobs
-    where = f"on the Dask cluster at {args.address}" if args.address else f"{jobs} job(s)"
+    dask = args.address is not None  # --address '' is refused, not run locally
+    where = f"on the Dask cluster at {args.address}" if dask else f"{jobs} job(s)"
     print(
         f"{study.name}: {len(study.cells)} cells (sweep {study.keys}, {study.sweep.mode}), {where}"
     )
@@ -207,7 +211,7 @@ def _run_study(args: argparse.Namespace) -> int:
         folder = study.run(
             args.out,
             jobs=jobs,
-            executor="dask" if args.address else None,
+            executor="dask" if dask else None,
             address=args.address,
             progress=False if args.quiet else "auto",
         ).csv.parent

@@ -16,7 +16,9 @@ and ``stochmix run study.toml --jobs 2`` runs it. In Python::
 
 Modules: :mod:`~stochmix.studies.spec` (the ``[sweep]`` table), :mod:`~stochmix.studies.keys`
 (what a swept key names), :mod:`~stochmix.studies.cells` (a cell and how it runs),
-:mod:`~stochmix.studies.execution` (where cells run), :mod:`~stochmix.studies.table`
+:mod:`~stochmix.studies.execution` (where cells run), :mod:`~stochmix.studies.files`
+(the study's files, never through links, in folders only this user writes),
+:mod:`~stochmix.studies.table`
 (``study.csv``), :mod:`~stochmix.studies.plotting` and :mod:`~stochmix.studies.study`.
 """
 

@@ -8,6 +8,7 @@ the same files; the study orders the rows itself, whatever order the cells finis
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -21,6 +22,8 @@ from .spec import SweepError
 __all__ = [
     "CONNECT_TIMEOUT",
     "EXECUTORS",
+    "check_address",
+    "check_options",
     "connect",
     "run_cells",
 ]
@@ -69,11 +72,102 @@ def _result(future) -> dict:
         return {"error": f"{type(error).__name__}: {error}"}
 
 
+def check_options(
+    executor: str | None = None,
+    jobs: int = 1,
+    address: str | None = None,
+    timeout: float = CONNECT_TIMEOUT,
+    progress: bool | str = "auto",
+) -> str:
+    """Check how a study is asked to run, before any work, and choose its executor.
+
+    Args:
+        executor: one of :data:`EXECUTORS`, or None: ``"dask"`` where ``address`` is
+            given, else ``"process"`` where ``jobs`` > 1, else ``"serial"``.
+        jobs: local processes, a positive integer.
+        address: the Dask scheduler (:func:`check_address`); only with
+            ``executor="dask"`` (which :func:`connect` refuses without one).
+        timeout: seconds to wait for the scheduler, a positive finite number.
+        progress: True, False or ``"auto"``.
+
+    Returns:
+        The executor.
+
+    Raises:
+        SweepError: one of them is bad (the message names it and its value).
+    """
+    if progress not in (True, False, "auto") or not isinstance(progress, (bool, str)):
+        raise SweepError(f"progress must be True, False or 'auto', got {progress!r}")
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise SweepError(f"jobs must be a positive integer, got {jobs!r}")
+    if executor is None:
+        executor = "dask" if address is not None else "process" if jobs > 1 else "serial"
+    if executor not in EXECUTORS:
+        raise SweepError(f"executor must be one of {list(EXECUTORS)}, got {executor!r}")
+    if address is not None and executor != "dask":
+        raise SweepError(
+            f"address = {address!r} applies to executor='dask', not executor={executor!r}"
+        )
+    if address is not None:  # a missing one is refused by connect()
+        check_address(address)
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        raise SweepError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    return executor
+
+
+def check_address(address, name: str = "address") -> str:
+    """``address`` checked as a Dask scheduler address (``tcp://host:port``, ``host:port``,
+    another ``distributed`` protocol such as ``tls://host:port``, or ``inproc://...``)
+    without connecting: a malformed one is refused at once, not after a timeout.
+
+    Args:
+        address: the address.
+        name: how the error names it (``"address"``, ``"--address"``).
+
+    Returns:
+        ``address``.
+
+    Raises:
+        SweepError: no address, or a malformed one (the message names it and why).
+    """
+    if address is None:
+        raise SweepError('executor="dask" needs address="tcp://host:port" (a scheduler)')
+    if not isinstance(address, str) or not address.strip():
+        raise SweepError(
+            f"{name} must be a Dask scheduler address like 'tcp://host:8786', got {address!r}"
+        )
+    scheme, _, rest = address.rpartition("://")
+    scheme = scheme or "tcp"
+    why = None
+    if scheme not in ("tcp", "tls", "ws", "wss", "ucx", "inproc"):
+        why = f"unknown protocol {scheme!r}"
+    elif scheme != "inproc":
+        host, colon, port = rest.rpartition(":")
+        if not colon or not host.strip("[]"):
+            why = "it needs host:port"
+        elif not port.isdigit() or not 0 < int(port) < 65536:
+            why = f"the port {port!r} is not a number from 1 to 65535"
+    elif not rest:
+        why = "it needs a name after inproc://"
+    if why is not None:
+        raise SweepError(
+            f"{name} = {address!r} is not a Dask scheduler address ({why}); "
+            "give e.g. 'tcp://host:8786'"
+        )
+    return address
+
+
 def connect(address: str | None, timeout: float = CONNECT_TIMEOUT):
     """A Dask ``distributed`` client of the scheduler at ``address``.
 
     Args:
-        address: the scheduler, e.g. ``"tcp://host:8786"``.
+        address: the scheduler, e.g. ``"tcp://host:8786"`` (checked first:
+            :func:`check_address`).
         timeout: seconds to wait for it to answer.
 
     Returns:
@@ -81,22 +175,28 @@ def connect(address: str | None, timeout: float = CONNECT_TIMEOUT):
 
     Raises:
         ImportError: Dask distributed is not installed.
-        SweepError: no address, or no scheduler answered within ``timeout`` seconds.
+        SweepError: no address or a malformed one (at once), or no scheduler answered
+            within ``timeout`` seconds.
     """
+    check_address(address)
     try:
         from distributed import Client
     except ImportError:
         raise ImportError(
             'executor="dask" needs Dask distributed: pip install "stochmix[cluster]"'
         ) from None
-    if address is None:
-        raise SweepError('executor="dask" needs address="tcp://host:port" (a scheduler)')
     try:
         return Client(address, timeout=timeout, set_as_default=False)
-    except Exception as error:  # noqa: BLE001 - refused, timed out, or not a Dask scheduler
+    except (OSError, TimeoutError) as error:  # refused, timed out
         why = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise SweepError(
             f"address = {address!r}: no Dask scheduler answered within {timeout:g} s "
+            f"({type(error).__name__}: {why})"
+        ) from None
+    except Exception as error:  # noqa: BLE001 - e.g. not a Dask scheduler at the other end
+        why = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise SweepError(
+            f"address = {address!r}: could not connect to a Dask scheduler "
             f"({type(error).__name__}: {why})"
         ) from None
 
@@ -146,14 +246,13 @@ def run_cells(
         cell index -> ``run_cell``'s outcome (rows, or ``{"error": ...}``).
 
     Raises:
-        SweepError: an unknown executor, ``jobs`` below 1, a Dask scheduler that does not
+        SweepError: a bad option (:func:`check_options`), a Dask scheduler that does not
             answer within ``timeout`` seconds.
         ImportError: ``executor="dask"`` without Dask distributed installed.
     """
     if executor not in EXECUTORS:
         raise SweepError(f"executor must be one of {list(EXECUTORS)}, got {executor!r}")
-    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise SweepError(f"jobs must be a positive integer, got {jobs!r}")
+    check_options(executor, jobs, address, timeout, progress)
     if not cells:
         return {}
     own = None

@@ -26,7 +26,7 @@ from ..config import ConfigError, dumps, parse
 from ..config.output import check_axis, output_table
 from ..config.settings import _slug
 from .cells import Cell, check_done, make_cells
-from .execution import CONNECT_TIMEOUT, connect, run_cells
+from .execution import CONNECT_TIMEOUT, check_options, connect, run_cells
 from .files import private_folder, read_regular
 from .plotting import plot_curves, plot_summary
 from .spec import Sweep, SweepError, parse_sweep
@@ -91,11 +91,17 @@ class Study:
         mode: ``"product"`` (every combination, the default) or ``"zip"``.
 
     Raises:
-        SweepError: an unknown, fixed or empty swept key, or a cell whose configuration is
+        SweepError: ``config`` neither a path nor a dict, an unknown, fixed or empty swept
+            key, ``mode = "zip"`` with nothing swept, more cells than
+            :data:`~stochmix.studies.cells.MAX_CELLS`, or a cell whose configuration is
             refused; every cell is checked here, before any runs.
     """
 
     def __init__(self, config, sweep: dict | None = None, mode: str | None = None):
+        if not isinstance(config, (dict, str, os.PathLike)):
+            raise SweepError(
+                f"config must be a TOML file's path or a configuration dict, got {config!r}"
+            )
         if isinstance(config, dict):
             raw, default_name = copy.deepcopy(config), "study"
         else:
@@ -104,9 +110,9 @@ class Study:
         if table is not None and sweep is not None:
             raise SweepError("give the sweep in the configuration or as sweep=..., not both")
         given = sweep if table is None else table
-        self.sweep: Sweep = (
-            Sweep({}, mode or "product") if given is None else parse_sweep(given, mode)
-        )
+        self.sweep: Sweep = parse_sweep({} if given is None else given, mode)
+        if self.sweep.mode == "zip" and not self.sweep.keys:
+            raise SweepError("mode = 'zip' needs swept keys, and nothing is swept (no cells)")
         self.config: dict = raw
         self.name: str = raw["name"] if isinstance(raw.get("name"), str) else default_name
         #: the ``[output]`` table (:mod:`stochmix.config.output`), left out of the cells:
@@ -205,10 +211,13 @@ class Study:
             folder: the study folder (it may exist: finished cells are skipped); default
                 a new ``<root>/<name>-<time>-<n>``.
             jobs: local processes (``executor="process"``, the default where jobs > 1).
-            executor: ``"serial"``, ``"process"`` or ``"dask"``.
-            address: the Dask scheduler (``executor="dask"``), e.g. ``"tcp://host:8786"``.
-            timeout: seconds to wait for the Dask scheduler to answer.
-            progress: a progress line over cells (``"auto"``: on a terminal).
+            executor: ``"serial"``, ``"process"`` or ``"dask"`` (the default where
+                ``address`` is given).
+            address: the Dask scheduler (``executor="dask"`` only), e.g.
+                ``"tcp://host:8786"``; a malformed one is refused at once.
+            timeout: seconds to wait for the Dask scheduler to answer (a positive number).
+            progress: a progress line over cells: ``"auto"`` (on a terminal), True or
+                False.
             root: where the default folder goes.
 
         Returns:
@@ -216,11 +225,13 @@ class Study:
             rows are in ``study.csv``), :attr:`folder` is the study folder.
 
         Raises:
-            SweepError: a bad executor or jobs, a Dask address that does not answer.
+            SweepError: a bad ``executor``, ``jobs``, ``address``, ``timeout`` or
+                ``progress`` (before any work), ``address`` with another executor than
+                Dask, a Dask scheduler that does not answer, a study folder (or a folder
+                in it) that is a link, another user's or writable by others
+                (:mod:`stochmix.studies.files`).
         """
-        if executor is None:
-            executor = "process" if isinstance(jobs, int) and jobs > 1 else "serial"
-        run_cells([], {}, executor=executor, jobs=jobs)  # checks both, runs nothing
+        executor = check_options(executor, jobs, address, timeout, progress)
         client = connect(address, timeout) if executor == "dask" else None
         try:
             return self._run(folder, root, jobs, executor, client, progress)

@@ -63,6 +63,12 @@ def lower(eq, target, expr, keep: bool, expression) -> None:
     terms, sent = [], []
     for t in expr.terms:
         if t.op is not None:
+            if getattr(t.op, "hops", None) is not None:  # a polynomial of W: K rounds
+                raise ValueError(
+                    f"{target.text}: {t.op!r} is {t.op.hops} rounds over W's edges, each "
+                    "needing every node: it cannot mix under node or edge activation (mix "
+                    "with W, or run under Full(n))"
+                )
             direction = getattr(t.op, "mixes", "pull")
             if direction not in DIRECTIONS:
                 raise ValueError(

@@ -121,9 +121,13 @@ class CountedProblem:
 
 def _cross(op, shift: int) -> int:
     """Nonzero entries of ``op`` between two nodes (target node != source node, with
-    target row r at node r + shift relative to the source), kept on the operator."""
+    target row r at node r + shift relative to the source), kept on the operator. An
+    operator that is ``hops`` rounds over the edges of a ``base`` operator (a polynomial
+    of W: :class:`~stochmix.mixing.PolynomialMixing`) counts ``hops`` times ``base``'s."""
     memo = op.__dict__.setdefault("_cross", {})
     found = memo.get(shift)
+    if found is None and getattr(op, "hops", None) is not None:
+        found = memo[shift] = int(op.hops) * _cross(op.base, shift)
     if found is None:
         rows, cols, vals = op.entries()
         found = memo[shift] = int(np.count_nonzero((rows + shift != cols) & (vals != 0)))

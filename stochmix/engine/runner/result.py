@@ -248,7 +248,9 @@ class Result:
 
     def summary(self) -> dict:
         """Headline numbers: final error, rounds to 1e-8, rate, time per round. What a run
-        too short to tell (``rate`` needs 2 rounds) is None."""
+        too short to tell (``rate`` needs 2 rounds) is None. Where the problem's x_star is
+        unknown (a nonconvex problem) ``relative_error`` says it is undefined, and the
+        final gradient norm and consensus error are given where recorded."""
         out = {"method": self.method, "rounds": self.rounds}
         if self.distance is not None:
             out["final_relative_error"] = self.last("relative_error")
@@ -257,6 +259,11 @@ class Result:
                 out["rate"] = self.rate()
             except ValueError:
                 out["rate"] = None
+        else:  # x_star unknown (a nonconvex problem): stationarity, not an error
+            out["relative_error"] = "undefined (the problem's x_star is unknown)"
+            for name in ("gradient_norm", "consensus"):
+                if getattr(self, name) is not None:
+                    out[f"final_{name}"] = self.last(name)
         if self.objective_gap is not None:
             out["final_objective_gap"] = self.last("objective_gap")
         if self.objective is not None:

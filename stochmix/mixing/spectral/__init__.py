@@ -24,6 +24,9 @@ function                       quantity (``W`` an ``(n, n)`` matrix)
 ``expected_matrix``            Monte Carlo ``E[builder(mask)]``
 ``expected_assign`` etc.       closed forms of ``E[A_S]``, ``E[C_S]``, ``E[D_S]``, ...
 ``mixing_summary(W)``          all of the above in one dict; ``summary_table`` prints them
+``polynomial_summary(p)``      lambda_2, SLEM, gap of a polynomial ``p(W)``
+                               (:mod:`stochmix.mixing.polynomial`) from W's eigenvalues;
+                               ``polynomial_table`` prints several
 =============================  ========================================================
 
 Time-varying sequences (every step of a period, samples of a random sequence, products over
@@ -46,7 +49,8 @@ clustered near the unit circle, e.g. a lazy directed ring of 1000 nodes, whose S
 :mod:`.eigen` (eigenvalues, spectral radius, SLEM, gap), :mod:`.perron` (Perron vectors,
 stationary distributions), :mod:`.ergodicity` (consensus contraction, Dobrushin's
 coefficient, products), :mod:`.expectations` (expected matrices under participation),
-:mod:`.summaries` (``mixing_summary``, ``summary_table``). Every name is imported from
+:mod:`.summaries` (``mixing_summary``, ``summary_table``), :mod:`.polynomials`
+(``polynomial_summary``, ``polynomial_table``). Every name is imported from
 here; the settings ``DENSE_LIMIT``, ``DENSE_FALLBACK`` (and the ARPACK ones) set here
 are set where they are read (:mod:`stochmix.mixing._facade`).
 """
@@ -72,6 +76,7 @@ from .expectations import (
     expected_matrix,
 )
 from .perron import perron_vector, stationary_distributions
+from .polynomials import POLYNOMIAL_KEYS, polynomial_summary, polynomial_table
 from .summaries import SUMMARY_KEYS, mixing_summary, summary_table
 
 _facade.forward_settings(
@@ -91,6 +96,7 @@ __all__ = [
     "DENSE_FALLBACK",
     "DENSE_LIMIT",
     "METHODS",
+    "POLYNOMIAL_KEYS",
     "SUMMARY_KEYS",
     "consensus_contraction",
     "eigenvalues",
@@ -102,6 +108,8 @@ __all__ = [
     "expected_matrix",
     "mixing_summary",
     "perron_vector",
+    "polynomial_summary",
+    "polynomial_table",
     "product",
     "second_largest_modulus",
     "sequence_product",
