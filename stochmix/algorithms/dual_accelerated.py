@@ -156,6 +156,7 @@ class _DualAccelerated(DecentralizedMethod):
 
     needs = {"rule": "doubly"}
     rounds_repeat = True
+    model_block = "theta"
     _run_state = DecentralizedMethod._run_state | {"_local", "_conjugate", "constants"}
 
     def __init__(self, graphs: GraphSequence, rule="metropolis", lr=None, momentum=None,
@@ -344,7 +345,7 @@ class MSDA(_DualAccelerated):
     def _parameters(self, alpha, beta, top, gap) -> dict:
         kappa = beta / alpha
         root = math.sqrt(gap)
-        steps = self.gossip_steps or max(1, math.floor(1.0 / root + 1e-12))
+        steps = self.gossip_steps or max(1, math.floor(1.0 / root))
         c1 = (1.0 - root) / (1.0 + root)
         power = c1**steps
         eta = alpha * (1.0 + power**2) / (1.0 + power) ** 2 if self.lr is None else self.lr

@@ -103,6 +103,7 @@ def _heterogeneous(n, seed=0):
     return Quadratic(rng.standard_normal((n, 1)), rng.uniform(0.1, 1.0, (n, 1)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mixing", [None, 0.5], ids=["ring", "sigma 0.5"])
 def test_an_invariant_broken_by_round_zero_is_inexact_and_the_run_ends_elsewhere(mixing, unchecked):
     options = {} if mixing is None else {"mixing": mixing}
@@ -129,11 +130,28 @@ def _row_stochastic(n=5, seed=0):
     return w
 
 
-@pytest.mark.parametrize(
-    "cls,lr",
-    [(GradientTracking, 0.05), (EXTRA, 0.2), (NIDS, 0.2), (ExactDiffusion, 0.2)],
-    ids=lambda v: getattr(v, "__name__", str(v)),
-)
+STATIONARY_CASES = [(GradientTracking, 0.05), (EXTRA, 0.2), (NIDS, 0.2), (ExactDiffusion, 0.2)]
+
+
+def test_the_invariant_broken_by_round_zero_is_named():
+    """The certificates alone (the runs are in the slow test below)."""
+    assert certify(MomentumTracking(0.1, RING), L=1.0, mu=0.1).certified
+    for options in ({}, {"mixing": 0.5}):
+        warm = certify(WarmMomentumTracking(0.1, RING), L=1.0, mu=0.1, **options)
+        assert warm.status == "inexact" and "sum(y) - sum(m)" in warm.reason
+
+
+def test_a_matrix_that_is_not_column_stochastic_is_named():
+    """The certificates alone (the runs are in the slow test below)."""
+    w = _row_stochastic()
+    for cls, lr in STATIONARY_CASES:
+        method = cls(lr, sm.mixing.StaticSequence(nx.cycle_graph(5)), check_mixing=False)
+        found = certify(method, L=1.0, mu=0.1, mixing=w)
+        assert found.status == "inexact" and "stationary vector" in found.reason
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cls,lr", STATIONARY_CASES, ids=lambda v: getattr(v, "__name__", str(v)))
 def test_a_matrix_that_is_not_column_stochastic_is_inexact_at_its_stationary_vector(
     cls, lr, unchecked
 ):
@@ -168,6 +186,7 @@ def test_rebuild_derives_again_what_the_constructor_derives():
         rebuild(FedAvg(0.1, 1), nope=1.0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "make,options",
     [

@@ -1,6 +1,8 @@
 """``stochmix certify``: a row per method and step with the certified rate, the tuned step,
 the sigma-class on demand, and bad options refused with one line naming them."""
 
+import re
+
 import pytest
 
 pytest.importorskip("cvxpy")
@@ -104,3 +106,40 @@ def test_spectrum_takes_the_fastest_rule_by_its_singular_name(capsys):
     assert main(["spectrum", "--graph", "cycle", "--nodes", "9", "--rule", "fastest"]) == 0
     out = capsys.readouterr().out
     assert "(fastest)" in out and "0.784735" in out
+
+
+GOSSIP = """
+name = "gossip"
+rounds = 10
+[problem]
+kind = "quadratic"
+n_clients = 6
+dim = 2
+seed = 0
+[graphs]
+kind = "cycle"
+[activation]
+kind = "random_edge"
+[[methods]]
+kind = "gradient_tracking"
+lr = 0.05
+"""
+
+
+@pytest.mark.parametrize(
+    "text,extra,match",
+    [
+        (GOSSIP, [], r"\[activation\] \(kind = 'random_edge'\).*synchronous"),
+        (FEDERATED, ["--sigma", "0.5"], "--sigma applies to decentralized"),
+        (CONFIG, ["--clients", "3"], "--clients applies"),
+        (FEDERATED, ["--clients", "100000"], r"--clients must be .*\[1, 32\].*100000"),
+    ],
+    ids=["activation", "sigma federated", "clients decentralized", "clients bound"],
+)
+def test_what_the_certificates_would_ignore_is_refused(tmp_path, capsys, text, extra, match):
+    """An [activation] table, --sigma without a decentralized method, --clients without a
+    federated one and --clients past the bound: one line each, exit status 2, no solve."""
+    assert main(["certify", _write(tmp_path, text), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stochmix: error:") and len(err.splitlines()) == 1
+    assert re.search(match, err), err

@@ -112,7 +112,9 @@ def test_sampled_gradients_average_to_the_full_gradients():
     for k in rng.choice(owners.size, 5, replace=False):
         a, y = _clients(problem)[owners[k]]
         row = within[k]
-        _, want = _textbook_client(a[row : row + 1], y[row : row + 1], problem.reg, points[owners[k]])
+        _, want = _textbook_client(
+            a[row : row + 1], y[row : row + 1], problem.reg, points[owners[k]]
+        )
         np.testing.assert_allclose(components[k], want, atol=1e-13)
     b = 3
     picks = (rng.random((N, b)) * counts[:, None]).astype(np.int64)
@@ -166,7 +168,9 @@ def test_the_regularizer_is_not_convex_and_the_constants_say_so():
     rng = np.random.default_rng(5)
     p, q = 2 * rng.standard_normal((2, N, DIM))
     diff = problem.gradients(np.arange(N), p) - problem.gradients(np.arange(N), q)
-    assert np.all(np.linalg.norm(diff, axis=1) <= problem.smoothness * np.linalg.norm(p - q, axis=1))
+    assert np.all(
+        np.linalg.norm(diff, axis=1) <= problem.smoothness * np.linalg.norm(p - q, axis=1)
+    )
 
 
 def test_a_run_records_stationarity_not_an_error():
@@ -178,8 +182,7 @@ def test_a_run_records_stationarity_not_an_error():
     result = sm.run(GradientTracking(0.2, ring), problem, Full(N), 30, progress=False,
                     evaluate_every=1)  # fmt: skip
     assert result.distance is None and result.objective_gap is None
-    # the gradient norm at the average of the node models, recomputed here
-    models = result.node_models if hasattr(result, "node_models") else None
+    # the gradient norm and objective at the average of the node models, recomputed here
     assert result.gradient_norm is not None and result.consensus is not None
     assert not np.isnan(result.gradient_norm).any()
     for r in (0, 7, 30):
@@ -193,7 +196,6 @@ def test_a_run_records_stationarity_not_an_error():
     assert summary["final_consensus"] == result.consensus[-1]
     with pytest.raises(ValueError, match="x_star"):
         result.relative_error  # noqa: B018
-    del models
     assert str(sm.compare([result]))
 
 

@@ -52,9 +52,11 @@ class Certificate:
         rate: rho per round (per iteration for decentralized methods): the error falls at
             least as ``C rho^k``. 1.0 when nothing below 1 is certified.
         status: "certified" (rate < 1), "inexact" (the method has no fixed point at the
-            minimiser for every objective of the class: no linear rate to x_star exists),
-            or "not certified" (the SDP found no certificate below 1: the method may
-            diverge for some objective of the class, or the analysis is too loose).
+            minimiser for every objective of the class, or its run, started as
+            :func:`stochmix.run` starts it, ends elsewhere: no linear rate to x_star
+            exists), or "not certified" (the SDP found no certificate below 1: the method
+            may diverge for some objective of the class, or the analysis is too loose; or
+            where the run ends could not be computed).
         reason: a sentence saying why, for the last two.
         L, mu: the class. sigma: the spectral bound of the mixing class (None: one matrix
             or none). period: rounds in the analysed pattern; ``rate_per_period =
@@ -223,20 +225,33 @@ def certify(
             certified as one map, the rate given per round.
         n_clients: clients of a federated method when ``participation`` does not say
             (default 2: the smallest number with heterogeneous clients).
-        weights: the objective's weights over the parts (default equal); the minimiser
-            the method must reach is that of ``sum_i weights_i f_i``.
+        weights: the objective's positive weights over the parts (default equal; scaled
+            to sum 1); the minimiser the method's run must reach is that of
+            ``sum_i weights_i f_i``.
         pairs: add the inequalities between two gradient calls of one client in a round
             (tighter for local steps; off gives the sector constraints alone).
-        tol: bisection tolerance on rho.
-        solver: a cvxpy solver name (default Clarabel, else SCS).
+        tol: bisection tolerance on rho, in (0, 1).
+        solver: an installed cvxpy solver of semidefinite programs (default Clarabel,
+            else SCS).
 
     Returns:
         Certificate: the rate and its status ("certified", "inexact", "not certified").
 
+    Exactness is part of every certificate (module ``certificates.exactness``): before any
+    solve, the round must have a fixed point at the minimiser and
+    the run, started as :func:`stochmix.run` starts it (round 0's own phases included),
+    must end at ``argmin sum_i weights_i f_i`` of a probe quadratic with heterogeneous
+    minimisers, under the given weights, mixing and participation; otherwise the status
+    is "inexact" with a reason naming what differs (the uniform vs the weighted
+    minimiser, the invariant the start breaks, the mixing matrix's stationary vector).
+
     Raises:
-        ValueError: mu <= 0 or mu > L, sigma outside [0, 1), a mixing for a federated
-            method, a random participation, or a method that is not linear in its state
-            (named, with the reason), before any solve.
+        ValueError: mu <= 0 or mu > L, tol outside (0, 1), a solver that is not an
+            installed SDP solver, sigma outside [0, 1), a mixing for a federated method, a
+            random participation, per-client local steps that are not one per client,
+            more than :data:`MAX_CLIENTS` clients or nodes on the whole-round SDP, or a
+            method that is not linear in its state (named, with the reason), before any
+            solve.
         ImportError: cvxpy missing (``pip install "stochmix[analysis]"``).
 
     References:
