@@ -33,6 +33,7 @@ PROBLEMS: dict[str, Callable[..., problems.Problem]] = {
     "quadratic": problems.Quadratic.random,
     "least_squares": problems.LeastSquares.random,
     "logistic": problems.Logistic.random,
+    "nonconvex_logistic": problems.NonconvexLogistic.random,
 }
 
 #: Federated methods: kind -> (constructor, arguments the kind fixes).

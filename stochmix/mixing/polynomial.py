@@ -110,6 +110,11 @@ def _extremes(A: sp.csr_array, what: str) -> tuple[float, float]:
     if values.size < 2:
         raise ValueError(f"W must have at least 2 nodes for {what}, got {values.size}")
     lower, upper = float(values[0]), float(values[-2])
+    if values[-1] > 1 + 1e-9:
+        raise ValueError(
+            f"W has an eigenvalue {values[-1]:.12g} above 1: no polynomial with p(1) = 1 "
+            f"bounded on W's other eigenvalues keeps it bounded; give {what}"
+        )
     if upper >= 1 - 1e-12:
         raise ValueError(
             f"W has a second eigenvalue lambda_2 = {upper:.12g} (its graph is not "
@@ -126,8 +131,15 @@ def _check_sums(A: sp.csr_array, what: str) -> None:
     if sums.size and abs(sums[worst] - 1) > _SUM_ATOL:
         raise ValueError(
             f"W's rows must sum to one for {what} (p(1) = 1 keeps a consensus only when "
-            f"W 1 = 1), got row {worst} summing to {sums[worst]!r}"
+            f"W 1 = 1), got row {worst} summing to {float(sums[worst])!r}"
         )
+
+
+_BUILT_FROM_W = (
+    "a PolynomialMixing is built from its W: power(W, K), chebyshev(W, K), fastmix(W, K) or "
+    "PolynomialMixing(W, alpha, beta, gamma); RowSparse.whole / from_entries build plain "
+    "operators"
+)
 
 
 class PolynomialMixing(RowSparse):
@@ -185,6 +197,18 @@ class PolynomialMixing(RowSparse):
         n = base.shape[0]
         self.size, self.rows, self.identity_elsewhere = n, whole_rows(n), True
         self._values, self._entries, self.pattern = self._form(base), None, None
+
+    @classmethod
+    def from_entries(cls, *args, **kwargs):  # type: ignore[override]
+        """Refused: a polynomial of W is built from W (:func:`power`, :func:`chebyshev`,
+        :func:`fastmix` or the constructor); ``RowSparse.from_entries`` builds a plain
+        operator."""
+        raise TypeError(_BUILT_FROM_W)
+
+    @classmethod
+    def whole(cls, *args, **kwargs):  # type: ignore[override]
+        """Refused, as :meth:`from_entries` is; ``RowSparse.whole`` wraps a plain matrix."""
+        raise TypeError(_BUILT_FROM_W)
 
     def _form(self, W: sp.csr_array) -> sp.csr_array:
         """``p(W)`` by the recurrence, as a canonical CSR array."""
@@ -256,7 +280,9 @@ def _bound(value, name: str) -> float | None:
     return None if value is None else as_float(value, name)
 
 
-def chebyshev(W, K: int, lower: float | None = None, upper: float | None = None):
+def chebyshev(
+    W, K: int, lower: float | None = None, upper: float | None = None
+) -> PolynomialMixing:
     r"""The normalised Chebyshev polynomial of ``W``:
 
     .. math::

@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # what the names below resolve to, for type checkers and IDEs
     )
     from .least_squares import LeastSquares
     from .logistic import Logistic
+    from .nonconvex import NonconvexLogistic
     from .partition import (
         MajorityPartition,
         client_arrays,
@@ -89,6 +90,7 @@ _EXPORTS = LazyExports(
         ),
         # learning problems: logistic regression (NumPy) and torch modules (torch when used)
         "Logistic": ".logistic",
+        "NonconvexLogistic": ".nonconvex",
         "TorchModel": ".torch_model",
         # composite problems: a smooth problem plus a regularizer with a prox
         "Composite": ".composite",
@@ -131,7 +133,7 @@ __all__ += [
 ]
 
 # Learning problems.
-__all__ += ["Logistic", "TorchModel"]
+__all__ += ["Logistic", "NonconvexLogistic", "TorchModel"]
 
 # Composite problems.
 __all__ += [

@@ -3,9 +3,9 @@ them, on the engine's GT-SARAH and GT-SAGA and a nonconvex finite sum
 (:class:`~stochmix.problems.nonconvex.NonconvexLogistic`: logistic regression plus
 lambda sum_j x_j^2 / (1 + x_j^2), clients of different sizes).
 
-* GT-SARAH (Xin, Khan and Kar, SIAM J. Optim. 32(1), 2022, arXiv:2008.07428, Theorem 1)
-  and GT-SAGA (Xin, Khan and Kar, IEEE TAC 67(10), 2022, arXiv:2011.03853, its theorem
-  for general smooth nonconvex problems): with a constant step,
+* GT-SARAH (Xin, Khan and Kar, SIAM J. Optim. 32(1), 2022, arXiv:2008.07428, its main
+  theorem) and GT-SAGA (Xin, Khan and Kar, IEEE TAC 67(10), 2022, arXiv:2011.03853, its
+  theorem for general smooth nonconvex problems): with a constant step,
 
       (1/(K+1)) sum_{k=0}^{K} E[ ||grad f(x_bar^k)||^2 + (1/n) ||x^k - 1 x_bar^k||^2 ]
           <= C / (K+1),

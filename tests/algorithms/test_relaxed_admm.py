@@ -60,10 +60,11 @@ def test_half_relaxation_is_decentralized_admm():
 
 
 @pytest.mark.parametrize("which", [0, 1])
-def test_paper_claim_linear_convergence_for_any_relaxation(which):
+def test_paper_claim_linear_convergence_for_any_relaxation(which, unchecked):
     """Bastianello et al. 2021, Sections IV-V: with strongly convex costs R-ADMM converges
-    linearly to the exact minimiser for every alpha in (0, 1); DGD with a fixed step, for
-    contrast, stalls away from it."""
+    linearly to the exact minimiser for every alpha in (0, 1): the iterations from relative
+    error 1e-4 to 1e-8 are about those from 1 to 1e-4 (a sublinear O(1/k) method would need
+    10^4 times more). DGD with a fixed step, for contrast, stalls away from it."""
     n, d = 8, 4
     problem = Quadratic.random(n, d, condition=10.0, seed=4)
     g = graphs(np.random.default_rng(3), n)[which]
@@ -72,10 +73,8 @@ def test_paper_claim_linear_convergence_for_any_relaxation(which):
         method = RelaxedADMM(0.3, g, alpha)
         err = run(method, problem, Full(n), 700, x0=zero, progress=False).relative_error
         assert err[-1] < 1e-10, (alpha, err[-1])
-        k = int(np.argmax(err < 1e-8))  # geometric decay: the same rate over two windows
-        early = (err[k // 2] / err[k // 4]) ** (1.0 / (k // 2 - k // 4))
-        late = (err[k] / err[k // 2]) ** (1.0 / (k - k // 2))
-        assert late < 0.99 and abs(late - early) < 0.05, (alpha, early, late)
+        k4, k8 = int(np.argmax(err < 1e-4)), int(np.argmax(err < 1e-8))
+        assert 0 < k8 <= 2.5 * k4, (alpha, k4, k8)  # linear: 4 more digits, as many steps
     dgd = run(DGD(0.5 / problem.smoothness, g), problem, Full(n), 700, x0=zero, progress=False)
     assert dgd.relative_error[-1] > 1e-3
 

@@ -174,6 +174,17 @@ def slope(xs, ys):
     return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
 
 
+def test_iterations_grow_like_sqrt_kappa_quick():
+    """The quick form of the claim below: kappa in {10, 100} on a ring of 4."""
+    n = 4
+    ring = StaticSequence(nx.cycle_graph(n))
+    kappas = [10.0, 100.0]
+    for method, budget in ((SSDA(ring), (200, 500)), (MSDA(ring), (150, 400))):
+        found = [iterations_to(method, hard_quadratic(n, k), b) for k, b in zip(kappas, budget)]
+        assert 0.35 < slope(kappas, found) < 0.7, (method.name, found)
+
+
+@pytest.mark.slow
 def test_iterations_grow_like_sqrt_kappa():
     n = 8
     ring = StaticSequence(nx.cycle_graph(n))
@@ -206,6 +217,7 @@ def test_gradient_tracking_grows_like_kappa_up_to_1000():
     assert slope(kappas, found) > 0.85, found
 
 
+@pytest.mark.slow
 def test_rings_ssda_like_sqrt_one_over_gamma_msda_communicates_like_it():
     kappa = 10.0
     gaps, ssda_counts, msda_counts, msda_rounds = [], [], [], []
