@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # what the names below resolve to, for type checkers and IDEs
     from .stale import MIFA, FedStale, FedVARP
     from .uplink import CompressedUplink
     from .variance_reduced import GTSAGA, GTSARAH, GTSVRG
+    from .dual_accelerated import MSDA, SSDA
 
 #: each public name -> the module that defines it, imported on first use
 _EXPORTS = LazyExports(
@@ -86,6 +87,8 @@ _EXPORTS = LazyExports(
         "FedStale": ".stale",
         "FedVARP": ".stale",
         "CompressedUplink": ".uplink",
+        "SSDA": ".dual_accelerated",
+        "MSDA": ".dual_accelerated",
         "GTSAGA": ".variance_reduced",
         "GTSARAH": ".variance_reduced",
         "GTSVRG": ".variance_reduced",
@@ -140,6 +143,7 @@ __all__ = [
     "PushSum",
     "Scaffnew",
     "Staleness",
+    "SSDA",
 ]
 
 

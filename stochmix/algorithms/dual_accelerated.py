@@ -159,7 +159,7 @@ class _DualAccelerated(DecentralizedMethod):
     model_block = "theta"
     _run_state = DecentralizedMethod._run_state | {"_local", "_conjugate", "constants"}
 
-    def __init__(self, graphs: GraphSequence, rule="metropolis", lr=None, momentum=None,
+    def __init__(self, lr, graphs: GraphSequence, rule="metropolis", momentum=None,
                  check_mixing=True):  # fmt: skip
         super().__init__(1.0, graphs, check_mixing=check_mixing)
         if graphs.period != 1:
@@ -254,9 +254,10 @@ class SSDA(_DualAccelerated):
     ``gradients`` column counts no gradient evaluations: the method calls grad f_i^* instead.
 
     Args:
+        lr: eta (the dual step, first as for every method), or None for the paper's
+            alpha / lambda_1.
         graphs: a fixed graph (period 1), undirected (W symmetric).
         rule: the weight rule of W (doubly stochastic and symmetric: ``"metropolis"``).
-        lr: eta, or None for the paper's alpha / lambda_1.
         momentum: mu in [0, 1), or None for the paper's value.
         check_mixing: check W (doubly stochastic, connected).
 
@@ -317,10 +318,10 @@ class MSDA(_DualAccelerated):
     :func:`accelerated_gossip_matrix` gives the polynomial Q_K(W) = I - P_K(G) as a matrix.
 
     Args:
+        lr: eta (the dual step), or None for the paper's value.
         graphs: a fixed graph (period 1), undirected (W symmetric).
         rule: the weight rule of W (doubly stochastic and symmetric: ``"metropolis"``).
         gossip_steps: K >= 1, or None for floor(1 / sqrt(gamma)).
-        lr: eta, or None for the paper's value.
         momentum: mu in [0, 1), or None for the paper's value.
         check_mixing: check W (doubly stochastic, connected).
 
@@ -332,9 +333,9 @@ class MSDA(_DualAccelerated):
 
     name = "MSDA"
 
-    def __init__(self, graphs: GraphSequence, rule="metropolis", gossip_steps=None, lr=None,
+    def __init__(self, lr, graphs: GraphSequence, rule="metropolis", gossip_steps=None,
                  momentum=None, check_mixing=True):  # fmt: skip
-        super().__init__(graphs, rule, lr, momentum, check_mixing)
+        super().__init__(lr, graphs, rule, momentum, check_mixing)
         self.gossip_steps = None if gossip_steps is None else as_int(
             gossip_steps, "gossip_steps", minimum=1
         )  # fmt: skip

@@ -196,4 +196,3 @@ class RelaxedADMM(_Laplacian):
 def _max_degree(graphs: GraphSequence) -> int:
     adjacency = graphs.adjacency(0)
     return int(np.asarray(((adjacency + adjacency.T) > 0).sum(axis=1)).max())
-

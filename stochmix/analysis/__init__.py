@@ -22,6 +22,11 @@ from .linear import (
     round_operator,
     run_context,
 )
+from .lower_bounds import (
+    communication_rounds_lower_bound,
+    decentralized_time_lower_bound,
+    gradient_steps_lower_bound,
+)
 from .participation_bias import (
     Eq4Comparison,
     WeightEstimate,
@@ -35,6 +40,9 @@ from .participation_bias import (
 )
 
 __all__ = [
+    "communication_rounds_lower_bound",
+    "decentralized_time_lower_bound",
+    "gradient_steps_lower_bound",
     "AffineGradients",
     "Certificate",
     "Tuned",

@@ -87,6 +87,8 @@ DECENTRALIZED: dict[str, tuple[type[algorithms.DecentralizedMethod], dict[str, A
     "gt_svrg": (algorithms.GTSVRG, {}),
     "gt_saga": (algorithms.GTSAGA, {}),
     "gt_sarah": (algorithms.GTSARAH, {}),
+    "ssda": (algorithms.SSDA, {}),
+    "msda": (algorithms.MSDA, {}),
 }
 
 #: Every method kind of ``[[methods]]``: :data:`FEDERATED` and :data:`DECENTRALIZED`.

@@ -15,16 +15,16 @@ and ``p(W) = P_K``. With ``p(1) = 1`` a consensus ``1 c^T`` stays fixed, and whe
 a ``p(W)`` whose rows and columns sum to one, though Chebyshev and FastMix polynomials may
 have negative entries.
 
-==============================  =============================================================
-builder                         ``p(lambda)``
-==============================  =============================================================
-``power(W, K)``                 ``lambda^K`` (multi-consensus: K gossip rounds)
-``chebyshev(W, K, lower,``      ``T_K((2 lambda - u - l) / (u - l)) / T_K((2 - u - l) /
-``upper)``                      (u - l))``: the polynomial with ``p(1) = 1`` smallest on
-                                ``[l, u]`` (Auzinger & Melenk; Scaman et al. 2017)
-``fastmix(W, K, eta)``          FastMix of Mudag (Ye, Luo, Zhou & Zhang): ``x^{k+1} = (1 +
-                                eta) W x^k - eta x^{k-1}``, ``x^{-1} = x^0``
-==============================  =============================================================
+=========================  ================================================================
+builder                    ``p(lambda)``
+=========================  ================================================================
+``power(W, K)``            ``lambda^K`` (multi-consensus: K gossip rounds)
+``chebyshev(W, K, l, u)``  ``T_K((2 lambda - u - l) / (u - l)) / T_K((2 - u - l) / (u - l))``:
+                           the polynomial with ``p(1) = 1`` smallest on ``[l, u]``
+                           (Chebyshev acceleration; Scaman et al. 2017)
+``fastmix(W, K, eta)``     FastMix of Mudag (Ye, Luo, Zhou & Zhang): ``x^{k+1} = (1 + eta)
+                           W x^k - eta x^{k-1}``, ``x^{-1} = x^0``
+=========================  ================================================================
 
 **Traffic.** ``p(W)`` is formed once (a sparse matrix, by the recurrence: K sparse
 products), but a node that applies it exchanges K rounds of messages with its neighbours
@@ -47,7 +47,8 @@ References:
       smooth and strongly convex distributed optimization in networks", ICML 2017
       (Chebyshev acceleration of gossip).
     - H. Ye, L. Luo, Z. Zhou and T. Zhang, "Multi-consensus decentralized accelerated
-      gradient descent", JMLR 24(306):1-50, 2023 (Mudag, its Algorithm FastMix).
+      gradient descent", Journal of Machine Learning Research 24:1-50, 2023 (Mudag, its
+      Algorithm FastMix).
     - J. Liu and A. S. Morse, "Accelerated linear iterations for distributed averaging",
       Annual Reviews in Control 35(2):160-165, 2011 (the momentum recurrence).
 """
@@ -293,8 +294,9 @@ def chebyshev(
     the polynomial of degree K with ``p(1) = 1`` whose largest modulus on ``[l, u]`` is
     smallest, ``1 / T_K((2 - u - l) / (u - l))`` (Chebyshev's extremal property). With
     ``[l, u]`` bounding the eigenvalues of ``W`` other than 1, the consensus error shrinks
-    by that factor per application: about ``2 (1 - sqrt(gap))^K`` against ``(1 - gap)^K``
-    for ``W^K`` (``gap = 1 - u`` when ``-l <= u``). Computed by
+    by that factor per application: ``2 / (r^K + r^-K)`` with ``r = t_0 + sqrt(t_0^2 -
+    1)``, ``t_0 = (2 - u - l) / (u - l)`` (for ``l = -u = gap - 1``, about ``2 (1 -
+    sqrt(2 gap))^K`` against ``(1 - gap)^K`` for ``W^K``). Computed by
     ``T_{k+1} = 2 t T_k - T_{k-1}``, normalised at every step (no overflow for large K).
     When ``l = u = c`` (every other eigenvalue equal, e.g. the complete graph's
     ``11^T / n``) the limit ``((lambda - c) / (1 - c))^K`` is taken.
@@ -350,11 +352,12 @@ def fastmix(W, K: int, eta: float | None = None) -> PolynomialMixing:
 
     that is ``P_1 = (1 + eta) W - eta I`` and ``P_{k+1} = (1 + eta) W P_k - eta P_{k-1}``.
     By default ``eta = (1 - sqrt(1 - lambda^2)) / (1 + sqrt(1 - lambda^2))`` with
-    ``lambda`` the paper's ``lambda_2(W)``: the paper takes ``0 <= W <= I`` (positive
-    semidefinite), where ``lambda_2`` is the second-largest eigenvalue modulus; for a ``W``
-    with negative eigenvalues this function takes that modulus, ``max(lambda_2,
-    -lambda_min)``, which keeps every mode's contraction at ``sqrt(eta)`` per round. The
-    error then shrinks about as ``(1 - sqrt(1 - lambda))^K`` (the paper's Proposition 1).
+    ``lambda`` the second-largest eigenvalue modulus of ``W``, ``max(lambda_2,
+    -lambda_min)``: the paper's ``lambda_2(W)`` (the second-largest eigenvalue) when ``W``
+    has no eigenvalue below ``-lambda_2`` (e.g. a positive semidefinite ``W``), and
+    otherwise the value that keeps every mode's contraction at ``sqrt(eta)`` per round.
+    Asymptotically the consensus error then shrinks by ``sqrt(eta) = (1 - sqrt(1 -
+    lambda^2)) / lambda`` per round, against ``lambda`` for ``W``.
 
     Args:
         W: ``(n, n)`` mixing matrix whose rows sum to one (dense, SciPy sparse or

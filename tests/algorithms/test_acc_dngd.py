@@ -201,7 +201,7 @@ def slope(counts):
     return float(np.polyfit(np.log(KAPPAS), np.log(np.asarray(counts, dtype=float)), 1)[0])
 
 
-def test_gradient_tracking_closed_form_is_the_engine():
+def test_gradient_tracking_closed_form_is_the_engine(unchecked):
     """The matrix-power errors used below are gradient tracking's, checked on the engine."""
     problem = conditioned(100.0)
     ring = StaticSequence(nx.cycle_graph(8))
@@ -233,7 +233,7 @@ def measured(step, rounds):
     return accelerated, tracking
 
 
-def test_paper_tuning_iterations_grow_like_kappa_to_the_five_sevenths():
+def test_paper_tuning_iterations_grow_like_kappa_to_the_five_sevenths(unchecked):
     """Qu & Li's strongly convex theorem: eta = c (mu/L)^(3/7) / L, alpha = sqrt(mu eta)
     give the rate 1 - C (mu/L)^(5/7), so iterations to 1e-8 grow like kappa^(5/7): the
     log-log slope over kappa in {10, 100, 1000} is below 1 (measured 0.73 here, c = 0.3),
@@ -248,7 +248,7 @@ def test_paper_tuning_iterations_grow_like_kappa_to_the_five_sevenths():
     assert all(a < t for a, t in zip(accelerated, tracking, strict=True))
 
 
-def test_steps_of_order_one_over_l_give_the_square_root_beyond_the_proof():
+def test_steps_of_order_one_over_l_give_the_square_root_beyond_the_proof(unchecked):
     """Outside the theorem (eta = 0.1 / L, alpha = sqrt(mu eta)) the measured slope is
     about 1/2, Nesterov's sqrt(kappa), against gradient tracking's 1 at the same eta."""
     accelerated, tracking = measured(lambda big_l, mu: 0.1 / big_l, (400, 1200, 3200))

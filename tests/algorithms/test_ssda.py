@@ -33,7 +33,7 @@ from tests.reference.ssda import _accelerated_gossip, msda, ssda
 def random_graph(rng, n):
     """A random connected graph: G(n, 0.4) plus a path through every node."""
     graph = nx.gnp_random_graph(n, 0.4, seed=int(rng.integers(2**31)))
-    graph.add_edges_from(zip(range(n - 1), range(1, n)))
+    graph.add_edges_from(zip(range(n - 1), range(1, n), strict=True))
     return StaticSequence(graph)
 
 
@@ -53,9 +53,9 @@ def test_engine_equals_reference(seed, kind, n, ring):
     steps = int(rng.integers(1, 5))
     graphs = StaticSequence(nx.cycle_graph(n)) if ring else random_graph(rng, n)
     cases = [
-        (SSDA(graphs), ssda),
-        (MSDA(graphs), msda),
-        (MSDA(graphs, gossip_steps=steps), lambda *a: msda(*a, steps=steps)),
+        (SSDA(None, graphs), ssda),
+        (MSDA(None, graphs), msda),
+        (MSDA(None, graphs, gossip_steps=steps), lambda *a: msda(*a, steps=steps)),
     ]
     for method, reference in cases:
         got = run(method, problem, Full(n), iters, x0=x0, progress=False).server
@@ -68,7 +68,7 @@ def test_engine_equals_reference_on_a_ring_and_a_random_graph():
     problem = make_problem(rng, n, d, "full")
     x0 = rng.normal(size=d)
     for graphs in (StaticSequence(nx.cycle_graph(n)), random_graph(rng, n)):
-        for method, reference in ((SSDA(graphs), ssda), (MSDA(graphs), msda)):
+        for method, reference in ((SSDA(None, graphs), ssda), (MSDA(None, graphs), msda)):
             got = run(method, problem, Full(n), 15, x0=x0, progress=False).server
             assert_close(got, reference(problem, graphs, 15, x0))
 
@@ -89,9 +89,7 @@ def test_accelerated_gossip_matrix_is_the_papers_polynomial():
         # P_K(G) = I - Q, column by column from the paper's ACCELERATED_GOSSIP
         g = np.eye(n) - w.toarray()
         columns = [list(np.eye(n)[:, [j]]) for j in range(n)]
-        paper = np.hstack(
-            [np.vstack(_accelerated_gossip(c, g, steps, c2, c3)) for c in columns]
-        )
+        paper = np.hstack([np.vstack(_accelerated_gossip(c, g, steps, c2, c3)) for c in columns])
         np.testing.assert_allclose(np.eye(n) - q, paper, atol=1e-12)
         # Chebyshev: Q keeps the average, and shrinks the rest by 1 / T_K(c2)
         np.testing.assert_allclose(q @ np.ones(n), np.ones(n), atol=1e-12)
@@ -105,7 +103,7 @@ def test_parameters_are_the_papers():
     n = 8
     ring = StaticSequence(nx.cycle_graph(n))
     problem = Quadratic.random(n, 3, condition=50.0, seed=1)
-    method = MSDA(ring)
+    method = MSDA(None, ring)
     run(method, problem, Full(n), 1, progress=False)
     c = method.constants
     # metropolis on a ring: W = I/3 + (A)/3, eigenvalues 1/3 + 2/3 cos(2 pi k / n)
@@ -115,7 +113,7 @@ def test_parameters_are_the_papers():
     assert c["steps"] == math.floor(1 / math.sqrt(low / top))
     h = problem.hessians
     assert np.isclose(c["alpha"], h.min()) and np.isclose(c["beta"], h.max())
-    ssda_method = SSDA(ring, lr=0.3, momentum=0.5)
+    ssda_method = SSDA(0.3, ring, momentum=0.5)
     run(ssda_method, problem, Full(n), 1, progress=False)
     assert ssda_method.constants["eta"] == 0.3 and ssda_method.constants["mu"] == 0.5
 
@@ -125,24 +123,24 @@ def test_bad_input_is_refused_before_any_work():
     ring = StaticSequence(nx.cycle_graph(n))
     logistic = Logistic.random(n, 3, seed=0)
     with pytest.raises(ValueError, match="problem must have affine gradients.*Logistic"):
-        run(SSDA(ring), logistic, Full(n), 3, progress=False)
+        run(SSDA(None, ring), logistic, Full(n), 3, progress=False)
     singular = Quadratic(np.ones((n, 2)), np.array([[1.0, 0.0]] + [[1.0, 1.0]] * (n - 1)))
     with pytest.raises(ValueError, match="problem: every local function.*client 0"):
-        run(MSDA(ring), singular, Full(n), 3, progress=False)
+        run(MSDA(None, ring), singular, Full(n), 3, progress=False)
     problem = Quadratic.random(n, 2, seed=0)
     with pytest.raises(ValueError, match="participation must be Full"):
-        run(SSDA(ring), problem, Bernoulli(0.5, n), 3, progress=False)
+        run(SSDA(None, ring), problem, Bernoulli(0.5, n), 3, progress=False)
     with pytest.raises(ValueError, match="graphs must be a fixed graph"):
-        MSDA(RandomSequence(n, "erdos_renyi", seed=0))
+        MSDA(None, RandomSequence(n, "erdos_renyi", seed=0))
     with pytest.raises(ValueError, match="gossip_steps"):
-        MSDA(ring, gossip_steps=0)
+        MSDA(None, ring, gossip_steps=0)
     with pytest.raises(ValueError, match="momentum"):
-        SSDA(ring, momentum=1.0)
+        SSDA(None, ring, momentum=1.0)
     directed = StaticSequence(nx.cycle_graph(n, create_using=nx.DiGraph))
     with pytest.raises(ValueError):
         run(SSDA(directed, check_mixing=False), problem, Full(n), 3, progress=False)
     least = LeastSquares.random(n, 2, rows_per_client=4, reg=0.1, seed=0)
-    run(SSDA(ring), least, Full(n), 2, progress=False)  # least squares runs
+    run(SSDA(None, ring), least, Full(n), 2, progress=False)  # least squares runs
 
 
 # --------------------------------------------------------------------------- claims
@@ -175,13 +173,15 @@ def slope(xs, ys):
 
 
 def test_iterations_grow_like_sqrt_kappa_quick():
-    """The quick form of the claim below: kappa in {10, 100} on a ring of 4."""
+    """The quick form of the claims below (runs under the test suite's type-checking
+    hook cost about 30 ms a round): MSDA's iterations to 1e-6 for kappa in {10, 100} on a
+    ring of 4 grow like sqrt(kappa)."""
     n = 4
     ring = StaticSequence(nx.cycle_graph(n))
     kappas = [10.0, 100.0]
-    for method, budget in ((SSDA(ring), (200, 500)), (MSDA(ring), (150, 400))):
-        found = [iterations_to(method, hard_quadratic(n, k), b) for k, b in zip(kappas, budget)]
-        assert 0.35 < slope(kappas, found) < 0.7, (method.name, found)
+    found = [iterations_to(MSDA(None, ring), hard_quadratic(n, k), b, 1e-6) for k, b in
+             zip(kappas, (100, 300), strict=True)]  # fmt: skip
+    assert 0.35 < slope(kappas, found) < 0.7, found
 
 
 @pytest.mark.slow
@@ -193,8 +193,8 @@ def test_iterations_grow_like_sqrt_kappa():
     counts = {"SSDA": [], "MSDA": []}
     for j, kappa in enumerate(kappas):
         problem = hard_quadratic(n, kappa)
-        counts["SSDA"].append(iterations_to(SSDA(ring), problem, budget["SSDA"][j]))
-        counts["MSDA"].append(iterations_to(MSDA(ring), problem, budget["MSDA"][j]))
+        counts["SSDA"].append(iterations_to(SSDA(None, ring), problem, budget["SSDA"][j]))
+        counts["MSDA"].append(iterations_to(MSDA(None, ring), problem, budget["MSDA"][j]))
     for name, found in counts.items():
         assert 0.35 < slope(kappas, found) < 0.7, (name, found)  # sqrt(kappa), not kappa
     # gradient tracking, for contrast: linear in kappa (two kappas keep this quick)
@@ -224,11 +224,11 @@ def test_rings_ssda_like_sqrt_one_over_gamma_msda_communicates_like_it():
     for n in (8, 16, 32):
         ring = StaticSequence(nx.cycle_graph(n))
         problem = hard_quadratic(n, kappa)
-        method = MSDA(ring)
+        method = MSDA(None, ring)
         msda_counts.append(iterations_to(method, problem, 300))
         msda_rounds.append(msda_counts[-1] * method.constants["steps"])
         gaps.append(method.constants["gamma"])
-        ssda_counts.append(iterations_to(SSDA(ring), problem, 60 * n))
+        ssda_counts.append(iterations_to(SSDA(None, ring), problem, 60 * n))
     inverse = [1 / g for g in gaps]  # ~ n^2 on rings
     assert 0.35 < slope(inverse, ssda_counts) < 0.7, ssda_counts  # sqrt(1/gamma)
     assert abs(slope(inverse, msda_counts)) < 0.15, msda_counts  # independent of gamma

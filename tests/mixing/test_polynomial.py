@@ -184,6 +184,17 @@ def test_eigenvalues_are_p_of_ws_eigenvalues(name):
     np.testing.assert_allclose(np.sort_complex(mu), np.sort_complex(np.linalg.eigvals(ring) ** 3))
 
 
+def test_fastmix_contracts_by_sqrt_eta_per_round_asymptotically():
+    W = graphs()["erdos_renyi"]
+    lam = np.linalg.eigvalsh(W)
+    slem = max(lam[-2], -lam[0])
+    eta = fastmix(W, 1).parameters["eta"]
+    assert np.sqrt(eta) == pytest.approx((1 - np.sqrt(1 - slem**2)) / slem, rel=1e-12)
+    moduli = [polynomial_summary(fastmix(W, K))["slem"] for K in (300, 301)]
+    assert moduli[1] / moduli[0] == pytest.approx(np.sqrt(eta), rel=1e-2)
+    assert np.sqrt(eta) < slem  # faster than W per round
+
+
 def test_summary_against_numpy_and_chebyshevs_extremal_value():
     W = graphs()["cycle"]
     n = W.shape[0]

@@ -1,0 +1,209 @@
+r"""Decentralized accelerated proximal gradient descent: DAPG (Ye, Zhou, Luo & Zhang 2020),
+Nesterov's momentum, gradient tracking and multi-consensus (FastMix) gossip for composite
+problems (1/n) sum_i f_i + r, in :class:`DAPG`.
+
+It shares :class:`~stochmix.algorithms.DecentralizedMethod` (graph sequence, checked
+mixing, network-average output). Its gossip is the FastMix polynomial of W_k
+(:func:`stochmix.mixing.fastmix`: K rounds of communication over W_k's edges, counted as
+K rounds in a Result's ``messages``), applied to whole blocks as one sparse product; the
+prox of r is a row map (:class:`~stochmix.engine.RowMap`) over every node, as in
+:mod:`stochmix.algorithms.proximal`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._validate import as_float, as_int, choice, show
+from ..engine import Block, RunContext, grad
+from ..mixing.polynomial import PolynomialMixing, fastmix
+from ..mixing.sequences import RULES, GraphSequence
+from .decentralized_base import DecentralizedMethod, require_everyone
+from .proximal import prox_phase
+
+__all__ = ["DAPG"]
+
+
+class DAPG(DecentralizedMethod):
+    r"""DAPG, decentralized accelerated proximal gradient descent (Ye, Zhou, Luo & Zhang,
+    Algorithm 1), for min_x (1/n) sum_i f_i(x) + r(x) with r the same at every node (a
+    :class:`~stochmix.problems.Composite` problem; on a smooth problem r = 0 and the prox
+    is left out). Iteration t, with ``P_t = FastMix(W_t, K)`` the FastMix polynomial of
+    W_t (:func:`~stochmix.mixing.fastmix`) and beta = (1 - alpha) / (1 + alpha):
+
+    .. math::
+
+        v^{t} &= \operatorname{prox}_{\eta r}\big(y^t - \eta s^t\big)
+                 \quad\text{(row by row: each node its own prox)},\\
+        x^{t+1} &= P_t v^t,\\
+        y^{t+1} &= x^{t+1} + \beta\,(x^{t+1} - x^t),\\
+        s^{t+1} &= P_t s^t + \nabla F(y^{t+1}) - \nabla F(y^t),
+
+    row i of each (n, d) matrix node i's vector, grad F the smooth parts' gradients.
+    Started at x^0 = y^0 = x0 (each node its row of ``x0``) and s^0 = grad F(y^0): y is
+    the extrapolated point where gradients are taken, x the mixed proximal point, s the
+    gradient tracker (P_t's columns sum to one, so the node average of s^t equals that of
+    grad F(y^t) at every t). The composite minimiser x* is a fixed point: x = y = 1 x*^T,
+    s = 1 grad f(x*)^T, prox_{eta r}(x* - eta grad f(x*)) = x*. Nodes report x (the
+    paper's theorem bounds the average of x^t); the output is their network average. On a
+    smooth problem v = y - eta s and the recursion is Mudag's (Ye, Luo, Zhou & Zhang).
+
+    **Parameters.** ``lr`` is the step eta > 0 (the gradient step and the prox step).
+    The momentum is ``alpha`` in (0, 1] (beta = (1 - alpha)/(1 + alpha); alpha = 1 is
+    no momentum: proximal gradient tracking with multi-consensus), or, given ``mu`` (a
+    strong-convexity constant of f = (1/n) sum_i f_i) instead, the paper's alpha =
+    sqrt(mu eta) (mu eta <= 1 required). Give exactly one of ``mu`` and ``alpha``.
+    ``rounds`` is K >= 1, the FastMix rounds per gossip (default 3), and ``fastmix_eta``
+    FastMix's momentum in [0, 1) (default: from W_t's spectrum, as
+    :func:`~stochmix.mixing.fastmix` computes it; give it for more than
+    ``stochmix.mixing.spectral`` computes densely). ``rule="metropolis"`` (W_t doubly
+    stochastic), ``check_mixing=True``.
+
+    **The paper's tuning.** eta = 1/L (L the smoothness of the f_i), alpha = sqrt(mu/L)
+    (mu the strong convexity of f; the f_i need not be convex), and K of order
+    log(L/mu) / sqrt(1 - lambda_2(W)) FastMix rounds: then the average of x^t converges
+    linearly to x* at the rate 1 - c sqrt(mu/L), so O(sqrt(L/mu) log(1/eps)) iterations
+    (gradients, optimal) and O(sqrt(L/mu) log(1/eps) K) communication rounds (optimal up
+    to the log factor in K) reach accuracy eps.
+
+    State: blocks ``y`` (the model block: gradients are taken there), ``x``, ``v`` (the
+    proximal point before mixing), ``s`` (the tracker) and ``g`` (grad F(y^t), the
+    tracker's memory), each (n, d); x and y start at ``x0``, the others at zero. One
+    iteration is "descend" (v <- y - eta s, node-local), the prox (a row map over every
+    node; left out on a smooth problem), "mix" (x and y from P_t v and x, one sparse
+    product) and "track" (s <- P_t s + grad F(y) - g and g <- grad F(y), with the n
+    gradients at the new y); round 0 first takes "initial gradients" (s = g = grad
+    F(y^0)). So one iteration costs one gradient per node (n in all, plus n at the start)
+    and two FastMix gossips of K rounds each (v and s: 2K messages of one vector along
+    each edge direction of W_t).
+
+    Participation: every node in every iteration (``participation.Full(n)``); any other
+    process is refused before the run (FastMix needs every node in each of its K rounds,
+    and a node that skips an iteration leaves its momentum out of step). ``needs``:
+    ``rule`` doubly stochastic (the paper takes W symmetric, doubly stochastic, with
+    lambda_2 < 1; the default ``fastmix_eta`` needs W symmetric). The paper states a fixed
+    W; a time-varying sequence runs FastMix(W_t, K) at step t.
+
+    Args:
+        lr: eta > 0, the step.
+        graphs: the :class:`~stochmix.mixing.GraphSequence` of W_t.
+        mu: a strong-convexity constant of f (> 0): alpha = sqrt(mu * lr). Or None.
+        alpha: the momentum parameter in (0, 1]. Or None.
+        rounds: K >= 1, FastMix rounds per gossip.
+        fastmix_eta: FastMix's momentum in [0, 1), or None (from W_t's spectrum).
+        rule: weight rule of W_t (doubly stochastic).
+        check_mixing: check every W_t (``False`` runs broken mixing anyway).
+
+    Raises:
+        ValueError: neither or both of ``mu`` and ``alpha``, a value out of range, or
+            ``mu * lr > 1``; participation other than Full(n) (at :func:`stochmix.run`).
+
+    References:
+        - H. Ye, Z. Zhou, L. Luo and T. Zhang, "Decentralized accelerated proximal
+          gradient descent", NeurIPS 2020 (Algorithm 1, DAPG, and its FastMix).
+        - H. Ye, L. Luo, Z. Zhou and T. Zhang, "Multi-consensus decentralized accelerated
+          gradient descent", JMLR 24(306):1-50, 2023 (Mudag: the smooth case).
+    """
+
+    name = "DAPG"
+    proximal = True
+    rounds_repeat = True
+    needs = {"rule": "doubly"}
+    #: gradients are taken at the extrapolated points y; nodes report x (:meth:`node_models`)
+    model_block = "y"
+
+    def __init__(
+        self,
+        lr,
+        graphs: GraphSequence,
+        mu=None,
+        alpha=None,
+        rounds=3,
+        fastmix_eta=None,
+        rule="metropolis",
+        check_mixing=True,
+    ):
+        super().__init__(lr, graphs, check_mixing=check_mixing)
+        if (mu is None) == (alpha is None):
+            raise ValueError(
+                "DAPG needs exactly one of mu (alpha = sqrt(mu * lr)) and alpha, got "
+                f"mu={show(mu)} and alpha={show(alpha)}"
+            )
+        self.mu = None if mu is None else as_float(mu, "mu", positive=True)
+        if self.mu is not None:
+            if self.mu * self.lr > 1.0:
+                raise ValueError(
+                    f"mu * lr must be <= 1 (alpha = sqrt(mu * lr) <= 1), got mu={self.mu!r} "
+                    f"and lr={self.lr!r}"
+                )
+            alpha = math.sqrt(self.mu * self.lr)
+        self.alpha = as_float(alpha, "alpha", positive=True, maximum=1.0)
+        #: the momentum coefficient (1 - alpha) / (1 + alpha) of the extrapolation
+        self.beta = (1.0 - self.alpha) / (1.0 + self.alpha)
+        self.rounds = as_int(rounds, "rounds", minimum=1)
+        if fastmix_eta is not None:
+            fastmix_eta = as_float(fastmix_eta, "fastmix_eta", nonnegative=True)
+            if not fastmix_eta < 1.0:
+                raise ValueError(f"fastmix_eta must lie in [0, 1), got {fastmix_eta!r}")
+        self.fastmix_eta = fastmix_eta
+        self.rule = choice(rule, "rule", RULES)
+
+    def check_participation(self, participation) -> None:
+        reason = (
+            "FastMix gossips K rounds with every node, and every node moves its momentum "
+            "in every iteration"
+        )
+        require_everyone(participation, self.name, reason)
+        super().check_participation(participation)
+
+    def segment_key(self, r: int):
+        return None  # the prox is a row map, and every node runs every round: no segments
+
+    def gossip(self, k: int) -> PolynomialMixing:
+        """P_k = FastMix(W_k, K), the operator of step k (W_k checked as :meth:`mixing`
+        checks it), built once per distinct W_k (:meth:`operators`)."""
+
+        def build() -> PolynomialMixing:
+            return fastmix(self.mixing(k, self.rule), self.rounds, self.fastmix_eta)
+
+        return self.operators(k, "fastmix", build)
+
+    def blocks(self, n_clients: int) -> list[Block]:
+        return [
+            Block("y", n_clients, "model"),
+            Block("x", n_clients, "model"),
+            Block("v", n_clients),
+            Block("s", n_clients),
+            Block("g", n_clients),
+        ]
+
+    def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
+        eq = self.round_equations(participants, ctx)
+        y, x, v, s, g = eq.blocks("y", "x", "v", "s", "g")
+        eta, beta, p = self.lr, self.beta, self.gossip(r)
+        first = []
+        if r == 0:  # s^0 = grad F(y^0), kept in g for the tracker's difference
+            s[:] = grad()
+            g[:] = grad()
+            first.append(eq.build("initial gradients"))
+        v[:] = y - eta * s
+        descend = [eq.build("descend")]
+        if ctx.regularizer is not None:
+            descend.append(prox_phase(ctx, eq, "v", "v", eta, r))
+        x[:] = p @ v
+        y[:] = (1.0 + beta) * (p @ v) - beta * x
+        mix = eq.build("mix")
+        s[:] = p @ s + grad() - g
+        g[:] = grad()
+        return [*first, *descend, mix, eq.build("track")]
+
+    def node_models(self, z, ctx: RunContext):
+        """The model each node reports, x^t, shape (n, dim)."""
+        return z[ctx.layout.slice("x")]
+
+    @property
+    def checked_by_output(self) -> tuple[str, ...]:  # type: ignore[override]
+        """The reported block x: the network average sums every row of it."""
+        return ("x",)
