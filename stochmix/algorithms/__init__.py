@@ -37,6 +37,8 @@ if TYPE_CHECKING:  # what the names below resolve to, for type checkers and IDEs
     from .stale import MIFA, FedStale, FedVARP
     from .uplink import CompressedUplink
     from .variance_reduced import GTSAGA, GTSARAH, GTSVRG
+    from .local_training_admm import FedLT, LTADMM
+    from .relaxed_admm import RelaxedADMM
     from .dual_accelerated import MSDA, SSDA
 
 #: each public name -> the module that defines it, imported on first use
@@ -89,6 +91,9 @@ _EXPORTS = LazyExports(
         "CompressedUplink": ".uplink",
         "SSDA": ".dual_accelerated",
         "MSDA": ".dual_accelerated",
+        "RelaxedADMM": ".relaxed_admm",
+        "FedLT": ".local_training_admm",
+        "LTADMM": ".local_training_admm",
         "GTSAGA": ".variance_reduced",
         "GTSARAH": ".variance_reduced",
         "GTSVRG": ".variance_reduced",

@@ -50,17 +50,19 @@ class AccDNGD(DecentralizedMethod):
     gap 1 - sigma of W (sigma = ||W - 11^T/n||_2 < 1). Then f(x-bar(k)) - f* falls at the
     linear rate 1 - C (mu/L)^(5/7), C > 0 independent of L/mu, so iterations to a fixed
     accuracy grow like (L/mu)^(5/7): faster than gradient tracking's L/mu, not the
-    optimal sqrt(L/mu) (which eta of order 1/L would give, beyond what the paper proves).
+    optimal sqrt(L/mu). (With eta of order 1/L, outside the theorem, the growth measured
+    on quadratics is about sqrt(L/mu): tests/algorithms/test_acc_dngd.py.)
     The defaults: ``rule="metropolis"`` (doubly stochastic W), ``check_mixing=True``.
 
     State: blocks ``y`` (the model block: gradients are taken there), ``x``, ``v``,
     ``s`` (the tracker) and ``g`` (grad F(y^k), the tracker's memory), each (n, d), row i
-    node i's. One iteration is three phases: "mix" (x and v from W_k y, W_k v and s: a
-    whole-block product), "extrapolate" (y from x and v, node-local) and "track" (s <-
-    W_k s + grad F(y) - g and g <- grad F(y): whole-block, with the n gradients at the
-    new y); round 0 first takes "initial gradients" (s = g = grad F(y^0)). So one
-    iteration costs one gradient per node (n in all, plus n at the start) and three
-    communication rounds of one vector per node (y, v and s, all sent with W_k).
+    node i's. One iteration is three whole-block phases: "mix" (x and v from W_k y, W_k v
+    and s: one sparse product per mixed block), "extrapolate" (y from x and v, no
+    communication) and "track" (s <- W_k s + grad F(y) - g and g <- grad F(y), with the n
+    gradients at the new y); round 0 first takes "initial gradients" (s = g = grad F(y^0)
+    at every node). So one iteration costs one gradient per node (n in all, plus n at the
+    start) and one exchange of three vectors per node (y, v and s, each mixed by W_k;
+    W_k y serves both x and v).
 
     Participation: every node in every iteration (``participation.Full(n)``); any other
     process is refused before the run (the paper's recursion is synchronous: a node

@@ -189,7 +189,7 @@ class Mudag(DecentralizedMethod):
         and ``mix_momentum``), formed once per distinct W_k (:meth:`operators`)."""
         w = self.mixing(k, self.rule)
         return self.operators(
-            k, ("fastmix", self.rule), lambda: fastmix(w, self.mix_rounds, self.mix_momentum)
+            k, f"fastmix:{self.rule}", lambda: fastmix(w, self.mix_rounds, self.mix_momentum)
         )
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:

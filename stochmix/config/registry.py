@@ -59,6 +59,7 @@ FEDERATED: dict[str, tuple[Callable[..., Method], dict[str, Any]]] = {
     "fedmid": (algorithms.FedMid, {}),
     "feddualavg": (algorithms.FedDualAvg, {}),
     "fedpd": (algorithms.FedPD, {}),
+    "fed_lt": (algorithms.FedLT, {}),
 }
 
 #: Federated methods whose papers run every client in every round (Scaffnew) or draw
@@ -87,6 +88,8 @@ DECENTRALIZED: dict[str, tuple[type[algorithms.DecentralizedMethod], dict[str, A
     "gt_svrg": (algorithms.GTSVRG, {}),
     "gt_saga": (algorithms.GTSAGA, {}),
     "gt_sarah": (algorithms.GTSARAH, {}),
+    "relaxed_admm": (algorithms.RelaxedADMM, {}),
+    "lt_admm": (algorithms.LTADMM, {}),
     "ssda": (algorithms.SSDA, {}),
     "msda": (algorithms.MSDA, {}),
 }

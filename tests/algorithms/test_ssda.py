@@ -138,7 +138,7 @@ def test_bad_input_is_refused_before_any_work():
         SSDA(None, ring, momentum=1.0)
     directed = StaticSequence(nx.cycle_graph(n, create_using=nx.DiGraph))
     with pytest.raises(ValueError):
-        run(SSDA(directed, check_mixing=False), problem, Full(n), 3, progress=False)
+        run(SSDA(None, directed, check_mixing=False), problem, Full(n), 3, progress=False)
     least = LeastSquares.random(n, 2, rows_per_client=4, reg=0.1, seed=0)
     run(SSDA(None, ring), least, Full(n), 2, progress=False)  # least squares runs
 

@@ -70,7 +70,7 @@ def test_msda_counts_are_above_the_bounds():
     rng = np.random.default_rng(0)
     problem = Quadratic(rng.normal(size=(n, d)), np.tile(np.logspace(0, np.log10(kappa), d),
                                                          (n, 1)))  # fmt: skip
-    method = MSDA(StaticSequence(nx.cycle_graph(n)))
+    method = MSDA(None, StaticSequence(nx.cycle_graph(n)))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = run(method, problem, Full(n), 200, x0=3 * rng.normal(size=d), progress=False)
