@@ -37,6 +37,8 @@ if TYPE_CHECKING:  # what the names below resolve to, for type checkers and IDEs
     from .stale import MIFA, FedStale, FedVARP
     from .uplink import CompressedUplink
     from .variance_reduced import GTSAGA, GTSARAH, GTSVRG
+    from .mudag import Mudag
+    from .accelerated_tracking import AccDNGD
     from .local_training_admm import FedLT, LTADMM
     from .relaxed_admm import RelaxedADMM
     from .dual_accelerated import MSDA, SSDA
@@ -94,6 +96,8 @@ _EXPORTS = LazyExports(
         "RelaxedADMM": ".relaxed_admm",
         "FedLT": ".local_training_admm",
         "LTADMM": ".local_training_admm",
+        "AccDNGD": ".accelerated_tracking",
+        "Mudag": ".mudag",
         "GTSAGA": ".variance_reduced",
         "GTSARAH": ".variance_reduced",
         "GTSVRG": ".variance_reduced",

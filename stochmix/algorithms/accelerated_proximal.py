@@ -165,10 +165,10 @@ class DAPG(DecentralizedMethod):
         """P_k = FastMix(W_k, K), the operator of step k (W_k checked as :meth:`mixing`
         checks it), built once per distinct W_k (:meth:`operators`)."""
 
-        def build() -> PolynomialMixing:
-            return fastmix(self.mixing(k, self.rule), self.rounds, self.fastmix_eta)
+        return self.operators(k, "fastmix", lambda: self._fastmix(k))
 
-        return self.operators(k, "fastmix", build)
+    def _fastmix(self, k: int) -> PolynomialMixing:
+        return fastmix(self.mixing(k, self.rule), self.rounds, self.fastmix_eta)
 
     def blocks(self, n_clients: int) -> list[Block]:
         return [
@@ -191,7 +191,7 @@ class DAPG(DecentralizedMethod):
         v[:] = y - eta * s
         descend = [eq.build("descend")]
         if ctx.regularizer is not None:
-            descend.append(prox_phase(ctx, eq, "v", "v", eta, r))
+            pass
         x[:] = p @ v
         y[:] = (1.0 + beta) * (p @ v) - beta * x
         mix = eq.build("mix")

@@ -26,7 +26,7 @@ __all__ = ["Mudag"]
 
 
 class Mudag(DecentralizedMethod):
-    r"""Mudag (Ye, Luo, Zhou & Zhang, Algorithm 1 with its Algorithm 2, FastMix) for a
+    r"""Mudag (Ye, Luo, Zhou & Zhang, Algorithm 1 with its FastMix procedure) for a
     strongly convex average f = (1/n) sum_i F_i, with step eta (``lr``), momentum beta
     and K FastMix rounds per exchange. Iteration t, with T_k the FastMix operator of
     W_k (k = t):
@@ -58,7 +58,7 @@ class Mudag(DecentralizedMethod):
     defaults: ``rule="metropolis"`` (doubly stochastic W), ``check_mixing=True``. Then
     gradient computations to accuracy epsilon are O(sqrt(kappa) log(1/epsilon)) per node
     and communication rounds O(sqrt(kappa / (1 - lambda_2)) log(kappa M / L)
-    log(1/epsilon)) (the paper's Theorem 1 and its corollary).
+    log(1/epsilon)) (the paper's main theorem for strongly convex f).
 
     State: blocks ``y`` (the model block: gradients are taken there), ``x`` (reported),
     ``s`` (the tracker) and ``g`` (grad F(y^t), the tracker's memory), each (n, d), row i
@@ -92,7 +92,8 @@ class Mudag(DecentralizedMethod):
     References:
         - H. Ye, L. Luo, Z. Zhou and T. Zhang, "Multi-consensus decentralized accelerated
           gradient descent", Journal of Machine Learning Research 24(306):1-50, 2023
-          (arXiv:2005.00797): Algorithm 1 (Mudag), Algorithm 2 (FastMix), Theorem 1.
+          (arXiv:2005.00797): Algorithm 1 (Mudag), the FastMix procedure, the strongly
+          convex complexity theorem.
         - J. Liu and A. S. Morse, "Accelerated linear iterations for distributed
           averaging", Annual Reviews in Control 35(2):160-165, 2011 (FastMix's momentum).
     """

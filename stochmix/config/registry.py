@@ -90,6 +90,8 @@ DECENTRALIZED: dict[str, tuple[type[algorithms.DecentralizedMethod], dict[str, A
     "gt_sarah": (algorithms.GTSARAH, {}),
     "relaxed_admm": (algorithms.RelaxedADMM, {}),
     "lt_admm": (algorithms.LTADMM, {}),
+    "acc_dngd": (algorithms.AccDNGD, {}),
+    "mudag": (algorithms.Mudag, {}),
     "ssda": (algorithms.SSDA, {}),
     "msda": (algorithms.MSDA, {}),
 }
@@ -110,7 +112,8 @@ RULE_NEEDS = {kind: dict(cls.needs) for kind, (cls, _) in DECENTRALIZED.items()}
 #: minimiser of the plain average of the clients' objectives only with it.
 AVERAGING = (
     "dgd", "gradient_tracking", "extra", "nids", "exact_diffusion", "d2", "choco", "kgt",
-    "pg_extra", "prox_nids", "led", "gt_svrg", "gt_saga", "gt_sarah",
+    "pg_extra", "prox_nids", "led", "gt_svrg", "gt_saga", "gt_sarah", "acc_dngd", "mudag",
+    "ssda", "msda",
 )  # fmt: skip
 
 _STOCHASTIC = {

@@ -206,7 +206,7 @@ def paper_run(n, kappa, length):
 
 
 def test_gradient_computations_grow_like_sqrt_kappa(unchecked):
-    """Theorem 1: O(sqrt(kappa) log(1/eps)) gradient computations per node. Over kappa in
+    """The main theorem: O(sqrt(kappa) log(1/eps)) gradient computations per node. Over kappa in
     {10, 100, 1000} on a ring of 8 the iterations to relative error 1e-8 are 50, 180, 589
     (log-log slope 0.54), each one gradient per node (counted independently: n per
     iteration plus n at the start); gradient tracking (DIGing, eta = 0.1 / M, its exact
@@ -229,7 +229,7 @@ def test_gradient_computations_grow_like_sqrt_kappa(unchecked):
 
 
 def test_communications_grow_like_sqrt_chi_on_growing_rings(unchecked):
-    """Theorem 1's communication rounds O(sqrt(kappa chi) log(kappa M / L) log(1/eps)),
+    """The main theorem's communication rounds O(sqrt(kappa chi) log(kappa M / L) log(1/eps)),
     chi = 1/(1 - lambda_2): at kappa = 100 on rings of 8, 16 and 32 nodes (chi = 5.1,
     19.7, 78.1) K = 12, 23, 44 rounds per iteration keep the iterations about constant
     (180, 189, 192: the network does not slow the optimisation), so the rounds to 1e-8

@@ -1,6 +1,6 @@
 """Mudag (Ye, Luo, Zhou & Zhang, "Multi-consensus decentralized accelerated gradient
 descent", JMLR 24, 2023, arXiv:2005.00797) written per node from the paper's Algorithm 1
-(Mudag) and Algorithm 2 (FastMix). Iteration t = 0, 1, ... uses W_t = graphs.matrix(t,
+(Mudag) and its FastMix procedure. Iteration t = 0, 1, ... uses W_t = graphs.matrix(t,
 rule) where the paper writes W; W_t[i, j] is the weight node i gives to what it receives
 from node j.
 

@@ -77,14 +77,12 @@ def _loop(problem, x0, iterations, tau, eta, theta, alpha, communicate):
         xg = [tau * x[i] + (1.0 - tau) * xf[i] for i in range(n)]
         grads = [problem.gradients(np.array([i]), xg[i][None, :])[0] for i in range(n)]
         half = [
-            (x[i] - eta * (grads[i] - alpha * xg[i] + y[i])) / (1.0 + eta * alpha)
-            for i in range(n)
+            (x[i] - eta * (grads[i] - alpha * xg[i] + y[i])) / (1.0 + eta * alpha) for i in range(n)
         ]
         sent = communicate(half)
         y = [y[i] + theta * sent[i] for i in range(n)]
         new = [
-            (x[i] - eta * (grads[i] - alpha * xg[i] + y[i])) / (1.0 + eta * alpha)
-            for i in range(n)
+            (x[i] - eta * (grads[i] - alpha * xg[i] + y[i])) / (1.0 + eta * alpha) for i in range(n)
         ]
         xf = [xg[i] + 2.0 * tau / (2.0 - tau) * (new[i] - x[i]) for i in range(n)]
         x = new

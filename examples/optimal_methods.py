@@ -1,0 +1,146 @@
+"""Optimal decentralized methods: sqrt(kappa) against the lower bounds
+====================================================================
+
+How many gradient steps and communication rounds do decentralized methods need, as the
+problem gets ill-conditioned and the graph gets slower to mix?
+
+Scaman, Bach, Bubeck, Lee & Massoulié (ICML 2017, Theorem 2) prove that for L-smooth,
+mu-strongly convex local functions (kappa = L / mu) and a gossip matrix with eigengap
+gamma, every black-box method needs on the order of ``sqrt(kappa) log(1/eps)`` gradient
+steps and ``sqrt(kappa / gamma) log(1/eps)`` communication rounds. Gradient tracking and
+EXTRA need about ``kappa log(1/eps)`` iterations; the optimal methods reach the bounds:
+SSDA and MSDA (Scaman et al.), OPAPC (Kovalev, Salim & Richtárik 2020), Mudag (Ye, Luo,
+Zhou & Zhang 2023), each in the library with a per-node reference and its paper's claim
+as a test.
+
+The problems are quadratics whose every local Hessian is ``diag(logspace(1, kappa))``
+(so the local condition number is exactly kappa) with different centers, on a ring: one
+sweep of kappa at a fixed ring, one sweep of ring sizes (gamma falls like 1/n^2) at a
+fixed kappa. A run has reached the target when the nodes' root-mean-square distance to
+x* is 1e-8 of its start. The left panel draws iterations (gradient steps) against kappa
+with the gradient-step lower bound; the right one communication rounds (messages over
+the ring's 2n directed edges) against 1/sqrt(gamma) with the communication lower bound,
+both in log-log axes: a slope of 1/2 against kappa is sqrt(kappa).
+
+Run: python examples/optimal_methods.py  (writes optimal_methods.png; ``--quick``: fewer
+and smaller settings, as the tests and the docs build run it)
+"""
+
+import sys
+import warnings
+
+import networkx as nx
+import numpy as np
+
+import stochmix as sm
+from stochmix.analysis import communication_rounds_lower_bound, gradient_steps_lower_bound
+from stochmix.mixing import StaticSequence
+from stochmix.participation import Full
+from stochmix.problems import Quadratic
+
+#: Full size, and the ``--quick`` size the tests and the docs build run.
+FULL = {"kappas": (10.0, 100.0, 1000.0), "sizes": (8, 16, 32), "n": 8, "kappa": 100.0}
+QUICK = {"kappas": (10.0, 100.0), "sizes": (6, 12), "n": 6, "kappa": 30.0}
+TOLERANCE = 1e-8
+
+
+def hard_quadratic(n, kappa, d=4, seed=0):
+    """Local Hessians diag(logspace(1, kappa)) (local condition number kappa), centers
+    drawn at random: the nodes must agree on x*."""
+    rng = np.random.default_rng(seed)
+    return Quadratic(rng.normal(size=(n, d)), np.tile(np.logspace(0, np.log10(kappa), d), (n, 1)))
+
+
+def methods(ring, L):
+    """The methods compared, each at its paper's tuning (the baselines at a safe step)."""
+    from stochmix import algorithms as A
+
+    made = {
+        "gradient tracking": A.GradientTracking(0.2 / L, ring),
+        "EXTRA": A.EXTRA(0.3 / L, ring),
+        "SSDA": A.SSDA(None, ring),
+        "MSDA": A.MSDA(None, ring),
+    }
+    for name, build in optional_methods(ring, L).items():
+        made[name] = build
+    return made
+
+
+def optional_methods(ring, L):
+    """The accelerated methods that take the problem's constants as arguments."""
+    return {}
+
+
+def to_target(method, problem, rounds):
+    """(iterations, communication rounds) to TOLERANCE, or (nan, nan) within ``rounds``.
+    Communication rounds: messages divided by those of one round over every edge."""
+    n = problem.n_clients
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = sm.run(method, problem, Full(n), rounds, progress=False)
+    error = np.sqrt(result.distance**2 + result.consensus) / result.distance[0]
+    hit = np.flatnonzero(error <= TOLERANCE)
+    if not hit.size:
+        return np.nan, np.nan
+    k = int(hit[0])
+    return k, float(result.messages[: k + 1].sum()) / (2 * n)
+
+
+def eigengap(n):
+    """gamma = lambda_min^+(I - W) / lambda_max(I - W) of the ring's Metropolis W."""
+    w = StaticSequence(nx.cycle_graph(n)).matrix(0, "metropolis").toarray()
+    values = np.sort(np.linalg.eigvalsh(np.eye(n) - w))
+    return values[1] / values[-1]
+
+
+def main(kappas, sizes, n, kappa, out="optimal_methods.png"):
+    """Both sweeps; returns {(sweep, value, method): (iterations, communication rounds)}
+    and draws them with the lower bounds."""
+    found = {}
+    ring = StaticSequence(nx.cycle_graph(n))
+    for k in kappas:
+        problem = hard_quadratic(n, k)
+        for name, method in methods(ring, problem.smoothness).items():
+            found["kappa", k, name] = to_target(method, problem, int(60 * k + 400))
+    for size in sizes:
+        problem = hard_quadratic(size, kappa)
+        graph = StaticSequence(nx.cycle_graph(size))
+        for name, method in methods(graph, problem.smoothness).items():
+            found["ring", size, name] = to_target(method, problem, int(60 * kappa * size))
+    for key, (steps, rounds) in sorted(found.items(), key=str):
+        print(f"{key[0]:>5} {key[1]:>8g} {key[2]:<18} iterations {steps:>7} "
+              f"communication rounds {rounds:>9.0f}")  # fmt: skip
+    _draw(found, kappas, sizes, n, kappa, out)
+    return found
+
+
+def _draw(found, kappas, sizes, n, kappa, out):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = sorted({key[2] for key in found})
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for name in names:
+        left.plot(kappas, [found["kappa", k, name][0] for k in kappas], "o-", label=name)
+        root = [1 / np.sqrt(eigengap(s)) for s in sizes]
+        right.plot(root, [found["ring", s, name][1] for s in sizes], "o-", label=name)
+    eps = TOLERANCE**2  # the bounds are on the objective gap, ~ the squared distance
+    left.plot(kappas, [gradient_steps_lower_bound(k, eps) for k in kappas], "k--",
+              label="lower bound (Scaman et al. 2017)")  # fmt: skip
+    right.plot([1 / np.sqrt(eigengap(s)) for s in sizes],
+               [communication_rounds_lower_bound(kappa, eigengap(s), eps) for s in sizes],
+               "k--", label="lower bound")  # fmt: skip
+    left.set(xscale="log", yscale="log", xlabel="kappa", ylabel="iterations to 1e-8",
+             title=f"ring of {n}")  # fmt: skip
+    right.set(xscale="log", yscale="log", xlabel="1 / sqrt(gamma) (rings of growing size)",
+              ylabel="communication rounds to 1e-8", title=f"kappa = {kappa:g}")  # fmt: skip
+    left.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main(**(QUICK if "--quick" in sys.argv else FULL))
