@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # what the names below resolve to, for type checkers and IDEs
     from .stale import MIFA, FedStale, FedVARP
     from .uplink import CompressedUplink
     from .variance_reduced import GTSAGA, GTSARAH, GTSVRG
+    from .optimal import APAPC, OPAPC
     from .mudag import Mudag
     from .accelerated_tracking import AccDNGD
     from .local_training_admm import FedLT, LTADMM
@@ -98,6 +99,8 @@ _EXPORTS = LazyExports(
         "LTADMM": ".local_training_admm",
         "AccDNGD": ".accelerated_tracking",
         "Mudag": ".mudag",
+        "APAPC": ".optimal",
+        "OPAPC": ".optimal",
         "GTSAGA": ".variance_reduced",
         "GTSARAH": ".variance_reduced",
         "GTSVRG": ".variance_reduced",

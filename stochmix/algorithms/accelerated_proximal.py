@@ -31,7 +31,7 @@ class DAPG(DecentralizedMethod):
     Algorithm 1), for min_x (1/n) sum_i f_i(x) + r(x) with r the same at every node (a
     :class:`~stochmix.problems.Composite` problem; on a smooth problem r = 0 and the prox
     is left out). Iteration t, with ``P_t = FastMix(W_t, K)`` the FastMix polynomial of
-    W_t (:func:`~stochmix.mixing.fastmix`) and beta = (1 - alpha) / (1 + alpha):
+    W_t (:func:`~stochmix.mixing.fastmix`) and beta the momentum:
 
     .. math::
 
@@ -50,54 +50,58 @@ class DAPG(DecentralizedMethod):
     paper's theorem bounds the average of x^t); the output is their network average. On a
     smooth problem v = y - eta s and the recursion is Mudag's (Ye, Luo, Zhou & Zhang).
 
-    **Parameters.** ``lr`` is the step eta > 0 (the gradient step and the prox step).
-    The momentum is ``alpha`` in (0, 1] (beta = (1 - alpha)/(1 + alpha); alpha = 1 is
-    no momentum: proximal gradient tracking with multi-consensus), or, given ``mu`` (a
-    strong-convexity constant of f = (1/n) sum_i f_i) instead, the paper's alpha =
-    sqrt(mu eta) (mu eta <= 1 required). Give exactly one of ``mu`` and ``alpha``.
-    ``rounds`` is K >= 1, the FastMix rounds per gossip (default 3), and ``fastmix_eta``
-    FastMix's momentum in [0, 1) (default: from W_t's spectrum, as
-    :func:`~stochmix.mixing.fastmix` computes it; give it for more than
-    ``stochmix.mixing.spectral`` computes densely). ``rule="metropolis"`` (W_t doubly
-    stochastic), ``check_mixing=True``.
+    **Parameters** (named as :class:`~stochmix.algorithms.mudag.Mudag`'s). ``lr`` is
+    the step eta > 0 (the gradient step and the prox step). The momentum is ``momentum``
+    = beta in [0, 1) (0: no momentum, proximal gradient tracking with multi-consensus),
+    or, given ``mu`` (a strong-convexity constant of f = (1/n) sum_i f_i) instead, the
+    paper's beta = (1 - alpha) / (1 + alpha) with alpha = sqrt(mu eta) (mu eta <= 1
+    required). Give exactly one of ``mu`` and ``momentum``. ``mix_rounds`` is K >= 1,
+    the FastMix rounds per gossip, and ``mix_momentum`` FastMix's momentum in [0, 1)
+    (default: the paper's, from each W_t's spectrum, as :func:`~stochmix.mixing.fastmix`
+    computes it densely: symmetric W_t). ``rule="metropolis"`` (W_t doubly stochastic),
+    ``check_mixing=True``.
 
-    **The paper's tuning.** eta = 1/L (L the smoothness of the f_i), alpha = sqrt(mu/L)
-    (mu the strong convexity of f; the f_i need not be convex), and K of order
-    log(L/mu) / sqrt(1 - lambda_2(W)) FastMix rounds: then the average of x^t converges
-    linearly to x* at the rate 1 - c sqrt(mu/L), so O(sqrt(L/mu) log(1/eps)) iterations
-    (gradients, optimal) and O(sqrt(L/mu) log(1/eps) K) communication rounds (optimal up
-    to the log factor in K) reach accuracy eps.
+    **The paper's tuning.** eta = 1/L (L the smoothness of f), alpha = sqrt(mu/L) (mu
+    the strong convexity of f; the f_i need not be convex), and K of order
+    log(L/mu) / sqrt(1 - lambda_2(W)) FastMix rounds
+    (:meth:`Mudag.paper_rounds <stochmix.algorithms.mudag.Mudag.paper_rounds>` computes
+    that order): then the average of x^t converges linearly to x* at a rate 1 - c
+    sqrt(mu/L), so O(sqrt(L/mu) log(1/eps)) iterations (gradients, optimal) and
+    O(sqrt(L/mu) log(1/eps) K) communication rounds (optimal up to the log factor in K)
+    reach accuracy eps.
 
     State: blocks ``y`` (the model block: gradients are taken there), ``x``, ``v`` (the
-    proximal point before mixing), ``s`` (the tracker) and ``g`` (grad F(y^t), the
+    proximal point, mixed in place), ``s`` (the tracker) and ``g`` (grad F(y^t), the
     tracker's memory), each (n, d); x and y start at ``x0``, the others at zero. One
     iteration is "descend" (v <- y - eta s, node-local), the prox (a row map over every
-    node; left out on a smooth problem), "mix" (x and y from P_t v and x, one sparse
-    product) and "track" (s <- P_t s + grad F(y) - g and g <- grad F(y), with the n
-    gradients at the new y); round 0 first takes "initial gradients" (s = g = grad
-    F(y^0)). So one iteration costs one gradient per node (n in all, plus n at the start)
-    and two FastMix gossips of K rounds each (v and s: 2K messages of one vector along
-    each edge direction of W_t).
+    node; left out on a smooth problem), "mix" (v <- P_t v and s <- P_t s: whole-block
+    products), "extrapolate" (y <- (1 + beta) v - beta x and x <- v, node-local) and
+    "track" (s <- s + grad F(y) - g and g <- grad F(y), node-local, with the n gradients
+    at the new y); round 0 first takes "initial
+    gradients" (s = g = grad F(y^0)). So one iteration costs one gradient per node (n in
+    all, plus n at the start) and one FastMix gossip of K rounds over W_t's edges, each
+    message carrying two vectors (v and s), as Mudag's.
 
     Participation: every node in every iteration (``participation.Full(n)``); any other
     process is refused before the run (FastMix needs every node in each of its K rounds,
     and a node that skips an iteration leaves its momentum out of step). ``needs``:
     ``rule`` doubly stochastic (the paper takes W symmetric, doubly stochastic, with
-    lambda_2 < 1; the default ``fastmix_eta`` needs W symmetric). The paper states a fixed
+    lambda_2 < 1; the default ``mix_momentum`` needs W symmetric). The paper states a fixed
     W; a time-varying sequence runs FastMix(W_t, K) at step t.
 
     Args:
         lr: eta > 0, the step.
         graphs: the :class:`~stochmix.mixing.GraphSequence` of W_t.
-        mu: a strong-convexity constant of f (> 0): alpha = sqrt(mu * lr). Or None.
-        alpha: the momentum parameter in (0, 1]. Or None.
-        rounds: K >= 1, FastMix rounds per gossip.
-        fastmix_eta: FastMix's momentum in [0, 1), or None (from W_t's spectrum).
+        mix_rounds: K >= 1, FastMix rounds per gossip.
+        mu: a strong-convexity constant of f (> 0): beta from alpha = sqrt(mu * lr). Or
+            None.
+        momentum: beta in [0, 1). Or None.
+        mix_momentum: FastMix's momentum in [0, 1), or None (the paper's, from W_t).
         rule: weight rule of W_t (doubly stochastic).
         check_mixing: check every W_t (``False`` runs broken mixing anyway).
 
     Raises:
-        ValueError: neither or both of ``mu`` and ``alpha``, a value out of range, or
+        ValueError: neither or both of ``mu`` and ``momentum``, a value out of range, or
             ``mu * lr > 1``; participation other than Full(n) (at :func:`stochmix.run`).
 
     References:
@@ -118,18 +122,19 @@ class DAPG(DecentralizedMethod):
         self,
         lr,
         graphs: GraphSequence,
+        mix_rounds,
         mu=None,
-        alpha=None,
-        rounds=3,
-        fastmix_eta=None,
+        momentum=None,
+        mix_momentum=None,
         rule="metropolis",
         check_mixing=True,
     ):
         super().__init__(lr, graphs, check_mixing=check_mixing)
-        if (mu is None) == (alpha is None):
+        self.mix_rounds = as_int(mix_rounds, "mix_rounds", minimum=1)
+        if (mu is None) == (momentum is None):
             raise ValueError(
-                "DAPG needs exactly one of mu (alpha = sqrt(mu * lr)) and alpha, got "
-                f"mu={show(mu)} and alpha={show(alpha)}"
+                "DAPG needs exactly one of mu (momentum = (1 - a) / (1 + a), a = sqrt(mu * "
+                f"lr)) and momentum, got mu={show(mu)} and momentum={show(momentum)}"
             )
         self.mu = None if mu is None else as_float(mu, "mu", positive=True)
         if self.mu is not None:
@@ -139,15 +144,15 @@ class DAPG(DecentralizedMethod):
                     f"and lr={self.lr!r}"
                 )
             alpha = math.sqrt(self.mu * self.lr)
-        self.alpha = as_float(alpha, "alpha", positive=True, maximum=1.0)
-        #: the momentum coefficient (1 - alpha) / (1 + alpha) of the extrapolation
-        self.beta = (1.0 - self.alpha) / (1.0 + self.alpha)
-        self.rounds = as_int(rounds, "rounds", minimum=1)
-        if fastmix_eta is not None:
-            fastmix_eta = as_float(fastmix_eta, "fastmix_eta", nonnegative=True)
-            if not fastmix_eta < 1.0:
-                raise ValueError(f"fastmix_eta must lie in [0, 1), got {fastmix_eta!r}")
-        self.fastmix_eta = fastmix_eta
+            momentum = (1.0 - alpha) / (1.0 + alpha)
+        self.momentum = as_float(momentum, "momentum", nonnegative=True)
+        if not self.momentum < 1.0:
+            raise ValueError(f"momentum must be < 1, got {self.momentum!r}")
+        if mix_momentum is not None:
+            mix_momentum = as_float(mix_momentum, "mix_momentum", nonnegative=True)
+            if not mix_momentum < 1.0:
+                raise ValueError(f"mix_momentum must be < 1, got {mix_momentum!r}")
+        self.mix_momentum = mix_momentum
         self.rule = choice(rule, "rule", RULES)
 
     def check_participation(self, participation) -> None:
@@ -164,11 +169,10 @@ class DAPG(DecentralizedMethod):
     def gossip(self, k: int) -> PolynomialMixing:
         """P_k = FastMix(W_k, K), the operator of step k (W_k checked as :meth:`mixing`
         checks it), built once per distinct W_k (:meth:`operators`)."""
-
         return self.operators(k, "fastmix", lambda: self._fastmix(k))
 
     def _fastmix(self, k: int) -> PolynomialMixing:
-        return fastmix(self.mixing(k, self.rule), self.rounds, self.fastmix_eta)
+        return fastmix(self.mixing(k, self.rule), self.mix_rounds, self.mix_momentum)
 
     def blocks(self, n_clients: int) -> list[Block]:
         return [
@@ -182,7 +186,7 @@ class DAPG(DecentralizedMethod):
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         eq = self.round_equations(participants, ctx)
         y, x, v, s, g = eq.blocks("y", "x", "v", "s", "g")
-        eta, beta, p = self.lr, self.beta, self.gossip(r)
+        eta, beta, p = self.lr, self.momentum, self.gossip(r)
         first = []
         if r == 0:  # s^0 = grad F(y^0), kept in g for the tracker's difference
             s[:] = grad()
@@ -191,13 +195,16 @@ class DAPG(DecentralizedMethod):
         v[:] = y - eta * s
         descend = [eq.build("descend")]
         if ctx.regularizer is not None:
-            pass
-        x[:] = p @ v
-        y[:] = (1.0 + beta) * (p @ v) - beta * x
+            descend.append(prox_phase(ctx, eq, "v", "v", eta, r))
+        v[:] = p @ v  # x^{t+1}, until x^t is no longer needed
+        s[:] = p @ s  # sent with v: one gossip of two vectors
         mix = eq.build("mix")
-        s[:] = p @ s + grad() - g
+        y[:] = (1.0 + beta) * v - beta * x
+        x[:] = v
+        extrapolate = eq.build("extrapolate")
+        s[:] += grad() - g
         g[:] = grad()
-        return [*first, *descend, mix, eq.build("track")]
+        return [*first, *descend, mix, extrapolate, eq.build("track")]
 
     def node_models(self, z, ctx: RunContext):
         """The model each node reports, x^t, shape (n, dim)."""

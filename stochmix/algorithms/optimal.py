@@ -90,7 +90,8 @@ class APAPC(DecentralizedMethod):
     of Kovalev, Salim & Richtárik 2020) with P = G = I - W: the recursion of the module
     docstring, one gossip round (``x^{k+1/2}`` mixed by W once) per iteration.
 
-    **Tuning** (the paper's Theorem 1, the defaults): alpha = mu, tau = min(1, sqrt(chi /
+    **Tuning** (the paper's Theorem 1, the defaults; ``lr`` first, as every method's,
+    None for the paper's eta): alpha = mu, tau = min(1, sqrt(chi /
     kappa) / 2) with kappa = L / mu, eta = 1 / (4 tau L), theta = 1 / (eta lambda_max(G)).
     Then a Lyapunov function of x^k, y^k and x_f^k falls by the factor (1 + min(1 /
     sqrt(kappa chi), 1 / chi) / 4)^{-1} per iteration: O((sqrt(kappa chi) + chi)
@@ -111,18 +112,20 @@ class APAPC(DecentralizedMethod):
     Every iteration builds the same phases (``rounds_repeat``).
 
     Args:
+        lr: the primal step eta, or None for the paper's 1 / (4 tau L) (theta = 1 / (eta
+            lambda_max) follows it either way).
         graphs: a fixed graph (period 1), undirected (W symmetric).
         rule: the weight rule of W (symmetric doubly stochastic: ``"metropolis"``).
         L: the local functions' smoothness constant, or None (the problem's).
         mu: their strong-convexity constant (``0 < mu <= L``), or None (the problem's,
             for problems with affine gradients).
-        tau: the coupling in (0, 1], or None for the paper's value; eta and theta follow
-            it (eta = 1 / (4 tau L), theta = 1 / (eta lambda_max)).
+        tau: the coupling in (0, 1], or None for the paper's value; the default eta and
+            theta follow it (eta = 1 / (4 tau L), theta = 1 / (eta lambda_max)).
         check_mixing: check W (doubly stochastic, connected).
 
     Raises:
-        ValueError: a graph sequence of period other than 1, a bad ``L``, ``mu`` or
-            ``tau`` (at construction); ``mu`` None on a problem without affine gradients,
+        ValueError: a graph sequence of period other than 1, a bad ``lr``, ``L``, ``mu``
+            or ``tau`` (at construction); ``mu`` None on a problem without affine gradients,
             ``mu > L``, participation other than Full(n), a non-symmetric W (at
             :func:`stochmix.run`, before any work).
 
@@ -142,9 +145,10 @@ class APAPC(DecentralizedMethod):
     model_block = "xg"
     _run_state = DecentralizedMethod._run_state | {"constants", "_local"}
 
-    def __init__(self, graphs: GraphSequence, rule="metropolis", L=None, mu=None, tau=None,
-                 check_mixing=True):  # fmt: skip
+    def __init__(self, lr, graphs: GraphSequence, rule="metropolis", L=None, mu=None,
+                 tau=None, check_mixing=True):  # fmt: skip
         super().__init__(1.0, graphs, check_mixing=check_mixing)
+        self.lr = None if lr is None else as_float(lr, "lr", positive=True)  # type: ignore[assignment]
         if graphs.period != 1:
             raise ValueError(
                 f"graphs must be a fixed graph (a StaticSequence, period 1) for {self.name}: "
@@ -220,7 +224,7 @@ class APAPC(DecentralizedMethod):
         kappa = smooth / strong
         chi = p_top / p_low
         tau = min(1.0, 0.5 * math.sqrt(chi / kappa)) if self.tau is None else self.tau
-        eta = 1.0 / (4.0 * tau * smooth)
+        eta = 1.0 / (4.0 * tau * smooth) if self.lr is None else self.lr
         theta = 1.0 / (eta * p_top)
         return {"L": smooth, "mu": strong, "kappa": kappa, "lambda_max": top,
                 "lambda_min_plus": low, "chi": top / low, "P_max": p_top, "P_min_plus": p_low,
@@ -292,6 +296,8 @@ class OPAPC(APAPC):
     run by T sparse products; its Result ``messages`` count T rounds of W's messages).
 
     Args:
+        lr: the primal step eta, or None for the paper's 1 / (4 tau L) (theta = 1 / (eta
+            lambda_max(P_T)) follows it either way).
         graphs: a fixed graph (period 1), undirected (W symmetric).
         rule: the weight rule of W (symmetric doubly stochastic: ``"metropolis"``).
         L: the local functions' smoothness constant, or None (the problem's).
@@ -313,9 +319,9 @@ class OPAPC(APAPC):
 
     name = "OPAPC"
 
-    def __init__(self, graphs: GraphSequence, rule="metropolis", L=None, mu=None, tau=None,
-                 gossip_steps=None, check_mixing=True):  # fmt: skip
-        super().__init__(graphs, rule, L, mu, tau, check_mixing)
+    def __init__(self, lr, graphs: GraphSequence, rule="metropolis", L=None, mu=None,
+                 tau=None, gossip_steps=None, check_mixing=True):  # fmt: skip
+        super().__init__(lr, graphs, rule, L, mu, tau, check_mixing)
         self.gossip_steps = None if gossip_steps is None else as_int(
             gossip_steps, "gossip_steps", minimum=1
         )  # fmt: skip

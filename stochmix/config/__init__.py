@@ -74,7 +74,7 @@ take ``full`` only::
                                  #   method's mixing sends (algorithms.ChannelNoise)
 
 By default dgd, gradient_tracking, extra, nids, exact_diffusion, d2, choco, kgt, led,
-pg_extra, prox_nids and the variance-reduced methods (:data:`AVERAGING`)
+pg_extra, prox_nids, the variance-reduced and the accelerated methods (:data:`AVERAGING`)
 take the graph's doubly stochastic weights
 (:data:`DOUBLY_STOCHASTIC_RULE`), the others their own default rules; a rule whose matrices
 are not what the method needs (:data:`RULE_NEEDS`) is refused.

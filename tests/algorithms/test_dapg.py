@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from stochmix import run
 from stochmix.algorithms.accelerated_proximal import DAPG
+from stochmix.algorithms.mudag import Mudag
 from stochmix.mixing import RandomSequence, StaticSequence
 from stochmix.participation import Bernoulli, Full, RandomEdge
 from stochmix.problems import (
@@ -71,12 +72,13 @@ def test_engine_equals_reference(seed, n, kind, which, rounds, by_mu, given_eta)
     reg = REGULARIZERS[which]
     problem = smooth if reg is None else Composite(smooth, reg)
     lr = float(rng.uniform(0.2, 1.0)) / smooth.smoothness
-    if by_mu:  # the paper's alpha = sqrt(mu eta)
+    if by_mu:  # the paper's beta = (1 - a) / (1 + a), a = sqrt(mu eta)
         mu = smooth.strong_convexity
-        alpha, kwargs = float(np.sqrt(mu * lr)), {"mu": mu}
+        a = float(np.sqrt(mu * lr))
+        beta, kwargs = (1 - a) / (1 + a), {"mu": mu}
     else:
-        alpha = float(rng.uniform(0.05, 1.0))
-        kwargs = {"alpha": alpha}
+        beta = float(rng.uniform(0.0, 0.95))
+        kwargs = {"momentum": beta}
     eta = float(rng.uniform(0.0, 0.5)) if given_eta else None
     x0 = rng.normal(size=(n, d))
     iters = 10
@@ -91,9 +93,9 @@ def test_engine_equals_reference(seed, n, kind, which, rounds, by_mu, given_eta)
         RandomSequence(n, "erdos_renyi", connected=True, seed=int(rng.integers(2**31))),
     ]
     for sequence in graphs:
-        method = DAPG(lr, sequence, rounds=rounds, fastmix_eta=eta, **kwargs)
-        assert method.alpha == pytest.approx(alpha, rel=1e-15)
-        want = dapg(grad, prox, sequence, x0, lr, alpha, rounds, iters, eta=eta)
+        method = DAPG(lr, sequence, rounds, mix_momentum=eta, **kwargs)
+        assert method.momentum == pytest.approx(beta, rel=1e-14)
+        want = dapg(grad, prox, sequence, x0, lr, beta, rounds, iters, eta=eta)
         got = node_rows(method, problem, x0, iters)
         assert len(got) == iters
         for mine, ref in zip(got, want[1:], strict=True):
@@ -122,10 +124,10 @@ def test_one_network_of_identical_nodes_is_accelerated_proximal_gradient():
     lam = 0.4
     problem = Composite(smooth, L1(lam))
     eta = 1.0 / smooth.smoothness
-    method = DAPG(eta, StaticSequence(nx.cycle_graph(n)), mu=smooth.strong_convexity)
+    method = DAPG(eta, StaticSequence(nx.cycle_graph(n)), 2, mu=smooth.strong_convexity)
     x0 = rng.normal(size=d)
     result = run(method, problem, Full(n), 40, x0=x0, progress=False)
-    b, h, z = method.beta, hessians[0], centers[0]
+    b, h, z = method.momentum, hessians[0], centers[0]
     x, y, want = x0.copy(), x0.copy(), [x0.copy()]
     for _ in range(40):
         u = y - eta * h * (y - z)
@@ -136,17 +138,35 @@ def test_one_network_of_identical_nodes_is_accelerated_proximal_gradient():
     assert result.consensus.max() < 1e-20
 
 
-def test_traffic_is_two_fastmix_gossips_of_k_rounds():
-    """Per iteration: K rounds over W's edges for v and K for s, one vector per directed
-    edge each round; round 0's initial gradients send nothing more."""
-    n, k = 7, 3
+def test_on_a_smooth_problem_it_is_mudag():
+    """Without r the prox is left out and DAPG is Mudag (the same authors' smooth method,
+    stochmix.algorithms.mudag, written separately): the same node models to 1e-10 and
+    the same traffic."""
+    rng = np.random.default_rng(4)
+    n, d = 7, 3
+    problem = LeastSquares.random(n, d, rows_per_client=(2, 6), reg=0.1, seed=4)
+    graphs = StaticSequence(random_graph(rng, n))
+    lr, x0 = 0.8 / problem.smoothness, rng.normal(size=(n, d))
+    mine = run(DAPG(lr, graphs, 2, momentum=0.7), problem, Full(n), 12, x0=x0, progress=False)
+    theirs = run(Mudag(lr, graphs, 2, momentum=0.7), problem, Full(n), 12, x0=x0, progress=False)
+    close(mine.server, theirs.server)
+    close(mine.node_models, theirs.node_models)
+    np.testing.assert_array_equal(mine.messages, theirs.messages)
+    np.testing.assert_array_equal(mine.floats, theirs.floats)
+
+
+def test_traffic_is_one_fastmix_gossip_of_k_rounds_carrying_two_vectors():
+    """Per iteration: K rounds over W's edges, one message per directed edge each round,
+    carrying v and s (2 d floats); round 0's initial gradients send nothing more."""
+    n, k, d = 7, 3, 2
     graph = nx.cycle_graph(n)
     graph.add_edge(0, 3)
-    problem = Composite(Quadratic.random(n, 2, seed=0), L1(0.1))
-    method = DAPG(0.1 / problem.smoothness, StaticSequence(graph), alpha=0.3, rounds=k)
+    problem = Composite(Quadratic.random(n, d, seed=0), L1(0.1))
+    method = DAPG(0.1 / problem.smoothness, StaticSequence(graph), k, momentum=0.5)
     result = run(method, problem, Full(n), 4, progress=False)
     directed = 2 * graph.number_of_edges()
-    np.testing.assert_array_equal(result.messages, [0] + [2 * k * directed] * 4)
+    np.testing.assert_array_equal(result.messages, [0] + [k * directed] * 4)
+    np.testing.assert_array_equal(result.floats, [0] + [2 * d * k * directed] * 4)
 
 
 def test_reports_x_and_takes_gradients_at_y():
@@ -158,12 +178,12 @@ def test_reports_x_and_takes_gradients_at_y():
     ring = StaticSequence(nx.cycle_graph(n))
     lr = 0.5 / smooth.smoothness
     x0 = rng.normal(size=(n, d))
-    result = run(DAPG(lr, ring, alpha=0.3), problem, Full(n), 5, x0=x0, progress=False)
+    result = run(DAPG(lr, ring, 3, momentum=0.6), problem, Full(n), 5, x0=x0, progress=False)
 
     def grad(i, x):
         return smooth.gradients(np.array([i]), x[None])[0]
 
-    want = dapg(grad, lambda v, t: L1(0.2).prox(v[None], t)[0], ring, x0, lr, 0.3, 3, 5)
+    want = dapg(grad, lambda v, t: L1(0.2).prox(v[None], t)[0], ring, x0, lr, 0.6, 3, 5)
     close(result.node_models, want[-1])
     close(result.final, want[-1].mean(axis=0))
 
@@ -172,19 +192,20 @@ def test_reports_x_and_takes_gradients_at_y():
     ("kwargs", "message"),
     [
         ({}, "exactly one of mu"),
-        ({"mu": 1.0, "alpha": 0.5}, "mu=1.0 and alpha=0.5"),
-        ({"alpha": 1.5}, "alpha must be <= 1.0, got 1.5"),
-        ({"alpha": -0.1}, "alpha must be > 0, got -0.1"),
+        ({"mu": 1.0, "momentum": 0.5}, "mu=1.0 and momentum=0.5"),
+        ({"momentum": 1.0}, "momentum must be < 1, got 1.0"),
+        ({"momentum": -0.1}, "momentum must be >= 0, got -0.1"),
         ({"mu": 0.0}, "mu must be > 0, got 0.0"),
         ({"mu": 30.0}, "mu=30.0 and lr=0.1"),
-        ({"alpha": 0.5, "rounds": 0}, "rounds must be >= 1, got 0"),
-        ({"alpha": 0.5, "fastmix_eta": 1.0}, r"fastmix_eta must lie in \[0, 1\), got 1.0"),
-        ({"alpha": 0.5, "fastmix_eta": -0.2}, "fastmix_eta"),
-        ({"alpha": 0.5, "rule": "nope"}, "rule"),
+        ({"momentum": 0.5, "mix_rounds": 0}, "mix_rounds must be >= 1, got 0"),
+        ({"momentum": 0.5, "mix_momentum": 1.0}, "mix_momentum must be < 1, got 1.0"),
+        ({"momentum": 0.5, "mix_momentum": -0.2}, "mix_momentum must be >= 0, got -0.2"),
+        ({"momentum": 0.5, "rule": "nope"}, "rule"),
     ],
 )
 def test_arguments_refused_at_the_entry(kwargs, message):
     ring = StaticSequence(nx.cycle_graph(4))
+    kwargs = {"mix_rounds": 2, **kwargs}
     with pytest.raises(ValueError, match=message):
         DAPG(0.1, ring, **kwargs)
 
@@ -192,7 +213,7 @@ def test_arguments_refused_at_the_entry(kwargs, message):
 def test_only_full_participation_runs():
     n = 5
     problem = Composite(Quadratic.random(n, 2, seed=0), L1(0.1))
-    method = DAPG(0.1 / problem.smoothness, StaticSequence(nx.cycle_graph(n)), alpha=0.2)
+    method = DAPG(0.1 / problem.smoothness, StaticSequence(nx.cycle_graph(n)), 2, momentum=0.5)
     for process in (Bernoulli(0.5, n_clients=n), RandomEdge(nx.cycle_graph(n))):
         with pytest.raises(ValueError, match=r"participation must be Full\(n\) for DAPG"):
             run(method, problem, process, 3, progress=False)
@@ -203,7 +224,7 @@ def test_needs_doubly_stochastic_mixing():
     n = 5
     problem = Quadratic.random(n, 2, seed=0)
     directed = RandomSequence(n, "random_directed", seed=3)
-    method = DAPG(0.1 / problem.smoothness, directed, alpha=0.2, rule="row", fastmix_eta=0.1)
+    method = DAPG(0.1 / problem.smoothness, directed, 2, momentum=0.5, rule="row", mix_momentum=0.1)
     with pytest.raises(ValueError, match="doubly stochastic"):
         run(method, problem, Full(n), 3, progress=False)
 
@@ -222,7 +243,7 @@ def test_converges_linearly_to_the_certified_composite_minimiser(unchecked):
     star = problem.x_star
     assert 0 < np.count_nonzero(star) < star.size  # the prox matters
     big_l, mu = smooth.smoothness, smooth.strong_convexity
-    method = DAPG(1.0 / big_l, StaticSequence(nx.cycle_graph(10)), mu=mu, rounds=4)
+    method = DAPG(1.0 / big_l, StaticSequence(nx.cycle_graph(10)), 4, mu=mu)
     res = run(method, problem, Full(10), 400, progress=False)
     error = res.distance / np.linalg.norm(star)
     assert error[-1] < 1e-10, error[-1]
@@ -263,7 +284,7 @@ def slope(counts):
     return float(np.polyfit(np.log(KAPPAS), np.log(np.asarray(counts, dtype=float)), 1)[0])
 
 
-def matrix_form(problem, w, eta, alpha, rounds, iterations):
+def matrix_form(problem, w, eta, b, rounds, iterations):
     """The relative errors ||mean_i x_i^t - x*|| / ||x*|| of DAPG from x0 = 0, computed
     independently of the library and the reference: the (n, d) matrix recursion with
     FastMix as the dense matrix polynomial P = p_K(W), p_0 = 1, p_1 = (1 + e) w - e,
@@ -274,7 +295,6 @@ def matrix_form(problem, w, eta, alpha, rounds, iterations):
     for _ in range(rounds - 1):
         before, p = p, (1 + e) * w @ p - e * before
     star = problem.x_star
-    b = (1 - alpha) / (1 + alpha)
     x = np.zeros_like(z)
     y, s = x.copy(), h * (x - z)
     errors = [1.0]
@@ -296,19 +316,26 @@ def test_matrix_form_is_the_engine(unchecked):
     (with the paper's momentum and without)."""
     smooth, problem = claim_problem(100.0)
     w = RING.matrix(0, "metropolis").toarray()
-    for alpha in (np.sqrt(smooth.strong_convexity / smooth.smoothness), 1.0):
-        method = DAPG(1.0 / smooth.smoothness, RING, alpha=alpha, rounds=3)
+    a = np.sqrt(smooth.strong_convexity / smooth.smoothness)
+    for b in ((1 - a) / (1 + a), 0.0):
+        method = DAPG(1.0 / smooth.smoothness, RING, 3, momentum=b)
         res = run(
             method, problem, Full(8), 60, x0=np.zeros(6), metrics=("distance",), progress=False
         )
-        want = matrix_form(problem, w, 1.0 / smooth.smoothness, alpha, 3, 60)
+        want = matrix_form(problem, w, 1.0 / smooth.smoothness, b, 3, 60)
         np.testing.assert_allclose(res.relative_error, want, rtol=1e-8, atol=1e-14)
 
 
-def counts(alpha_of, lengths):
+def paper_momentum(big_l, mu):
+    """beta = (1 - a) / (1 + a), a = sqrt(mu / L): the paper's, for eta = 1/L."""
+    a = np.sqrt(mu / big_l)
+    return (1 - a) / (1 + a)
+
+
+def counts(momentum_of, lengths):
     """Iterations to relative error 1e-8 at each L/mu of KAPPAS, from the matrix form
-    (eta = 1/L, K = 3, a ring of 8), run for ``lengths[i]`` iterations; alpha_of(L, mu)
-    is the momentum parameter."""
+    (eta = 1/L, K = 3, a ring of 8), run for ``lengths[i]`` iterations; momentum_of(L,
+    mu) is beta."""
     w = RING.matrix(0, "metropolis").toarray()
     found = []
     for kappa, length in zip(KAPPAS, lengths, strict=True):
@@ -316,7 +343,7 @@ def counts(alpha_of, lengths):
         star = problem.x_star
         assert star[0] == pytest.approx(1.5, rel=1e-9) and star[1] == 0.0  # as designed
         big_l, mu = smooth.smoothness, smooth.strong_convexity
-        errors = matrix_form(problem, w, 1.0 / big_l, alpha_of(big_l, mu), 3, length)
+        errors = matrix_form(problem, w, 1.0 / big_l, momentum_of(big_l, mu), 3, length)
         found.append(iterations_to(errors))
     return found
 
@@ -326,12 +353,12 @@ def test_iterations_grow_like_the_square_root_of_the_condition_number(unchecked)
     O(sqrt(L/mu) log(1/eps)) iterations. Over L/mu in {10, 100, 1000} (L1-regularized
     quadratics, a ring of 8, K = 3) the log-log slope of the iterations to relative error
     1e-8 is below 0.7 (measured 0.53: 69, 243, 793 iterations), while the same method
-    without momentum (alpha = 1: proximal gradient tracking with multi-consensus) has slope
+    without momentum (beta = 0: proximal gradient tracking with multi-consensus) has slope
     about 1 (measured 1.01: 249, 2568, 25780), and needs more iterations at every L/mu.
     Counted on the matrix form, which the test above checks against the engine (the
     engine's own counts: the slow test below)."""
-    accelerated = counts(lambda big_l, mu: np.sqrt(mu / big_l), (300, 900, 2700))
-    plain = counts(lambda big_l, mu: 1.0, (1000, 10000, 40000))
+    accelerated = counts(paper_momentum, (300, 900, 2700))
+    plain = counts(lambda big_l, mu: 0.0, (1000, 10000, 40000))
     assert None not in accelerated and None not in plain, (accelerated, plain)
     rate, contrast = slope(accelerated), slope(plain)
     assert rate < 0.7, (accelerated, rate)
@@ -346,11 +373,11 @@ def test_engine_iterations_grow_like_the_square_root_of_the_condition_number(unc
     engine = []
     for kappa, length in zip(KAPPAS, (150, 450, 1400), strict=True):
         smooth, problem = claim_problem(kappa)
-        method = DAPG(1.0 / smooth.smoothness, RING, mu=smooth.strong_convexity, rounds=3)
+        method = DAPG(1.0 / smooth.smoothness, RING, 3, mu=smooth.strong_convexity)
         res = run(
             method, problem, Full(8), length, x0=np.zeros(6), metrics=("distance",),
             progress=False,
         )  # fmt: skip
         engine.append(iterations_to(res.relative_error))
-    assert engine == counts(lambda big_l, mu: np.sqrt(mu / big_l), (150, 450, 1400))
+    assert engine == counts(paper_momentum, (150, 450, 1400))
     assert slope(engine) < 0.7, engine

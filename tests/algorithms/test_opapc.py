@@ -50,14 +50,20 @@ def check_against_reference(problem, graphs, x0, iters, rng):
     big_l = problem.smoothness  # the method's default L
     tau = float(rng.uniform(0.05, 1.0))
     steps = int(rng.integers(1, 5))
+    eta = float(rng.uniform(0.05, 0.5)) / big_l  # lr given: theta follows it
     cases = [
-        (APAPC(graphs), lambda: apapc(problem, graphs, iters, x0, big_l, mu)),
-        (APAPC(graphs, tau=tau), lambda: apapc(problem, graphs, iters, x0, big_l, mu, tau=tau)),
-        (OPAPC(graphs), lambda: opapc(problem, graphs, iters, x0, big_l, mu)),
+        (APAPC(None, graphs), lambda: apapc(problem, graphs, iters, x0, big_l, mu)),
         (
-            OPAPC(graphs, L=2 * L, mu=mu, gossip_steps=steps),
+            APAPC(None, graphs, tau=tau),
+            lambda: apapc(problem, graphs, iters, x0, big_l, mu, tau=tau),
+        ),
+        (OPAPC(None, graphs), lambda: opapc(problem, graphs, iters, x0, big_l, mu)),
+        (
+            OPAPC(None, graphs, L=2 * L, mu=mu, gossip_steps=steps),
             lambda: opapc(problem, graphs, iters, x0, 2 * L, mu, steps=steps),
         ),
+        (APAPC(eta, graphs), lambda: apapc(problem, graphs, iters, x0, big_l, mu, eta=eta)),
+        (OPAPC(eta, graphs), lambda: opapc(problem, graphs, iters, x0, big_l, mu, eta=eta)),
     ]
     for method, reference in cases:
         got = run(method, problem, Full(n), iters, x0=x0, progress=False).server
@@ -100,7 +106,7 @@ def test_parameters_are_the_papers():
     lam = np.sort(1 / 3 + 2 / 3 * np.cos(2 * np.pi * np.arange(n) / n))
     top, low = 1 - lam[0], 1 - lam[-2]  # lambda_max(G) and lambda_min^+(G), G = I - W
     chi, kappa = top / low, problem.smoothness / mu
-    method = APAPC(ring)
+    method = APAPC(None, ring)
     run(method, problem, Full(n), 1, progress=False)
     c = method.constants
     assert np.isclose(c["lambda_max"], top) and np.isclose(c["chi"], chi)
@@ -108,7 +114,7 @@ def test_parameters_are_the_papers():
     tau = min(1.0, 0.5 * math.sqrt(chi / kappa))
     assert np.isclose(c["tau"], tau) and np.isclose(c["eta"], 1 / (4 * tau * c["L"]))
     assert np.isclose(c["theta"], 1 / (c["eta"] * top))
-    method = OPAPC(ring)
+    method = OPAPC(None, ring)
     run(method, problem, Full(n), 1, progress=False)
     c = method.constants
     steps = math.floor(math.sqrt(chi))
@@ -117,10 +123,13 @@ def test_parameters_are_the_papers():
     assert c["steps"] == steps == 2
     assert np.isclose(c["tau"], tau) and np.isclose(c["eta"], 1 / (4 * tau * c["L"]))
     assert np.isclose(c["theta"], (1 + c1 ** (2 * steps)) / (c["eta"] * (1 + c1**steps) ** 2))
-    fixed = OPAPC(ring, L=100.0, mu=2.0, tau=0.3, gossip_steps=3)
+    fixed = OPAPC(None, ring, L=100.0, mu=2.0, tau=0.3, gossip_steps=3)
     run(fixed, problem, Full(n), 1, progress=False)
     assert fixed.constants["steps"] == 3 and fixed.constants["tau"] == 0.3
     assert fixed.constants["eta"] == 1 / (4 * 0.3 * 100.0) and fixed.constants["alpha"] == 2.0
+    given = APAPC(0.01, ring)
+    run(given, problem, Full(n), 1, progress=False)
+    assert given.constants["eta"] == 0.01 and np.isclose(given.constants["theta"], 1 / (0.01 * top))
 
 
 def test_chebyshev_operator_is_the_papers_accelerated_gossip():
@@ -154,7 +163,7 @@ def test_costs_per_iteration():
     graph.add_edge(0, 5)
     ring = StaticSequence(graph)
     problem = Quadratic.random(n, 2, seed=3)
-    for method, rounds in ((APAPC(ring), 1), (OPAPC(ring), None)):
+    for method, rounds in ((APAPC(None, ring), 1), (OPAPC(None, ring), None)):
         result = run(method, problem, Full(n), 5, progress=False)
         rounds = rounds or method.constants["steps"]
         assert rounds >= 2 or method.name == "APAPC"
@@ -166,27 +175,29 @@ def test_bad_input_is_refused_before_any_work():
     n = 5
     ring = StaticSequence(nx.cycle_graph(n))
     with pytest.raises(ValueError, match="graphs must be a fixed graph"):
-        APAPC(RandomSequence(n, "erdos_renyi", seed=0))
+        APAPC(None, RandomSequence(n, "erdos_renyi", seed=0))
     with pytest.raises(ValueError, match="tau"):
-        APAPC(ring, tau=1.5)
+        APAPC(None, ring, tau=1.5)
     with pytest.raises(ValueError, match="mu must be <= L"):
-        OPAPC(ring, L=1.0, mu=2.0)
+        OPAPC(None, ring, L=1.0, mu=2.0)
     with pytest.raises(ValueError, match="gossip_steps"):
-        OPAPC(ring, gossip_steps=0)
+        OPAPC(None, ring, gossip_steps=0)
     with pytest.raises(ValueError, match="L"):
-        APAPC(ring, L=-1.0)
+        APAPC(None, ring, L=-1.0)
+    with pytest.raises(ValueError, match="lr"):
+        OPAPC(-0.1, ring)
     problem = Quadratic.random(n, 2, seed=0)
     with pytest.raises(ValueError, match="participation must be Full"):
-        run(APAPC(ring), problem, Bernoulli(0.5, n), 3, progress=False)
+        run(APAPC(None, ring), problem, Bernoulli(0.5, n), 3, progress=False)
     logistic = Logistic.random(n, 3, seed=0)
     with pytest.raises(ValueError, match="problem: .*mu=.*Logistic"):
-        run(OPAPC(ring), logistic, Full(n), 3, progress=False)
-    run(OPAPC(ring, mu=logistic.strong_convexity), logistic, Full(n), 3, progress=False)
+        run(OPAPC(None, ring), logistic, Full(n), 3, progress=False)
+    run(OPAPC(None, ring, mu=logistic.strong_convexity), logistic, Full(n), 3, progress=False)
     with pytest.raises(ValueError, match="mu must be <= L"):
-        run(APAPC(ring, mu=1e6), problem, Full(n), 3, progress=False)
+        run(APAPC(None, ring, mu=1e6), problem, Full(n), 3, progress=False)
     singular = Quadratic(np.ones((n, 2)), np.array([[1.0, 0.0]] + [[1.0, 1.0]] * (n - 1)))
     with pytest.raises(ValueError, match="problem: every local function"):
-        run(APAPC(ring), singular, Full(n), 3, progress=False)
+        run(APAPC(None, ring), singular, Full(n), 3, progress=False)
 
 
 # --------------------------------------------------------------------------- claims
@@ -224,7 +235,7 @@ def test_gradient_steps_grow_like_sqrt_kappa_quick(unchecked):
     kappas = [10.0, 100.0]
     for make, budget in ((APAPC, (400, 1200)), (OPAPC, (250, 700))):
         found = [
-            iterations_to(make(ring), hard_quadratic(n, k), b)
+            iterations_to(make(None, ring), hard_quadratic(n, k), b)
             for k, b in zip(kappas, budget, strict=True)
         ]
         assert 0.35 < slope(kappas, found) < 0.65, (make.name, found)
@@ -241,7 +252,7 @@ def test_gradient_steps_grow_like_sqrt_kappa(unchecked):
     budget = {"APAPC": [400, 1200, 3800], "OPAPC": [250, 700, 2200]}
     for make in (APAPC, OPAPC):
         found = [
-            iterations_to(make(ring), hard_quadratic(n, k), b)
+            iterations_to(make(None, ring), hard_quadratic(n, k), b)
             for k, b in zip(kappas, budget[make.name], strict=True)
         ]
         assert 0.35 < slope(kappas, found) < 0.65, (make.name, found)  # sqrt(kappa)
@@ -256,7 +267,7 @@ def opapc_on_rings(kappa, sizes):
     """(chi, iterations, communication rounds) of OPAPC over rings of the given sizes."""
     chis, found, rounds = [], [], []
     for n in sizes:
-        method = OPAPC(StaticSequence(nx.cycle_graph(n)))
+        method = OPAPC(None, StaticSequence(nx.cycle_graph(n)))
         found.append(iterations_to(method, hard_quadratic(n, kappa), int(80 * math.sqrt(kappa))))
         chis.append(method.constants["chi"])
         rounds.append(found[-1] * method.constants["steps"])
@@ -289,7 +300,7 @@ def test_communications_grow_like_sqrt_kappa_chi(unchecked):
     assert 0.35 < on_kappa < 0.65 and 0.35 < on_chi < 0.65, (on_kappa, on_chi)
     found, chis = [], []
     for n in sizes:
-        method = APAPC(StaticSequence(nx.cycle_graph(n)))
+        method = APAPC(None, StaticSequence(nx.cycle_graph(n)))
         found.append(iterations_to(method, hard_quadratic(n, 10.0), 2000))
         chis.append(method.constants["chi"])
     assert slope(chis, found) > 0.3, found

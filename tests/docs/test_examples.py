@@ -126,3 +126,17 @@ def test_certified_rates_example(tmp_path):
     certified, measured, exact = out["nids"]
     assert measured <= certified and exact <= certified + 1e-6
     assert (tmp_path / "c.png").exists()
+
+
+@pytest.mark.slow
+def test_optimal_methods_example(tmp_path, unchecked):
+    """The accelerated and optimal methods need fewer iterations than gradient tracking and
+    EXTRA, MSDA fewer communication rounds than SSDA on the larger ring, and every count is
+    above Scaman et al.'s lower bounds."""
+    module = load("optimal_methods")
+    found = module.main(**module.QUICK, out=str(tmp_path / "o.png"))
+    for kappa in module.QUICK["kappas"]:
+        slow = found["kappa", kappa, "EXTRA"][0]
+        for name in ("Mudag", "SSDA", "MSDA"):
+            assert found["kappa", kappa, name][0] < slow / 4, (kappa, name)
+    assert (tmp_path / "o.png").exists()

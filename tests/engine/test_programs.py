@@ -179,8 +179,8 @@ def _spy_on_template_checks(monkeypatch) -> list:
 
     answers, original = [], RoundTemplate.matches
 
-    def matches(self, plan, participants, bases=()):
-        answers.append(original(self, plan, participants, bases))
+    def matches(self, plan, participants, bases=(), *counts):
+        answers.append(original(self, plan, participants, bases, *counts))
         return answers[-1]
 
     monkeypatch.setattr(RoundTemplate, "matches", matches)

@@ -12,15 +12,15 @@ and returns u^{(K)}. The default e = (1 - sqrt(1 - lam^2)) / (1 + sqrt(1 - lam^2
 second-largest eigenvalue modulus of W (from numpy.linalg.eigvalsh of the dense W).
 
 DAPG, each node i keeping x_i, y_i, s_i and its last gradient, started at
-x_i^0 = y_i^0 = x0 (row i of a per-node x0) and s_i^0 = grad f_i(y_i^0); b = (1 - a)/(1 + a):
+x_i^0 = y_i^0 = x0 (row i of a per-node x0) and s_i^0 = grad f_i(y_i^0); b the momentum:
 
   v_i^t     = prox_{eta r}(y_i^t - eta s_i^t)            (v_i^t = y_i^t - eta s_i^t if r = 0)
   x^{t+1}   = FastMix(v^t, K)
   y_i^{t+1} = x_i^{t+1} + b (x_i^{t+1} - x_i^t)
   s^{t+1}   = FastMix(s^t, K) + (grad f_i(y_i^{t+1}) - grad f_i(y_i^t))_i
 
-with a = sqrt(mu eta) in the paper's tuning (eta = 1/L). Returns the list [x^0, ..., x^T]
-of (n, d) arrays, row i node i's x.
+with b = (1 - a) / (1 + a), a = sqrt(mu eta), in the paper's tuning (eta = 1/L). Returns
+the list [x^0, ..., x^T] of (n, d) arrays, row i node i's x.
 
 Source: the stored copies of the paper that could be searched gave its abstract and
 introduction only, not the algorithm box; the updates above are written from knowledge of
@@ -56,7 +56,7 @@ def fastmix(w, vectors, rounds, eta):
     return current
 
 
-def dapg(grad, prox, graphs, x0, lr, alpha, rounds, iterations, eta=None, rule="metropolis"):
+def dapg(grad, prox, graphs, x0, lr, momentum, rounds, iterations, eta=None, rule="metropolis"):
     """The DAPG iterates [x^0, ..., x^T] (see the module docstring).
 
     ``grad(i, x)`` is grad f_i(x); ``prox(v, t)`` is prox_{t r}(v) for a 1-d v, or None for
@@ -67,7 +67,7 @@ def dapg(grad, prox, graphs, x0, lr, alpha, rounds, iterations, eta=None, rule="
     y = [x0[i].copy() for i in range(n)]
     grads = [grad(i, y[i]) for i in range(n)]
     s = [g.copy() for g in grads]
-    b = (1.0 - alpha) / (1.0 + alpha)
+    b = momentum
     history = [np.array(x)]
     for t in range(iterations):
         w = graphs.matrix(t, rule).toarray()

@@ -19,7 +19,8 @@ lambda_min^+ = the second smallest, chi = lambda_max / lambda_min^+. L and mu ar
 - OPAPC (Algorithm 2): T = floor(sqrt(chi)), c_1 = (sqrt(chi) - 1) / (sqrt(chi) + 1),
   c_2 = (chi + 1) / (chi - 1), c_3 = 2 chi / ((1 + chi) lambda_max), tau = min(1, (1 +
   c_1^T) / (2 sqrt(kappa) (1 - c_1^T))), eta = 1 / (4 tau L), theta = (1 + c_1^{2T}) /
-  (eta (1 + c_1^T)^2), alpha = mu; the same loop with sum_j G[i, j] x_half_j replaced by
+  (eta (1 + c_1^T)^2), alpha = mu (eta may be given instead, theta following it); the
+  same loop with sum_j G[i, j] x_half_j replaced by
   AcceleratedGossip(G, x_half, T): a_0 = 1, a_1 = c_2, z_0 = x, z_1 = c_2 (I - c_3 G) x,
   a_{t+1} = 2 c_2 a_t - a_{t-1}, z_{t+1} = 2 c_2 (I - c_3 G) z_t - z_{t-1}; returns
   z_0 - z_T / a_T.
@@ -90,16 +91,16 @@ def _loop(problem, x0, iterations, tau, eta, theta, alpha, communicate):
     return np.array(history)
 
 
-def apapc(problem, graphs, iterations, x0, L, mu, rule="metropolis", tau=None):
+def apapc(problem, graphs, iterations, x0, L, mu, rule="metropolis", tau=None, eta=None):
     g, top, chi = _gossip(graphs, rule)
     kappa = L / mu
     tau = min(1.0, 0.5 * math.sqrt(chi / kappa)) if tau is None else tau
-    eta = 1.0 / (4.0 * tau * L)
+    eta = 1.0 / (4.0 * tau * L) if eta is None else eta
     theta = 1.0 / (eta * top)
     return _loop(problem, x0, iterations, tau, eta, theta, mu, lambda v: _apply(g, v))
 
 
-def opapc(problem, graphs, iterations, x0, L, mu, rule="metropolis", steps=None):
+def opapc(problem, graphs, iterations, x0, L, mu, rule="metropolis", steps=None, eta=None):
     g, top, chi = _gossip(graphs, rule)
     kappa = L / mu
     root = math.sqrt(chi)
@@ -108,7 +109,7 @@ def opapc(problem, graphs, iterations, x0, L, mu, rule="metropolis", steps=None)
     c2 = (chi + 1.0) / (chi - 1.0)
     c3 = 2.0 * chi / ((1.0 + chi) * top)
     tau = min(1.0, (1.0 + c1**steps) / (2.0 * math.sqrt(kappa) * (1.0 - c1**steps)))
-    eta = 1.0 / (4.0 * tau * L)
+    eta = 1.0 / (4.0 * tau * L) if eta is None else eta
     theta = (1.0 + c1 ** (2 * steps)) / (eta * (1.0 + c1**steps) ** 2)
     return _loop(
         problem,
