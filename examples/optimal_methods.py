@@ -69,6 +69,8 @@ def methods(ring, problem):
         "Mudag": A.Mudag(1.0 / L, ring, mix_rounds=rounds, mu=mu),
         "SSDA": A.SSDA(None, ring),
         "MSDA": A.MSDA(None, ring),
+        "APAPC": A.APAPC(None, ring),
+        "OPAPC": A.OPAPC(None, ring),
     }
 
 

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # what the names below resolve to, for type checkers and IDEs
     from .stale import MIFA, FedStale, FedVARP
     from .uplink import CompressedUplink
     from .variance_reduced import GTSAGA, GTSARAH, GTSVRG
+    from .accelerated_proximal import DAPG
     from .optimal import APAPC, OPAPC
     from .mudag import Mudag
     from .accelerated_tracking import AccDNGD
@@ -101,6 +102,7 @@ _EXPORTS = LazyExports(
         "Mudag": ".mudag",
         "APAPC": ".optimal",
         "OPAPC": ".optimal",
+        "DAPG": ".accelerated_proximal",
         "GTSAGA": ".variance_reduced",
         "GTSARAH": ".variance_reduced",
         "GTSVRG": ".variance_reduced",

@@ -92,6 +92,7 @@ DECENTRALIZED: dict[str, tuple[type[algorithms.DecentralizedMethod], dict[str, A
     "lt_admm": (algorithms.LTADMM, {}),
     "acc_dngd": (algorithms.AccDNGD, {}),
     "mudag": (algorithms.Mudag, {}),
+    "dapg": (algorithms.DAPG, {}),
     "apapc": (algorithms.APAPC, {}),
     "opapc": (algorithms.OPAPC, {}),
     "ssda": (algorithms.SSDA, {}),
@@ -115,7 +116,7 @@ RULE_NEEDS = {kind: dict(cls.needs) for kind, (cls, _) in DECENTRALIZED.items()}
 AVERAGING = (
     "dgd", "gradient_tracking", "extra", "nids", "exact_diffusion", "d2", "choco", "kgt",
     "pg_extra", "prox_nids", "led", "gt_svrg", "gt_saga", "gt_sarah", "acc_dngd", "mudag",
-    "ssda", "msda", "apapc", "opapc",
+    "ssda", "msda", "apapc", "opapc", "dapg",
 )  # fmt: skip
 
 _STOCHASTIC = {

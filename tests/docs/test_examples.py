@@ -137,6 +137,6 @@ def test_optimal_methods_example(tmp_path, unchecked):
     found = module.main(**module.QUICK, out=str(tmp_path / "o.png"))
     for kappa in module.QUICK["kappas"]:
         slow = found["kappa", kappa, "EXTRA"][0]
-        for name in ("Mudag", "SSDA", "MSDA"):
+        for name in ("Mudag", "SSDA", "MSDA", "OPAPC"):
             assert found["kappa", kappa, name][0] < slow / 4, (kappa, name)
     assert (tmp_path / "o.png").exists()
