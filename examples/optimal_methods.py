@@ -43,7 +43,7 @@ from stochmix.problems import Quadratic
 
 #: Full size, and the ``--quick`` size the tests and the docs build run.
 FULL = {"kappas": (10.0, 100.0, 1000.0), "sizes": (8, 16, 32), "n": 8, "kappa": 100.0}
-QUICK = {"kappas": (10.0, 40.0), "sizes": (6, 10), "n": 6, "kappa": 10.0}
+QUICK = {"kappas": (10.0, 20.0), "sizes": (6, 10), "n": 6, "kappa": 10.0}
 TOLERANCE = 1e-8
 
 
@@ -142,7 +142,6 @@ def _draw(found, kappas, sizes, n, kappa, out):
     left.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
-    plt.close(fig)
 
 
 if __name__ == "__main__":
