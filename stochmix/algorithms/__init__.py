@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from .._lazy import LazyExports
 
 if TYPE_CHECKING:  # what the names below resolve to, for type checkers and IDEs
+    from .accelerated_proximal import DAPG
+    from .accelerated_tracking import AccDNGD
     from .adaptive import FedAdagrad, FedAdam, FedAdaptive, FedYogi
     from .admm import DLM, DecentralizedADMM
     from .amplified import AmplifiedFedAvg
@@ -20,6 +22,7 @@ if TYPE_CHECKING:  # what the names below resolve to, for type checkers and IDEs
     from .choco import CHOCO
     from .decentralized import DGD, DecentralizedMethod, GradientTracking, PushPull, PushSum
     from .decentralized_zoo import D2, EXTRA, NIDS, ExactDiffusion, PushDIGing
+    from .dual_accelerated import MSDA, SSDA
     from .fedavg import FedAvg
     from .feddyn import FedDyn
     from .federated_composite import FedDualAvg, FedMid
@@ -30,20 +33,17 @@ if TYPE_CHECKING:  # what the names below resolve to, for type checkers and IDEs
     from .led import LED
     from .local_steps import ClientSteps, LocalSteps, RandomSteps
     from .local_tracking import KGT
+    from .local_training_admm import LTADMM, FedLT
     from .momentum import FedAvgM
+    from .mudag import Mudag
+    from .optimal import APAPC, OPAPC
     from .proximal import PGEXTRA, ProxNIDS
+    from .relaxed_admm import RelaxedADMM
     from .scaffnew import Scaffnew
     from .scaffold import SCAFFOLD
     from .stale import MIFA, FedStale, FedVARP
     from .uplink import CompressedUplink
     from .variance_reduced import GTSAGA, GTSARAH, GTSVRG
-    from .accelerated_proximal import DAPG
-    from .optimal import APAPC, OPAPC
-    from .mudag import Mudag
-    from .accelerated_tracking import AccDNGD
-    from .local_training_admm import FedLT, LTADMM
-    from .relaxed_admm import RelaxedADMM
-    from .dual_accelerated import MSDA, SSDA
 
 #: each public name -> the module that defines it, imported on first use
 _EXPORTS = LazyExports(
@@ -158,6 +158,15 @@ __all__ = [
     "Scaffnew",
     "Staleness",
     "SSDA",
+    "RelaxedADMM",
+    "LTADMM",
+    "FedLT",
+    "AccDNGD",
+    "Mudag",
+    "APAPC",
+    "OPAPC",
+    "MSDA",
+    "DAPG",
 ]
 
 

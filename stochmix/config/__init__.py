@@ -42,8 +42,10 @@ A configuration::
 Decentralized methods (``dgd``, ``gradient_tracking``, ``push_pull``, ``push_sum``,
 ``extra``, ``nids``, ``exact_diffusion``, ``d2``, ``push_diging``, ``kgt``, ``choco``,
 ``led``, the variance-reduced ``gt_svrg``, ``gt_saga``, ``gt_sarah`` (finite sums), the
-proximal ``pg_extra``, ``prox_nids`` and the primal-dual ``admm``, ``dlm``; ``form`` picks a
-method's variant where it has several) mix over
+proximal ``pg_extra``, ``prox_nids``, the primal-dual ``admm``, ``dlm``, ``relaxed_admm``,
+``lt_admm``, and the accelerated and optimal ``acc_dngd``, ``mudag``, ``dapg`` (composite),
+``apapc``, ``opapc``, ``ssda``, ``msda``; ``form`` picks a method's variant where it has
+several) mix over
 the graph sequence of a ``[graphs]`` table. They run every node in every iteration by
 default (participation ``full``); an ``[activation]`` table (``[participation]`` under
 its name for them) activates part of the network: edge gossip (``random_edge``,

@@ -39,7 +39,16 @@ METHOD_OPTIONS = {
     "fedbuff": {"buffer": 2, "concurrency": 3},
     "fedasync": {"concurrency": 3},
     "fedpd": {"p": 0.5},
+    "acc_dngd": {"alpha": 0.2},
+    "mudag": {"mix_rounds": 2, "momentum": 0.5},
+    "dapg": {"mix_rounds": 2, "momentum": 0.5},
 }
+
+#: Decentralized methods whose papers run on one fixed graph (their tuning or their dual
+#: or edge variables read its matrix): other sequences are refused, naming graphs.
+FIXED_GRAPH = {"ssda", "msda", "apapc", "opapc", "relaxed_admm", "lt_admm"}
+#: ... and those whose accelerated gossip needs a symmetric W (its eigenvalues real).
+SYMMETRIC = {"ssda", "msda", "apapc", "opapc", "mudag", "dapg"}
 
 
 def _with(base: dict, **changes) -> dict:
@@ -150,12 +159,23 @@ def test_every_federated_method_runs_from_a_config(kind):
 @pytest.mark.parametrize("graph", sorted(config.GRAPHS))
 @pytest.mark.parametrize("kind", sorted(config.DECENTRALIZED))
 def test_every_decentralized_method_runs_on_every_graph_that_suits_it(kind, graph):
-    raw = _with(DECENTRALIZED, graphs={"kind": graph}, methods=[{"kind": kind, "lr": 0.05}])
+    method = {"kind": kind, "lr": 0.05, **METHOD_OPTIONS.get(kind, {})}
+    raw = _with(DECENTRALIZED, graphs={"kind": graph}, methods=[method])
     if kind in ("gt_svrg", "gt_saga", "gt_sarah"):  # finite sums: clients that hold samples
         raw["problem"] = {"kind": "least_squares", "n_clients": 8, "dim": 3}
     if graph == "random_directed" and kind in config.AVERAGING:
         with pytest.raises(ConfigError, match=r"methods\[0\]\.rule: .*doubly stochastic"):
             parse(raw)
+        return
+    if kind in FIXED_GRAPH and graph in ("erdos_renyi", "one_peer_exponential", "random_directed"):
+        refused = r"methods\[0\]: graphs must be (a fixed graph|static)"
+        with pytest.raises(ConfigError, match=refused):
+            parse(raw)
+        return
+    if kind in SYMMETRIC and graph in ("directed_ring", "one_peer_exponential"):
+        exp = parse(raw)
+        with pytest.raises(ValueError, match="symmetric"):
+            sm.run(exp.methods[0].build(0.05), exp.problem, exp.participation, 5, progress=False)
         return
     exp = parse(raw)
     assert isinstance(exp.participation, sm.participation.Full)

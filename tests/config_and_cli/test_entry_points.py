@@ -8,6 +8,7 @@ Each test "installs" a small package the way an installer leaves it: its module 
 """
 
 import csv
+import multiprocessing  # noqa: F401  (before any test copies sys.modules: see _install)
 import subprocess
 import sys
 import textwrap
@@ -82,7 +83,9 @@ def _install(tmp_path, monkeypatch, entry_points: str, module: str = MODULE, nam
     (info / "entry_points.txt").write_text(textwrap.dedent(entry_points), encoding="utf-8")
     monkeypatch.syspath_prepend(str(site))
     plugins.refresh()
-    monkeypatch.setattr(sys, "modules", dict(sys.modules))  # the package is imported afresh
+    # the package is imported afresh (a module first imported under the copy, such as
+    # multiprocessing, cannot import its own submodules: it is imported at the top)
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))
     return site
 
 

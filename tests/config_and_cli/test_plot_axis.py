@@ -86,4 +86,5 @@ def test_result_plot_time_without_a_clock_says_to_pass_one():
 
 def test_help_describes_the_option(capsys):
     text = build_parser()._subparsers._group_actions[0].choices["run"].format_help()
-    assert "--x {round,gradients,messages,floats,sample_gradients,time}" in text and "[output] x" in text
+    axes = "--x {round,gradients,messages,floats,sample_gradients,time}"
+    assert axes in text and "[output] x" in text
