@@ -12,21 +12,17 @@ prox of r is a row map (:class:`~stochmix.engine.RowMap`) over every node, as in
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
-from .._validate import as_float, as_int, choice, show
 from ..engine import Block, RunContext, grad
-from ..mixing.polynomial import PolynomialMixing, fastmix
-from ..mixing.sequences import RULES, GraphSequence
-from .decentralized_base import DecentralizedMethod, require_everyone
+from ..mixing.polynomial import PolynomialMixing
+from .mudag import Mudag
 from .proximal import prox_phase
 
 __all__ = ["DAPG"]
 
 
-class DAPG(DecentralizedMethod):
+class DAPG(Mudag):
     r"""DAPG, decentralized accelerated proximal gradient descent (Ye, Zhou, Luo & Zhang,
     Algorithm 1), for min_x (1/n) sum_i f_i(x) + r(x) with r the same at every node (a
     :class:`~stochmix.problems.Composite` problem; on a smooth problem r = 0 and the prox
@@ -41,7 +37,9 @@ class DAPG(DecentralizedMethod):
         y^{t+1} &= x^{t+1} + \beta\,(x^{t+1} - x^t),\\
         s^{t+1} &= P_t s^t + \nabla F(y^{t+1}) - \nabla F(y^t),
 
-    row i of each (n, d) matrix node i's vector, grad F the smooth parts' gradients.
+    row i of each (n, d) matrix node i's vector, grad F the smooth parts' gradients. It is
+    :class:`~stochmix.algorithms.Mudag` (its arguments, checks and FastMix operators) with
+    each node's prox before the gossip, and equal to it on a smooth problem.
     Started at x^0 = y^0 = x0 (each node its row of ``x0``) and s^0 = grad F(y^0): y is
     the extrapolated point where gradients are taken, x the mixed proximal point, s the
     gradient tracker (P_t's columns sum to one, so the node average of s^t equals that of
@@ -113,66 +111,14 @@ class DAPG(DecentralizedMethod):
 
     name = "DAPG"
     proximal = True
-    rounds_repeat = True
-    needs = {"rule": "doubly"}
-    #: gradients are taken at the extrapolated points y; nodes report x (:meth:`node_models`)
-    model_block = "y"
-
-    def __init__(
-        self,
-        lr,
-        graphs: GraphSequence,
-        mix_rounds,
-        mu=None,
-        momentum=None,
-        mix_momentum=None,
-        rule="metropolis",
-        check_mixing=True,
-    ):
-        super().__init__(lr, graphs, check_mixing=check_mixing)
-        self.mix_rounds = as_int(mix_rounds, "mix_rounds", minimum=1)
-        if (mu is None) == (momentum is None):
-            raise ValueError(
-                "DAPG needs exactly one of mu (momentum = (1 - a) / (1 + a), a = sqrt(mu * "
-                f"lr)) and momentum, got mu={show(mu)} and momentum={show(momentum)}"
-            )
-        self.mu = None if mu is None else as_float(mu, "mu", positive=True)
-        if self.mu is not None:
-            if self.mu * self.lr > 1.0:
-                raise ValueError(
-                    f"mu * lr must be <= 1 (alpha = sqrt(mu * lr) <= 1), got mu={self.mu!r} "
-                    f"and lr={self.lr!r}"
-                )
-            alpha = math.sqrt(self.mu * self.lr)
-            momentum = (1.0 - alpha) / (1.0 + alpha)
-        self.momentum = as_float(momentum, "momentum", nonnegative=True)
-        if not self.momentum < 1.0:
-            raise ValueError(f"momentum must be < 1, got {self.momentum!r}")
-        if mix_momentum is not None:
-            mix_momentum = as_float(mix_momentum, "mix_momentum", nonnegative=True)
-            if not mix_momentum < 1.0:
-                raise ValueError(f"mix_momentum must be < 1, got {mix_momentum!r}")
-        self.mix_momentum = mix_momentum
-        self.rule = choice(rule, "rule", RULES)
-
-    def check_participation(self, participation) -> None:
-        reason = (
-            "FastMix gossips K rounds with every node, and every node moves its momentum "
-            "in every iteration"
-        )
-        require_everyone(participation, self.name, reason)
-        super().check_participation(participation)
 
     def segment_key(self, r: int):
         return None  # the prox is a row map, and every node runs every round: no segments
 
     def gossip(self, k: int) -> PolynomialMixing:
-        """P_k = FastMix(W_k, K), the operator of step k (W_k checked as :meth:`mixing`
-        checks it), built once per distinct W_k (:meth:`operators`)."""
-        return self.operators(k, "fastmix", lambda: self._fastmix(k))
-
-    def _fastmix(self, k: int) -> PolynomialMixing:
-        return fastmix(self.mixing(k, self.rule), self.mix_rounds, self.mix_momentum)
+        """P_k = FastMix(W_k, K), the operator of step k (Mudag's
+        :meth:`~stochmix.algorithms.mudag.Mudag.fastmix_operator`)."""
+        return self.fastmix_operator(k)
 
     def blocks(self, n_clients: int) -> list[Block]:
         return [
@@ -205,12 +151,3 @@ class DAPG(DecentralizedMethod):
         s[:] += grad() - g
         g[:] = grad()
         return [*first, *descend, mix, extrapolate, eq.build("track")]
-
-    def node_models(self, z, ctx: RunContext):
-        """The model each node reports, x^t, shape (n, dim)."""
-        return z[ctx.layout.slice("x")]
-
-    @property
-    def checked_by_output(self) -> tuple[str, ...]:  # type: ignore[override]
-        """The reported block x: the network average sums every row of it."""
-        return ("x",)

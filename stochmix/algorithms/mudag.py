@@ -119,7 +119,7 @@ class Mudag(DecentralizedMethod):
         self.mix_rounds = as_int(mix_rounds, "mix_rounds", minimum=1)
         if (mu is None) == (momentum is None):
             raise ValueError(
-                "Mudag needs exactly one of mu (momentum = (1 - a) / (1 + a), a = sqrt(mu * "
+                f"{self.name} needs exactly one of mu (momentum = (1 - a) / (1 + a), a = sqrt(mu * "
                 f"lr)) and momentum, got mu={show(mu)} and momentum={show(momentum)}"
             )
         self.mu = None if mu is None else as_float(mu, "mu", positive=True)
