@@ -207,9 +207,17 @@ class APAPC(DecentralizedMethod):
         counted = ctx.map_problem
         problem = counted.__dict__.get("problem") if counted is not None else None
         if self._local is None or (problem is not None and self._local[0] is not problem):
-            if problem is None:
-                raise ValueError(f"{self.name} reads the problem's constants when a run starts")
-            self.check_problem(problem)
+            if problem is not None:
+                self.check_problem(problem)
+            elif self.L is not None and self.mu is not None:  # no run (a certificate)
+                if self.mu > self.L:
+                    raise ValueError(f"mu must be <= L = {self.L!r}, got {self.mu!r}")
+                self._local = (None, float(self.L), float(self.mu))
+            else:
+                raise ValueError(
+                    f"{self.name} reads the problem's constants when a run starts; outside a "
+                    "run (a certificate, the exact operators) give L= and mu="
+                )
         _, smooth, strong = self._local  # type: ignore[misc]
         self._whole(0, self.rule)  # W checked (doubly stochastic, connected) once
         top, low = gossip_spectrum(self.graphs.matrix(0, self.rule, copy=False))

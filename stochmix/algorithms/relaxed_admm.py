@@ -98,6 +98,18 @@ class RelaxedADMM(_Laplacian):
     problem is a proximal step of size lr / d_i on f_i (as for
     :class:`~stochmix.algorithms.DecentralizedADMM`, whose ``lr`` is 1/c = 2/rho).
 
+    **Peer implementation.** decent-bench (github.com/team-decent/decent-bench, commit
+    ad39310, ``decent_bench/algorithms/p2p/_admm.py``, class ``ADMM``) runs the same edge
+    recursion. Mapping: its ``penalty`` is rho = 1 / ``lr``; its ``relaxation`` is alpha;
+    its x_i = prox_{f_i / (rho d_i)}(s_i / (rho d_i)) is our exact local solve; its default
+    ``z0=None`` puts z_ij^0 = 0, our start (its ``x0`` is then never read: the first
+    iteration overwrites x). Measured (a throwaway script, not a test: it needs the peer),
+    with its recursion re-implemented per edge from its code (it needs Python 3.12):
+    heterogeneous quadratics, n = 6, d = 3, a ring with two chords, rho in {0.3, 1, 3},
+    alpha in {0.2, 0.5, 0.9}: the x iterates of every node agree to at most 1.3e-13 over
+    200 iterations (iterates of size up to 5.3). The peer has no gradient-solver variant;
+    :class:`~stochmix.algorithms.LTADMM` says how its LT-ADMM compares.
+
     Args:
         lr: 1/rho > 0.
         graphs: a static graph (``period == 1``, e.g.

@@ -117,9 +117,35 @@ def relaxed_admm(
     return np.array(history)
 
 
-def lt_admm(problem, graphs, iterations, x0, lr, rho, local_steps):
-    """LT-ADMM with full local gradients: R-ADMM, alpha = 1/2, gradient solver."""
-    return relaxed_admm(problem, graphs, iterations, x0, rho, 0.5, lr, local_steps)
+def lt_admm(problem, graphs, iterations, x0, lr, rho, local_steps, aux_lr=None, alpha=0.5):
+    """LT-ADMM with full local gradients (Ren, Bastianello, Johansson & Parisini, Algorithm
+    1 as decent-bench, co-written by the paper's second author, runs it): tau local steps
+    phi <- phi - gamma grad f_i(phi) - beta (rho d_i x_i^k - sum_j z_ij^k) from x_i^k (the
+    penalty's gradient frozen at the round's start), then the relaxed z update of R-ADMM;
+    z_ij^0 = 0. Returns the mean over nodes of x after each iteration."""
+    beta = lr if aux_lr is None else aux_lr
+    n = problem.n_clients
+    x = start(x0, n)
+    d = x[0].size
+    nbrs = _neighbours(graphs)
+    z = {(i, j): np.zeros(d) for i in range(n) for j in nbrs[i]}
+    history = [sum(x) / n]
+    for _ in range(iterations):
+        new = []
+        for i in range(n):
+            pull = sum((z[(i, j)] for j in nbrs[i]), np.zeros(d))
+            frozen = rho * len(nbrs[i]) * x[i] - pull
+            phi = x[i].copy()
+            for _ in range(local_steps):
+                phi = phi - lr * _grad(problem, i, phi) - beta * frozen
+            new.append(phi)
+        x = new
+        z = {
+            (i, j): (1.0 - alpha) * value + alpha * (-z[(j, i)] + 2.0 * rho * x[j])
+            for (i, j), value in z.items()
+        }
+        history.append(sum(x) / n)
+    return np.array(history)
 
 
 def fed_lt(problem, masks, x0, lr, local_steps, rho, alpha):
