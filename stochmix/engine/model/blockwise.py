@@ -21,6 +21,7 @@ when something asks for :attr:`Phase.mix` (analysis, backends without
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
@@ -307,15 +308,18 @@ class Workspace:
         if self._state != id(z):
             self._arrays.clear()
             self._state = id(z)
-        arrays, shape = self._arrays, (rows, z.shape[1])
+        # a partial of a module function, not a closure: a closure is a new function
+        # every round, which a run-time type checker's import hook wraps every round
+        return partial(_scratch_array, self._arrays, block, (rows, z.shape[1]))
 
-        def get(role: str) -> np.ndarray:
-            found = arrays.get((block, role))
-            if found is None or found.shape != shape:
-                found = arrays[block, role] = np.empty(shape)
-            return found
 
-        return get
+def _scratch_array(arrays: dict, block: str, shape: tuple, role: str) -> np.ndarray:
+    """The workspace's float64 array ``role`` of ``block``, made when first asked or when
+    the shape changed."""
+    found = arrays.get((block, role))
+    if found is None or found.shape != shape:
+        found = arrays[block, role] = np.empty(shape)
+    return found
 
 
 def apply_blockwise_numpy(
