@@ -22,7 +22,11 @@ fixed kappa. A run has reached the target when the nodes' root-mean-square dista
 x* is 1e-8 of its start. The left panel draws iterations (gradient steps) against kappa
 with the gradient-step lower bound; the right one communication rounds (messages over
 the ring's 2n directed edges) against 1/sqrt(gamma) with the communication lower bound,
-both in log-log axes: a slope of 1/2 against kappa is sqrt(kappa).
+both in log-log axes: a slope of 1/2 against kappa is sqrt(kappa). The theorem's bounds
+carry small constants (1/16 of sqrt(kappa) ln(1/eps) gradient steps, and nothing for
+kappa <= 256), so their orders with constant 1, sqrt(kappa) ln(1/eps) and
+sqrt(kappa / gamma) ln(1/eps), are drawn too (dotted): the optimal methods run parallel to
+them, gradient tracking and EXTRA steeper.
 
 Run: python examples/optimal_methods.py  (writes optimal_methods.png; ``--quick``: fewer
 and smaller settings, as the tests and the docs build run it)
@@ -125,19 +129,27 @@ def _draw(found, kappas, sizes, n, kappa, out):
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
     for name in names:
         left.plot(kappas, [found["kappa", k, name][0] for k in kappas], "o-", label=name)
-        root = [1 / np.sqrt(eigengap(s)) for s in sizes]
-        right.plot(root, [found["ring", s, name][1] for s in sizes], "o-", label=name)
+        right.plot([1 / np.sqrt(eigengap(s)) for s in sizes],
+                   [found["ring", s, name][1] for s in sizes], "o-", label=name)  # fmt: skip
     eps = TOLERANCE**2  # the bounds are on the objective gap, ~ the squared distance
-    left.plot(kappas, [gradient_steps_lower_bound(k, eps) for k in kappas], "k--",
-              label="lower bound (Scaman et al. 2017)")  # fmt: skip
-    right.plot([1 / np.sqrt(eigengap(s)) for s in sizes],
-               [communication_rounds_lower_bound(kappa, eigengap(s), eps) for s in sizes],
-               "k--", label="lower bound")  # fmt: skip
+    root = np.array([1 / np.sqrt(eigengap(s)) for s in sizes])
+    # the theorem's bound (zero for kappa <= 256: it says nothing there) and its order
+    # with constant 1, sqrt(kappa) ln(1/eps) and sqrt(kappa / gamma) ln(1/eps)
+    bound = [gradient_steps_lower_bound(k, eps) for k in kappas]
+    left.plot(kappas, np.where(np.array(bound) > 0, bound, np.nan), "k--",
+              label="lower bound (Scaman et al. 2017, Thm 2)")  # fmt: skip
+    left.plot(kappas, np.sqrt(kappas) * np.log(1 / TOLERANCE), "k:",
+              label="sqrt(kappa) ln(1/eps)")  # fmt: skip
+    bound = [communication_rounds_lower_bound(kappa, eigengap(s), eps) for s in sizes]
+    right.plot(root, np.where(np.array(bound) > 0, bound, np.nan), "k--", label="lower bound")
+    right.plot(root, np.sqrt(kappa) * root * np.log(1 / TOLERANCE), "k:",
+               label="sqrt(kappa / gamma) ln(1/eps)")  # fmt: skip
     left.set(xscale="log", yscale="log", xlabel="kappa", ylabel="iterations to 1e-8",
              title=f"ring of {n}")  # fmt: skip
     right.set(xscale="log", yscale="log", xlabel="1 / sqrt(gamma) (rings of growing size)",
               ylabel="communication rounds to 1e-8", title=f"kappa = {kappa:g}")  # fmt: skip
     left.legend(fontsize=7)
+    right.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 
