@@ -8,7 +8,6 @@ Each test "installs" a small package the way an installer leaves it: its module 
 """
 
 import csv
-import multiprocessing  # noqa: F401  (before any test copies sys.modules: see _install)
 import subprocess
 import sys
 import textwrap
@@ -83,10 +82,17 @@ def _install(tmp_path, monkeypatch, entry_points: str, module: str = MODULE, nam
     (info / "entry_points.txt").write_text(textwrap.dedent(entry_points), encoding="utf-8")
     monkeypatch.syspath_prepend(str(site))
     plugins.refresh()
-    # the package is imported afresh (a module first imported under the copy, such as
-    # multiprocessing, cannot import its own submodules: it is imported at the top)
-    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    _afresh(monkeypatch, name)
     return site
+
+
+def _afresh(monkeypatch, name: str) -> None:
+    """Make the package ``name`` import afresh in the test and be forgotten after it. Only
+    its own entry of sys.modules changes: a copy of the whole dict would lose every module
+    first imported during the test (the engine's generated programs, which compiled code
+    cached by Numba finds again by name), and break later tests of the same process."""
+    monkeypatch.setitem(sys.modules, name, None)  # restored (removed) after the test
+    del sys.modules[name]
 
 
 @pytest.fixture(autouse=True)
@@ -285,7 +291,7 @@ def test_a_package_built_by_pip_from_its_pyproject_extends_the_command(
         pytest.skip("pip is not installed")
     assert done.returncode == 0, done.stderr
     monkeypatch.syspath_prepend(str(site))
-    monkeypatch.setattr(sys, "modules", dict(sys.modules))
+    _afresh(monkeypatch, "myplug")
     plugins.refresh()
     assert "fedavg_momentum" in plugins.installed("methods")
     path = tmp_path / "own.toml"
