@@ -80,7 +80,7 @@ class NonconvexLogistic(Problem):
     None: f is not convex, and a run records the gradient norm, the consensus error and
     the objective value f(x) itself, never a distance or a gap); ``smoothness``
     L = L_loss + 2 reg, with L_loss the data term's bound (``Logistic.smoothness`` with no
-    ridge term) and 2 reg = max |R''| (at 0): a bound on the Lipschitz constant of every
+    ridge term) and 2 reg = max_x abs(R''(x)) (at 0): a bound on the Lipschitz constant of every
     grad F_i, and of every component's gradient grad f_{i,r} the data term's own.
 
     Raises:
