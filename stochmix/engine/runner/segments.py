@@ -380,21 +380,29 @@ class Segmenter:
 NOT_SEGMENTED = "every tick built in full"
 
 
+def _could_segment(method, participation, back, layout, callback) -> bool:
+    """What segments need of a run besides the method's key (:func:`segmenter` and
+    :func:`unsegmented` ask the same): edge activation, the NumPy backend with every row
+    kept, no callback, a method that reports its nodes' average."""
+    from ..backends import NumpyBackend
+
+    return (
+        getattr(participation, "activates", "nodes") == "edges"
+        and type(back) is NumpyBackend
+        and not layout.scratch
+        and callback is None
+        and bool(getattr(method, "reports_node_average", False))
+    )
+
+
 def unsegmented(method, participation, back, layout, callback) -> str | None:
     """Why a run that could run its gossip ticks in compiled segments does not: the
     method gives no :meth:`~stochmix.engine.model.method.Method.segment_key` (a
     decentralized method that does not set ``rounds_repeat``), the one condition a run
     cannot check for itself; None where segments run or could not run anyway."""
-    from ..backends import NumpyBackend
-
-    if (
-        getattr(participation, "activates", "nodes") != "edges"
-        or type(back) is not NumpyBackend
-        or layout.scratch
-        or callback is not None
-        or not getattr(method, "reports_node_average", False)
-        or method.segment_key(1) is not None
-    ):
+    if not _could_segment(method, participation, back, layout, callback):
+        return None
+    if method.segment_key(1) is not None:
         return None
     if type(method).points is not Method.points:
         return None  # gradients taken elsewhere than the model rows: never segmented
@@ -419,16 +427,11 @@ def segmenter(method, problem, participation, layout, ctx, back, caps, dtype, ca
     docstring): an edge-activation process, the NumPy backend with every row kept, no
     callback, a method with a :meth:`~stochmix.engine.model.method.Method.segment_key`, and
     ``compiled`` not False."""
-    from ..backends import NumpyBackend
     from ..plan.gradients import compiled_refusal, numba_unavailable
 
     if (
-        getattr(participation, "activates", "nodes") != "edges"
-        or type(back) is not NumpyBackend
-        or layout.scratch
-        or callback is not None
+        not _could_segment(method, participation, back, layout, callback)
         or caps.compiled is False
-        or not getattr(method, "reports_node_average", False)
         or method.segment_key(1) is None
         or numba_unavailable() is not None
     ):
