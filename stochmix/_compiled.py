@@ -80,6 +80,28 @@ def _rounded_as(like, value):
     return cast
 
 
+@numba.njit(inline="always", nogil=True)
+@no_type_check  # compiled by Numba: no runtime type checks wrapped around it
+def shrink(v, t):  # pragma: no cover - compiled
+    """One entry of ``v - clip(v, -t, t)`` (soft thresholding; a NaN stays NaN): the
+    element-wise kernel ``shrink`` of :mod:`stochmix.engine.model.kernels`."""
+    return v - (-t if v < -t else (t if v > t else v))
+
+
+@numba.njit(inline="always", nogil=True)
+@no_type_check  # compiled by Numba: no runtime type checks wrapped around it
+def shrink_scaled(v, t, s):  # pragma: no cover - compiled
+    """One entry of ``(v - clip(v, -t, t)) / s`` (the kernel ``shrink_scaled``)."""
+    return (v - (-t if v < -t else (t if v > t else v))) / s
+
+
+@numba.njit(inline="always", nogil=True)
+@no_type_check  # compiled by Numba: no runtime type checks wrapped around it
+def clip_entry(v, lo, hi):  # pragma: no cover - compiled
+    """One entry of ``min(max(v, lo), hi)``, a NaN kept (the kernel ``clip``)."""
+    return lo if v < lo else (hi if v > hi else v)
+
+
 def inlined(function):
     """``function`` (a Numba function) compiled anew to be inlined into each caller by
     Numba itself (``inline="always"``), else ``function`` unchanged (not a Numba

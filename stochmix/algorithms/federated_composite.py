@@ -71,6 +71,14 @@ class FedMid(_Composite):
     def blocks(self, n_clients: int) -> list[Block]:
         return [Block("x", n_clients + 1, "model")]
 
+    def phase_key(self, r: int, participants: np.ndarray):
+        return self.steps_key(participants.tobytes())
+
+    def template_key(self, r: int, participants: np.ndarray):
+        # the same phases up to who participates, but for 1/|S| (uneven local steps: by
+        # step-count group, LocalTraining.template_groups)
+        return participants.size
+
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         S = participants
         if S.size == 0:
@@ -149,10 +157,13 @@ class FedDualAvg(_Composite):
         z[S] = z.server
         first = eta * gamma * r * K  # the clients' first threshold
         if ctx.regularizer is None or first == 0.0:
-            x[S] = z.server
             phases = [eq.build("assign")]
+            x[S] = z[S]  # z_0, just received: the first point costs no message of its own
+            phases.append(eq.build("first point"))
         else:
-            phases = [eq.build("assign"), prox_rows(ctx, x[S], z.server, first, r)]
+            # prox of z[S], which the assignment just set to z_0: the clients' own rows
+            # (an element-wise kernel runs inside the compiled run of the round)
+            phases = [eq.build("assign"), prox_rows(ctx, x[S], z[S], first, r)]
         for t in range(K):
             z[S] -= gamma * grad(S)
             phases.append(eq.build("dual step"))

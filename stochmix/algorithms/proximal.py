@@ -22,6 +22,7 @@ from .._validate import as_float, choice
 from ..engine import Block, RunContext, grad
 from ..engine.model.equations import Selection
 from ..mixing.sequences import RULES, GraphSequence
+from ..problems.regularizers import prox_kernel
 from .decentralized_base import DecentralizedMethod
 
 __all__ = ["PGEXTRA", "ProxNIDS", "ProxStep", "map_rows", "prox_map", "prox_phase", "prox_rows"]
@@ -36,6 +37,9 @@ class ProxStep:
         self.regularizer = regularizer
         self.step = step
         self.name = f"prox of {regularizer!r}"
+        #: the prox as an element-wise kernel the compiled programs apply inside a run
+        #: (:func:`~stochmix.problems.regularizers.prox_kernel`), or None
+        self.row_kernel = prox_kernel(regularizer, step)
 
     def __call__(self, v, *, info):
         out = self.regularizer.prox(v, self.step)

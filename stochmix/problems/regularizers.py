@@ -41,6 +41,7 @@ __all__ = [
     "GroupLasso",
     "NonNegative",
     "Regularizer",
+    "prox_kernel",
     "regularizer",
 ]
 
@@ -140,6 +141,11 @@ class L1(_Weighted):
     def prox(self, v, t):
         return _soft_threshold(v, _step(t, v) * self.weight)
 
+    def prox_kernel(self, t: float) -> tuple[str, tuple[float, ...]]:
+        """The prox with step ``t`` as an element-wise kernel of the compiled programs
+        (see :func:`prox_kernel`): ``("shrink", (t lam,))``."""
+        return "shrink", (float(t) * self.weight,)
+
     def subgradient(self, x):
         """lam sign(x) (0 where x_j = 0)."""
         return self.weight * (np.sign(x) if is_numpy(x) else x.sign())
@@ -167,6 +173,10 @@ class ElasticNet(_Weighted):
     def prox(self, v, t):
         t = _step(t, v)
         return _soft_threshold(v, t * self.l1) / (1.0 + t * self.l2)
+
+    def prox_kernel(self, t: float) -> tuple[str, tuple[float, ...]]:
+        """``("shrink_scaled", (t l1, 1 + t l2))`` (see :func:`prox_kernel`)."""
+        return "shrink_scaled", (float(t) * self.l1, 1.0 + float(t) * self.l2)
 
     def subgradient(self, x):
         """l1 sign(x) + l2 x."""
@@ -303,6 +313,10 @@ class NonNegative(_Indicator):
     def prox(self, v, t):
         return _clip(v, 0.0, math.inf)
 
+    def prox_kernel(self, t: float) -> tuple[str, tuple[float, ...]]:
+        """``("clip", (0, inf))`` (see :func:`prox_kernel`)."""
+        return "clip", (0.0, math.inf)
+
 
 class Box(_Indicator):
     """The indicator of low <= x <= high (entry by entry); prox = clipping.
@@ -348,6 +362,27 @@ class Box(_Indicator):
         low = self.low if isinstance(self.low, float) else np.asarray(self.low)
         high = self.high if isinstance(self.high, float) else np.asarray(self.high)
         return _clip(v, low, high)
+
+    def prox_kernel(self, t: float) -> tuple[str, tuple[float, ...]] | None:
+        """``("clip", (low, high))`` for bounds that are numbers; None for bounds per
+        coordinate (a row map then; see :func:`prox_kernel`)."""
+        if isinstance(self.low, float) and isinstance(self.high, float):
+            return "clip", (self.low, self.high)
+        return None
+
+
+def prox_kernel(regularizer, t) -> tuple[str, tuple[float, ...]] | None:
+    """The prox of ``regularizer`` with the step ``t`` (a number) as an element-wise kernel
+    of the engine's compiled programs: ``(kernel name, round scalars)`` (see
+    :mod:`stochmix.engine.model.kernels`), or None when it is not one (a group lasso, a
+    box with bounds per coordinate, a regularizer of the user's without a ``prox_kernel``
+    method, a step per row). A regularizer that has one promises that the kernel computes
+    its ``prox`` entry by entry; the prox of such a regularizer then runs inside the
+    compiled run of phases around it instead of as a row map of its own."""
+    method = getattr(regularizer, "prox_kernel", None)
+    if method is None or isinstance(t, bool) or not isinstance(t, (int, float, np.floating)):
+        return None
+    return method(float(t))
 
 
 #: name -> the class a configuration's ``regularizer = name`` builds

@@ -1,7 +1,6 @@
 """Participation plugins may not take the names a configuration already gives a meaning
 (issue 41): the activation kinds of decentralized methods, and old spellings (aliases)."""
 
-
 import pytest
 
 from stochmix.config import ConfigError, parse, plugins

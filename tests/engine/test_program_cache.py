@@ -86,6 +86,26 @@ def test_a_tampered_entry_never_runs(cache, tmp_path):
         assert "open(" not in entry.read_text()
 
 
+def test_a_program_module_is_found_by_name_after_it_left_sys_modules(cache):
+    """Numba's cache imports a program's module by name (``importlib.import_module``, in
+    ``numba.core.environment._rebuild_env``) when it loads machine code for a dispatcher
+    made earlier; code that tidies sys.modules in between (as _forget_programs does) must
+    not make that load fail (it once did, under xdist, at random: a gossip segment's loop,
+    kept by segment_kernel.batch_function, met a cache entry another worker wrote)."""
+    import importlib
+
+    _run()
+    names = [m for m in sys.modules if m.startswith("stochmix_program_")]
+    assert names
+    modules = {name: sys.modules.pop(name) for name in names}
+    try:
+        for name, module in modules.items():
+            assert importlib.import_module(name) is module
+    finally:
+        for name in names:
+            sys.modules.pop(name, None)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("warm", [False, True], ids=["cold cache", "warm cache"])
 def test_threads_starting_one_structure_all_succeed(cache, warm):

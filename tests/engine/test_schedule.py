@@ -113,6 +113,7 @@ def test_every_step_type_has_a_numpy_statement():
         schedule.Add: schedule.Add(b, schedule.Buffer(1, 1)),
         schedule.Subtract: schedule.Subtract(b, schedule.Buffer(2, 0)),
         schedule.AddScaled: schedule.AddScaled(b, b, coef, schedule.SCRATCH),
+        schedule.Kernel: schedule.Kernel(b, b, "shrink", (schedule.Coef(1, "scalar"),)),
     }
     assert set(samples) == set(typing.get_args(schedule.Step))
     for step_type, sample in samples.items():

@@ -2024,9 +2024,13 @@ SPECS = [
         participation.PoissonClocks,
         dict(rates=1.0, n_nodes=4),
         {
-            "rates": [STRING, NAN_CASE, _case("zero", 0.0, ValueError, "0.0"),
-                      _case("subnormal", 5e-324, ValueError, "5e-324"),
-                      _case("a subnormal entry", [1.0] * 3 + [1e-320], ValueError, "1e-320")],
+            "rates": [
+                STRING,
+                NAN_CASE,
+                _case("zero", 0.0, ValueError, "0.0"),
+                _case("subnormal", 5e-324, ValueError, "5e-324"),
+                _case("a subnormal entry", [1.0] * 3 + [1e-320], ValueError, "1e-320"),
+            ],
             "n_nodes": INT(optional=True),
         },
     ),  # fmt: skip
@@ -2079,12 +2083,21 @@ SPECS = [
         dict(compute=1.0, speeds=[1.0, 2.0]),
         {
             **{
-                name: [STRING, NONE, BOOL, NAN_CASE, _case("negative", -1.0, ValueError, "-1.0"),
-                       _case("overflowing", 1e300, ValueError, "1e\\+300")]
+                name: [
+                    STRING,
+                    NONE,
+                    BOOL,
+                    NAN_CASE,
+                    _case("negative", -1.0, ValueError, "-1.0"),
+                    _case("overflowing", 1e300, ValueError, "1e\\+300"),
+                ]
                 for name in ("compute", "download", "upload")
             },
-            "speeds": [c for c in VECTOR(2, bad=(0.0, 1e308), optional=True, fixed=False)
-                       if c[0] != "a string"],
+            "speeds": [
+                c
+                for c in VECTOR(2, bad=(0.0, 1e308), optional=True, fixed=False)
+                if c[0] != "a string"
+            ],
         },
     ),  # fmt: skip
     (
@@ -2126,8 +2139,11 @@ SPECS = [
         problems.Box,
         dict(low=-1.0, high=1.0),
         {
-            "low": [STRING, _case("above high", 2.0, ValueError, "2.0"),
-                    _case("+inf", INF, ValueError, "inf")],
+            "low": [
+                STRING,
+                _case("above high", 2.0, ValueError, "2.0"),
+                _case("+inf", INF, ValueError, "inf"),
+            ],
             "high": [STRING, _case("-inf", -INF, ValueError, "-inf")],
         },  # fmt: skip
     ),

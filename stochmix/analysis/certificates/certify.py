@@ -22,7 +22,7 @@ import networkx as nx
 import numpy as np
 import scipy.sparse as sp
 
-from ..._validate import _show, as_float, as_int, as_real_array
+from ..._validate import _show, as_bool, as_float, as_int, as_real_array
 from ...engine import Method
 from .exactness import (
     Unverified,
@@ -31,16 +31,22 @@ from .exactness import (
     sigma_probe,
     structural_reason,
 )
+from .lifted import LiftedFeasibility
 from .lmi import Feasibility, Solution, bisect_rate, require_cvxpy
 from .system import NotLinearError, RoundSystem, agent_systems, round_system, spectral_systems
 
-__all__ = ["MAX_CLIENTS", "Certificate", "certify", "method_for_mixing"]
+__all__ = ["ACROSS_ROUNDS_CALLS", "MAX_CLIENTS", "Certificate", "certify", "method_for_mixing"]
 
 #: The most clients (or nodes) the whole-round SDP takes: its Lyapunov matrix has one row
 #: per state row of the round (clients x blocks), and SCAFFOLD with 16 clients already
 #: takes about two minutes on two cores (8 clients: 5 s); beyond, dense matrices of the
 #: state alone run out of memory.
 MAX_CLIENTS = 32
+
+#: With ``across_rounds=None``, the constraints across rounds are used when no client or
+#: node asks more gradients than this in a round (the lifted SDP has an inequality per
+#: ordered pair of a part's points over two rounds: quadratic in its calls).
+ACROSS_ROUNDS_CALLS = 2
 
 
 @dataclass
@@ -61,11 +67,16 @@ class Certificate:
         L, mu: the class. sigma: the spectral bound of the mixing class (None: one matrix
             or none). period: rounds in the analysed pattern; ``rate_per_period =
             rate ** period``.
-        lyapunov: the certificate's P matrices (one per system); multipliers: the
-            gradients' (one per call and per pair of calls of one client), then the
-            mixing's; margin: the largest eigenvalue of the LMI at ``rate`` over its P's
-            scale (<= 0; the solver's tolerance is about 1e-8).
-        solves, seconds: SDP solves of the bisection and their time.
+        lyapunov: the certificate's P matrices (one per system; over the state and the
+            round's gradients with constraints across rounds); multipliers: the gradients'
+            (one per call and per pair of calls of one client; with constraints across
+            rounds one per ordered pair of points of one part over two rounds, and
+            "function_values" and "positivity", see
+            :mod:`~stochmix.analysis.certificates.lifted`), then the mixing's; margin: the
+            largest eigenvalue of the LMI at ``rate`` over its P's scale (<= 0; the
+            solver's tolerance is about 1e-8).
+        solves, seconds: SDP solves of the bisection and their time (a lifted solve and
+            the one-round LMI tried after it at a rate it does not certify count two).
     """
 
     method: str
@@ -200,6 +211,7 @@ def certify(
     n_clients=None,
     weights=None,
     pairs: bool = True,
+    across_rounds: bool | None = None,
     tol: float = 1e-7,
     solver: str | None = None,
 ) -> Certificate:
@@ -229,7 +241,18 @@ def certify(
             to sum 1); the minimiser the method's run must reach is that of
             ``sum_i weights_i f_i``.
         pairs: add the inequalities between two gradient calls of one client in a round
-            (tighter for local steps; off gives the sector constraints alone).
+            (tighter for local steps; off gives the sector constraints alone, and no
+            constraints across rounds).
+        across_rounds: with ``pairs``, certify with function values and the interpolation
+            inequalities between the calls of two consecutive rounds as well
+            (:mod:`~stochmix.analysis.certificates.lifted`: never looser, tight for heavy
+            ball and Nesterov's method, where the one-round LMI is loose or refuses).
+            None (default): on when no client or node asks more than
+            two gradients a round (``ACROSS_ROUNDS_CALLS``) (momentum and accelerated
+            methods, every per-agent decentralized system: about twice the solves of the
+            one-round LMI), off for local steps (SCAFFOLD with K = 3 under a two-round
+            pattern: 3 s one-round, 2 minutes lifted); True or False: always or never.
+            Ignored when mu = L.
         tol: bisection tolerance on rho, in (0, 1).
         solver: an installed cvxpy solver of semidefinite programs (default Clarabel,
             else SCS).
@@ -264,6 +287,8 @@ def certify(
           exact worst-case performance of first-order methods", Math. Program. 161, 2017.
     """
     L, mu = check_class(L, mu)
+    pairs = as_bool(pairs, "pairs")
+    across_rounds = as_bool(across_rounds, "across_rounds", optional=True)
     tol = as_float(tol, "tol", positive=True)
     if not tol < 1:
         raise ValueError(f"tol must be in (0, 1) (a tolerance on the rate), got tol={tol!r}")
@@ -373,9 +398,21 @@ def certify(
         out.seconds = time.perf_counter() - start
         return out
     require_cvxpy()
-    feasibility = Feasibility(
-        systems, 1.0, mu / L, pair_list, 0.0 if sigma is None else sigma, solver
-    )
+    feasibility: Any
+    if across_rounds is None:
+        per_part = np.unique(systems[0].clients, return_counts=True)[1]
+        across_rounds = bool(per_part.max(initial=0) <= ACROSS_ROUNDS_CALLS)
+    if pairs and across_rounds and mu < L:
+        one_round = Feasibility(
+            systems, 1.0, mu / L, pair_list, 0.0 if sigma is None else sigma, solver
+        )
+        feasibility = LiftedFeasibility(
+            systems, 1.0, mu / L, systems[0].clients, one_round.sigma, solver, one_round
+        )
+    else:
+        feasibility = Feasibility(
+            systems, 1.0, mu / L, pair_list, 0.0 if sigma is None else sigma, solver
+        )
     rate_period, found = bisect_rate(feasibility, tol)
     out.solves, out.seconds = feasibility.solves, time.perf_counter() - start
     if found is None or rate_period >= 1.0:
@@ -482,4 +519,7 @@ def _fill(out: Certificate, found: Solution, rate_period: float, period: int) ->
     out.rate = float(rate_period ** (1.0 / period))
     out.lyapunov = found.lyapunov
     out.multipliers = {"gradients": found.gradient_multipliers, "mixing": found.mixing_multipliers}
+    if found.function_values is not None:
+        out.multipliers["function_values"] = found.function_values
+        out.multipliers["positivity"] = found.positivity
     out.margin = found.margin

@@ -28,13 +28,14 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from ..._lazy import optional_module
 from .system import RoundSystem
 
-__all__ = ["Feasibility", "Solution", "bisect_rate", "require_cvxpy"]
+__all__ = ["Candidates", "Feasibility", "Solution", "bisect_rate", "require_cvxpy"]
 
 
 def require_cvxpy():
@@ -51,7 +52,10 @@ def _sector(alpha: np.ndarray, beta: np.ndarray) -> np.ndarray:
 @dataclass
 class Solution:
     """What one feasible solve found: the Lyapunov matrices, the multipliers and the largest
-    eigenvalue of each LMI relative to its P (the margin, <= 0)."""
+    eigenvalue of each LMI relative to its P (the margin, <= 0); with constraints across
+    rounds (:mod:`~stochmix.analysis.certificates.lifted`) also the function values'
+    coefficients ``p`` of the Lyapunov function and the multipliers ``nu`` of its
+    positivity (None otherwise)."""
 
     rate: float
     lyapunov: list
@@ -59,6 +63,8 @@ class Solution:
     mixing_multipliers: list
     margin: float
     status: str
+    function_values: np.ndarray | None = None
+    positivity: np.ndarray | None = None
 
 
 @dataclass
@@ -175,7 +181,19 @@ class Feasibility:
         return Solution(rho, lyapunov, lam, mixing, worst, status)
 
 
-def bisect_rate(feasibility: Feasibility, tol: float) -> tuple[float, Solution | None]:
+@runtime_checkable
+class Candidates(Protocol):
+    """What :func:`bisect_rate` bisects: a compiled SDP (:class:`Feasibility`, or the
+    lifted one of :mod:`~stochmix.analysis.certificates.lifted`) whose ``solve(rho)`` gives
+    a verified :class:`Solution` or None."""
+
+    solves: int
+    seconds: float
+
+    def solve(self, rho: float) -> Solution | None: ...
+
+
+def bisect_rate(feasibility: Candidates, tol: float) -> tuple[float, Solution | None]:
     """The smallest certified rate in [0, 1] (bisection: the set of certified rates is an
     interval up to 1) to ``tol`` relative to ``1 - rho`` (a rate of 1 - 1e-7 is told from
     1), at most 64 solves, and its certificate; ``(1.0, None)`` when rho = 1 has none (no

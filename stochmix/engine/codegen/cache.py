@@ -49,7 +49,12 @@ def variant(program: LocalProgram, nodes: np.ndarray, zero: ZeroRows) -> LocalPr
     blocks known to be zero at ``nodes`` (those it gathers or stores as zeros), and does
     not store the blocks whose node rows the state does not keep."""
     schedule = program.schedule
-    scratch = frozenset(zero.layout.scratch) & frozenset(program.blocks)
+    layout = zero.layout
+    scratch = frozenset(layout.scratch) & frozenset(program.blocks)
+    if scratch and nodes.size and layout.nodes is not None:
+        first, count = layout.nodes
+        if int(nodes.max()) < first or int(nodes.min()) >= first + count:
+            scratch = frozenset()  # a run over nodes that are no clients (a server's row)
     relevant: frozenset = frozenset()
     if zero.known and nodes.size:
         used = set(schedule.gather)

@@ -283,8 +283,25 @@ class ChunkRuntime:
     def node_rows(self, nodes, layout) -> list:
         """Per block slot, the rows of ``z`` that hold ``nodes`` (an array or a tensor)."""
         rows = []
+        span = None
         for b in self.blocks:
             offset = layout.node_offset(b)
+            apart = layout.apart_nodes(b)
+            if apart is not None and len(nodes):
+                if span is None:
+                    span = int(nodes.min()), int(nodes.max())
+                if span[1] < apart[0] or span[0] >= apart[1]:  # no client: a kept row
+                    host = nodes.cpu().numpy() if hasattr(nodes, "cpu") else nodes
+                    kept = layout.rows(b, np.asarray(host, dtype=np.int64) - layout.first_node(b))
+                    if hasattr(nodes, "cpu"):  # a tensor's rows as a tensor where it lives
+                        kept = nodes.new_tensor(kept)
+                    rows.append(kept)
+                    continue
+                if span[0] < apart[0] or span[1] >= apart[1]:
+                    raise ValueError(
+                        f"a run over nodes {span[0]}..{span[1]} both inside and outside the "
+                        f"rows of {b!r} the state does not keep"
+                    )
             rows.append(nodes + offset if offset else nodes)
         return rows
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.abc
+import importlib.util
 import os
 import stat
 import sys
@@ -22,7 +24,7 @@ __all__ = ["HELPERS", "cache_dir", "cached_function"]
 
 # The stochmix._compiled helpers the generated code calls by name (both where it is
 # compiled in memory and in the module text kept in the disk cache).
-HELPERS = ("prefetch_read", "prefetch_write", "rounded_as")
+HELPERS = ("prefetch_read", "prefetch_write", "rounded_as", "shrink", "shrink_scaled", "clip_entry")
 #: the writer whose source keys every cached program (its code shapes what is generated)
 WRITER = "stochmix.engine.codegen.rowwise"
 
@@ -118,10 +120,39 @@ def cached_function(source: str, gradient) -> object | None:
         except (OSError, SyntaxError, ImportError):
             sys.modules.pop(name, None)
             return None
+        _keep(name, module)
     return module.rows
 
 
 _CACHE_LOCK = threading.RLock()
+_MODULES: dict = {}  # name -> every program module this process made
+
+
+class _ProgramFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds this process's program modules by name when they are no longer in
+    ``sys.modules``: Numba's cache imports a program's module by name when it loads the
+    machine code (a dispatcher compiled later for a new signature does so), and code that
+    tidies ``sys.modules`` must not make that load fail. It finds nothing else."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in _MODULES:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec):
+        return _MODULES[spec.name]
+
+    def exec_module(self, module) -> None:
+        """Nothing to run: the module was made and run when the program was."""
+
+
+_FINDER = _ProgramFinder()
+
+
+def _keep(name: str, module) -> None:
+    _MODULES[name] = module
+    if _FINDER not in sys.meta_path:
+        sys.meta_path.append(_FINDER)
 _REFUSED: set = set()
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.kernels import KERNELS
 from ..plan.schedule import (
     Add,
     AddScaled,
@@ -25,6 +26,7 @@ from ..plan.schedule import (
     Copy,
     Gather,
     Gradient,
+    Kernel,
     Multiply,
     Negate,
     Reduce,
@@ -66,7 +68,7 @@ class NumpyWriter:
     written: list
 
     def _compile(self, source: str):
-        namespace = {"np": np}
+        namespace = {"np": np, **{f"K_{k}": kernel.numpy for k, kernel in KERNELS.items()}}
         exec(compile(source, f"<stochmix program {id(self):x}>", "exec"), namespace)
         return namespace["chunk"]
 
@@ -106,6 +108,9 @@ class NumpyWriter:
         elif isinstance(step, AddScaled):
             coef = self._coef(w, step.coef.kind, step.coef.slot)
             self._add_scaled(w, step.out, self._operand(step.source), coef, step.scratch)
+        elif isinstance(step, Kernel):
+            coefs = [self._coef(w, c.kind, c.slot) for c in step.coefs]
+            self._kernel(w, step.out, step.source, step.kernel, coefs)
         else:  # pragma: no cover - a step type without a statement is a bug
             raise TypeError(f"no statement for schedule step {step!r}")
 
@@ -205,3 +210,7 @@ class NumpyWriter:
         """``out += c * src`` through ``scratch`` (which may be ``src`` itself)."""
         w.emit(f"np.multiply({src}, {c}, out={scratch})")
         w.emit(f"np.add({out}, {scratch}, out={out})")
+
+    def _kernel(self, w: SourceWriter, out: str, src: str, name: str, coefs: list) -> None:
+        """``out <- kernel(src)`` (an element-wise row kernel; ``tmp`` its scratch)."""
+        w.emit(f"K_{name}({src}, {', '.join(coefs)}, out={out}, tmp=tmp)")

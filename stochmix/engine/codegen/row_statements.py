@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ..model.kernels import KERNELS
 from ..plan.schedule import (
     GRADIENT,
     Add,
@@ -44,6 +45,7 @@ from ..plan.schedule import (
     Copy,
     Gather,
     Gradient,
+    Kernel,
     Multiply,
     Negate,
     Reduce,
@@ -162,7 +164,9 @@ def _live_after(steps: tuple, stores: tuple, checks: tuple) -> list[set]:
     for i in range(len(steps) - 1, -1, -1):
         after[i] = set(live)
         step = steps[i]
-        if isinstance(step, Gather | Copy | Multiply):
+        if isinstance(step, Gather | Copy | Multiply) or (
+            isinstance(step, Kernel) and step.out != step.source
+        ):
             live.discard(step.out)
         live.update(b for b in _reads(step) if isinstance(b, Buffer))
     return after
@@ -175,7 +179,7 @@ def _reads(step) -> tuple:
         return (step.source,)
     if isinstance(step, Check):
         return (step.value,)
-    if isinstance(step, Copy | Multiply):
+    if isinstance(step, Copy | Multiply | Kernel):
         return (step.source,)
     if isinstance(step, Add | Subtract | AddScaled):
         return (step.out, step.source)
@@ -185,7 +189,9 @@ def _reads(step) -> tuple:
 
 
 def _writes(step) -> tuple:
-    if isinstance(step, Gather | Copy | Multiply | Add | Subtract | AddScaled | Negate | Scale):
+    if isinstance(
+        step, Gather | Copy | Multiply | Add | Subtract | AddScaled | Negate | Scale | Kernel
+    ):
         return (step.out,)
     return ()
 
@@ -325,6 +331,15 @@ class _Lowering:
             else:
                 term = f" + {entry} * {self._coef(step.coef)}"
             self.update(step.out, lambda v: f"{v}{term}", isinstance(step, AddScaled))
+        elif isinstance(step, Kernel):
+            helper = KERNELS[step.kernel].numba
+            scalars = ", ".join(self._coef(c) for c in step.coefs)
+            if step.out == step.source:
+                self.update(step.out, lambda v: f"{helper}({v}, {scalars})", True)
+            else:
+                self.assign(
+                    step.out, lambda: f"{helper}({self.read(step.source).entry}, {scalars})"
+                )
         else:  # pragma: no cover - a step type without a statement is a bug
             raise TypeError(f"no statement for schedule step {step!r}")
 

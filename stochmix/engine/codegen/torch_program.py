@@ -41,6 +41,7 @@ import threading
 
 import numpy as np
 
+from ..model.kernels import KERNELS
 from ..model.phase import LocalForm
 from .chunks import MIN_CHUNK_ROWS, RowOps
 from .program import LocalProgram, ProgramCache
@@ -79,7 +80,10 @@ class TorchProgram(LocalProgram):
         self._local_buffers = threading.local()
 
     def _compile(self, source: str):
-        namespace = {"torch": self.torch}
+        namespace = {
+            "torch": self.torch,
+            **{f"K_{k}": kernel.torch for k, kernel in KERNELS.items()},
+        }
         exec(compile(source, f"<stochmix torch program {id(self):x}>", "exec"), namespace)
         return namespace["chunk"]
 
@@ -147,6 +151,9 @@ class TorchProgram(LocalProgram):
             w.emit(f"{out}.addcmul_({src}, {c})")
         else:
             w.emit(f"{out}.add_({src}, alpha={c})")
+
+    def _kernel(self, w, out: str, src: str, name: str, coefs: list) -> None:
+        w.emit(f"K_{name}(torch, {src}, {', '.join(coefs)}, out={out}, tmp=tmp)")
 
     # ------------------------------------------------------------------ execution
     def _buffer_set(self, rows: int, d: int, dtype, worker=0) -> dict:

@@ -150,6 +150,16 @@ class Layout:
             return self._start[name] - b.first_node
         return self._node_start[name] - apart[0] - b.first_node
 
+    def apart_nodes(self, name: str) -> tuple[int, int] | None:
+        """``(lo, hi)``: the nodes ``lo .. hi - 1`` whose rows of block ``name`` are not
+        kept (where :meth:`node_offset` points into the rows apart), or None when the
+        block keeps every row."""
+        apart = self._apart.get(name)
+        if apart is None:
+            return None
+        first = self.block(name).first_node
+        return apart[0] + first, apart[1] + first
+
     def first_node(self, name: str) -> int:
         """The node that row 0 of block ``name`` belongs to."""
         return self.block(name).first_node

@@ -29,6 +29,7 @@ from .layout import Layout
 __all__ = [
     "COEFFICIENT_ORDER",
     "GradientTerm",
+    "KernelTerm",
     "LocalForm",
     "NodeTerm",
     "OuterTerm",
@@ -71,9 +72,20 @@ class OuterTerm(NamedTuple):
     coef: object
 
 
+class KernelTerm(NamedTuple):
+    """``target[nodes] <- kernel(source[nodes]; *coef)``: an element-wise row kernel (see
+    :mod:`stochmix.engine.model.kernels`) with its round scalars ``coef`` (a tuple of
+    numbers, bound when the round runs: a prox's threshold, a box's bounds)."""
+
+    target: str
+    source: str
+    kernel: str
+    coef: tuple
+
+
 #: The order in which a form's coefficient values are numbered (its groups of entries):
 #: :attr:`LocalForm.coefficients` and the schedule's slots both follow it.
-COEFFICIENT_ORDER = ("terms", "external", "gradients", "outer")
+COEFFICIENT_ORDER = ("terms", "external", "gradients", "outer", "kernels")
 
 
 @dataclass(frozen=True)
@@ -84,8 +96,10 @@ class LocalForm:
 
     where ``S[nodes]`` are the same nodes' rows of a source block, ``Z[row]`` a single
     row broadcast to every node, and ``G`` the gradients of ``clients`` (aligned with
-    ``nodes``). Target blocks without a term are zeroed on ``nodes``. Besides, each
-    *outer* row R (a single row of the state, not one of the nodes' rows) may be set to
+    ``nodes``). Target blocks without a term are zeroed on ``nodes``. A form may instead
+    hold only ``kernels`` (:class:`KernelTerm`): ``T[nodes] <- kernel(S[nodes])``, an
+    element-wise row kernel such as a prox, with no other term and no outer row. Besides,
+    each *outer* row R (a single row of the state, not one of the nodes' rows) may be set to
 
         Z[R] <- sum_reductions sum_i coef_i * S[nodes_i] + sum_singles coef * Z[row]
 
@@ -109,23 +123,29 @@ class LocalForm:
     gradients: tuple[GradientTerm, ...]
     clients: np.ndarray | None = None
     outer: tuple[OuterTerm, ...] = ()  # rows of Z
+    kernels: tuple[KernelTerm, ...] = ()
 
     @cached_property
     def signature(self) -> tuple:
         """Everything about the phase but its nodes and coefficient values: phases with
-        equal signatures run the same operations (see :mod:`stochmix.engine.plan.round_plan`)."""
+        equal signatures run the same operations (see :mod:`stochmix.engine.plan.round_plan`).
+        A kernel's round scalars are always bound per round (their kind is "scalar")."""
         return (
             self.targets,
             *(
                 tuple(e._replace(coef=coefficient_kind(e.coef)) for e in getattr(self, group))
-                for group in COEFFICIENT_ORDER
+                for group in COEFFICIENT_ORDER[:-1]
             ),
+            tuple((e.target, e.source, e.kernel, len(e.coef)) for e in self.kernels),
         )
 
     @cached_property
     def coefficients(self) -> tuple:
-        """The coefficient values, numbered in :data:`COEFFICIENT_ORDER`."""
-        return tuple(e.coef for group in COEFFICIENT_ORDER for e in getattr(self, group))
+        """The coefficient values, numbered in :data:`COEFFICIENT_ORDER` (a kernel's round
+        scalars one after the other)."""
+        values = [e.coef for group in COEFFICIENT_ORDER[:-1] for e in getattr(self, group)]
+        values += [float(c) for e in self.kernels for c in e.coef]
+        return tuple(values)
 
     @cached_property
     def takes_gradients(self) -> bool:

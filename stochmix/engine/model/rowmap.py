@@ -22,7 +22,11 @@ checkpointed run resumes with the same draws and the participation stream (drawn
 seed itself) is untouched; a per-node reference reproduces the draws with the same
 expression. Give two maps of one round different labels to draw independently.
 
-Engine. The planner never puts a map inside a run of node-local phases (it has no
+Engine. A map whose function is an element-wise kernel of the catalogue
+(:mod:`stochmix.engine.model.kernels`: a prox of L1 or the elastic net, a projection onto a
+box; its ``row_kernel`` attribute says so) reading the same nodes' rows of one block has a
+node-local form, and the compiled programs apply it inside the run of phases around it.
+The planner puts no other map inside a run of node-local phases (it has no
 :class:`~stochmix.engine.model.phase.LocalForm`, so runs are cut at it) nor on the whole-block
 path; :func:`~stochmix.engine.backends.dispatch.execute` applies it with :func:`apply_map`: the
 source rows are gathered, moved to NumPy (``backend.to_numpy``: on the Torch backend the
@@ -43,7 +47,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from .kernels import kernel_of
 from .layout import Layout
+from .local_form import KernelTerm, LocalForm
 from .phase import Phase
 from .traffic import map_traffic
 
@@ -198,13 +204,41 @@ class RowMap(Phase):
                 raise ValueError(
                     f"source {name!r} has {src_rows.size} rows; expected {local.size} or 1"
                 )
-            specs.append((name, src_rows, layout.rows(name, src_rows)))
-        self.sources = tuple(specs)
-        self.z_rows = layout.rows(target, local)
+            specs.append((name, src_rows))
+        self._layout = layout
+        self._specs = tuple(specs)
+        #: ``(name, round scalars)`` when the function is an element-wise kernel that the
+        #: compiled programs apply inside a run (see :mod:`stochmix.engine.model.kernels`)
+        self.kernel = kernel_of(function)
         super().__init__(
-            layout.size, None, None, label, empty=local.size == 0,
-            traffic=partial(map_traffic, layout, target, local, self.sources),
+            layout.size, None, self._kernel_form(layout), label, empty=local.size == 0,
+            traffic=partial(map_traffic, layout, target, local, self._specs),
         )  # fmt: skip
+
+    @cached_property
+    def sources(self) -> tuple:
+        """``(block, block rows, state rows)`` of each source, in order."""
+        return tuple((name, rows, self._layout.rows(name, rows)) for name, rows in self._specs)
+
+    @cached_property
+    def z_rows(self) -> np.ndarray:
+        """The rewritten rows of the stacked state."""
+        return self._layout.rows(self.target, self.target_rows)
+
+    def _kernel_form(self, layout: Layout) -> LocalForm | None:
+        """The node-local form of an element-wise kernel read from the same nodes' rows of
+        one source block (``target[nodes] <- kernel(source[nodes])``), else None."""
+        if self.kernel is None or len(self._specs) != 1 or not self.target_rows.size:
+            return None
+        name, rows = self._specs[0]
+        nodes = self.target_rows + layout.first_node(self.target)
+        if rows.size != nodes.size or int(nodes.min()) < 0:  # (a server row: no node)
+            return None
+        if not np.array_equal(rows + layout.first_node(name), nodes):
+            return None
+        kernel, params = self.kernel
+        term = KernelTerm(self.target, name, kernel, params)
+        return LocalForm(nodes, (self.target,), (), (), (), None, (), (term,))
 
     def _refuse(self, *_):
         raise NonlinearPhaseError(

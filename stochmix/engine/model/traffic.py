@@ -45,6 +45,7 @@ __all__ = [
     "phase_traffic",
     "round_traffic",
     "sample_counts",
+    "samples_of",
 ]
 
 #: The costs of a round, in the order of every traffic tuple: (gradient evaluations,
@@ -79,11 +80,24 @@ def sample_counts(problem) -> np.ndarray:
             found = getattr(seen, name, None)
             if found is not None:
                 counts = np.asarray(found, dtype=np.int64).reshape(-1)
-                return np.broadcast_to(counts, (n,)).copy() if counts.size == 1 else counts
+                if counts.size == 1 or (counts.size and (counts == counts[0]).all()):
+                    return np.broadcast_to(counts[:1], (n,))  # one count: read-only, stride 0
+                return counts
         seen = getattr(seen, "problem", None)
         if seen is None:
             break
-    return np.ones(n, dtype=np.int64)
+    return np.broadcast_to(np.ones(1, dtype=np.int64), (n,))
+
+
+def samples_of(samples, clients: np.ndarray) -> int:
+    """The sample gradients of one full local gradient of each of ``clients``, summed:
+    ``samples[clients].sum()`` for the run's :func:`sample_counts` (one per gradient when
+    None), without reading ``clients`` when every client has the same count."""
+    if samples is None:
+        return int(clients.size)
+    if samples.ndim == 1 and samples.strides[0] == 0:  # one count for everyone
+        return int(clients.size) * int(samples[0]) if samples.size else 0
+    return int(samples[clients].sum())
 
 
 class CountedProblem:
@@ -104,7 +118,7 @@ class CountedProblem:
     def gradients(self, clients, points):
         rows = np.asarray(clients, dtype=np.int64).reshape(-1)
         self._taken[0] += rows.size
-        self._taken[1] += int(self._counts[rows].sum())
+        self._taken[1] += samples_of(self._counts, rows)
         return self.problem.gradients(clients, points)
 
     def sampled_gradients(self, clients, points, picks, scale):
@@ -190,14 +204,19 @@ def _node_count(layout) -> int:
 
 def map_traffic(layout, target: str, target_rows: np.ndarray, sources) -> PhaseTraffic:
     """The messages of a row map ``target[target_rows] <- f(sources...)`` (``sources``:
-    ``(block, block rows, state rows)`` as :class:`~stochmix.engine.model.rowmap.RowMap`
-    keeps them): one per (sender, receiver) pair of distinct nodes, carrying a row of each
-    source block read across; no gradients (those a map asks for are counted as it runs)."""
+    ``(block, block rows, ...)`` as :class:`~stochmix.engine.model.rowmap.RowMap` keeps
+    them): one per (sender, receiver) pair of distinct nodes, carrying a row of each
+    source block read across; no gradients (those a map asks for are counted as it runs).
+    A source read at the target's own nodes sends nothing."""
     nodes = _node_count(layout)
     receivers = np.asarray(target_rows, dtype=np.int64) + layout.first_node(target)
     pairs: list = []
     rows: dict = {}
-    for name, block_rows, _ in sources:
+    for name, block_rows, *_ in sources:
+        if layout.first_node(name) == layout.first_node(target) and (
+            block_rows is target_rows or np.array_equal(block_rows, target_rows)
+        ):
+            continue  # each node reads its own rows
         senders = np.broadcast_to(
             np.asarray(block_rows, dtype=np.int64) + layout.first_node(name), receivers.shape
         )
@@ -216,6 +235,7 @@ def round_traffic(phases, method, dim: int, samples=None) -> tuple[int, int, int
     phases (a row map's gradients are counted as it runs: :class:`CountedProblem`).
     ``samples``: the run's :func:`sample_counts` (1 per gradient where None)."""
     gradients = messages = floats = sampled = 0
+    counted: dict = {}  # id(clients) -> their sample gradients (K local steps: one array)
     for phase in phases:
         traffic = getattr(phase, "traffic", None)
         if traffic is None:  # an object without one (a user's phase-like item)
@@ -225,5 +245,8 @@ def round_traffic(phases, method, dim: int, samples=None) -> tuple[int, int, int
         for block, rows in traffic.rows.items():
             floats += rows * method.sent_floats(block, dim)
         for clients in traffic.clients:
-            sampled += clients.size if samples is None else int(samples[clients].sum())
+            found = counted.get(id(clients))
+            if found is None or found[0] is not clients:
+                found = counted[id(clients)] = (clients, samples_of(samples, clients))
+            sampled += found[1]
     return gradients, messages, floats, sampled

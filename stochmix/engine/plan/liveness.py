@@ -97,6 +97,13 @@ def needed(item, scratch: dict, ranges: dict, method) -> set:
     structure = getattr(item, "structure", None)
     if structure is not None:  # a run of node-local phases
         schedule = structure.schedule
+        nodes = getattr(item, "nodes", None)
+        if nodes is not None and nodes.size and int(nodes.min()) < method.client_node:
+            # a run over a node that is no client (a server's row kernel): its rows are
+            # kept; one over both kinds would need its blocks' client rows kept as well
+            if int(nodes.max()) >= method.client_node:
+                return names & set(schedule.blocks)
+            return set()
         zero = {b for b in names if scratch[b] == "zero"}
         out = {b for b in schedule.gather if b in names and b not in zero}
         out.update(

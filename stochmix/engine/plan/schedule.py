@@ -31,167 +31,32 @@ a :class:`Coef` names a value's number (its *slot*) and how it multiplies (its k
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from ..model.phase import COEFFICIENT_ORDER, LocalForm, coefficient_kind
-
-GRADIENT = "g"  #: the buffer holding the current gradients of the chunk's clients
-SCRATCH = "tmp"  #: a temporary buffer of the chunk's shape
-
-
-class Buffer(str):
-    """A chunk buffer, named ``b{slot}_{k}`` in generated code: the ``k``-th (0 or 1)
-    buffer of the block in slot ``slot``. It *is* its name (a ``str``), so emitters write
-    it into code as it is."""
-
-    slot: int
-    k: int
-
-    def __new__(cls, slot: int, k: int) -> Buffer:
-        buffer = super().__new__(cls, f"b{slot}_{k}")
-        buffer.slot, buffer.k = slot, k
-        return buffer
-
-    def __reduce__(self):
-        return Buffer, (self.slot, self.k)
-
-
-class Single(NamedTuple):
-    """Row ``row`` of the state, as it was when the run started (a snapshot)."""
-
-    row: int
-
-
-class Coef(NamedTuple):
-    """Coefficient number ``slot`` of the run's values, multiplying as ``kind``."""
-
-    slot: int
-    kind: str
-
-
-Operand = Buffer | Single | str  # str: GRADIENT or SCRATCH
-
-
-# ---------------------------------------------------------------------- the steps
-class Gather(NamedTuple):
-    """``out <- the chunk's rows of the block in slot `block```."""
-
-    out: Buffer
-    block: int
-
-
-class Gradient(NamedTuple):
-    """``GRADIENT <- the chunk's clients' gradients at `point``` (None: at zero)."""
-
-    point: Buffer | None
-
-
-class Reduce(NamedTuple):
-    """``outer row `row` += sum over the chunk's nodes of coef * source`` (a buffer, or
-    :data:`GRADIENT`: the chunk's gradients)."""
-
-    row: int
-    source: Buffer | str
-    coef: Coef
-
-
-class Check(NamedTuple):
-    """Every entry of ``value`` must be finite (else the round has diverged)."""
-
-    value: Buffer
-
-
-class Negate(NamedTuple):
-    """``out <- -out``."""
-
-    out: Buffer
-
-
-class Scale(NamedTuple):
-    """``out <- coef * out``."""
-
-    out: Buffer
-    coef: Coef
-
-
-class Copy(NamedTuple):
-    """``out <- source``."""
-
-    out: Buffer
-    source: Operand
-
-
-class Multiply(NamedTuple):
-    """``out <- coef * source``."""
-
-    out: Buffer
-    source: Operand
-    coef: Coef
-
-
-class Add(NamedTuple):
-    """``out <- out + source``."""
-
-    out: Buffer
-    source: Operand
-
-
-class Subtract(NamedTuple):
-    """``out <- out - source``."""
-
-    out: Buffer
-    source: Operand
-
-
-class AddScaled(NamedTuple):
-    """``out <- out + coef * source``; ``scratch`` (SCRATCH or GRADIENT, when nothing
-    reads the gradients again) may hold the product."""
-
-    out: Buffer
-    source: Operand
-    coef: Coef
-    scratch: str
-
-
-Step = (
-    Gather
-    | Gradient
-    | Reduce
-    | Check
-    | Negate
-    | Scale
-    | Copy
-    | Multiply
-    | Add
-    | Subtract
-    | AddScaled
+from .steps import (
+    GRADIENT,
+    SCRATCH,
+    Add,
+    AddScaled,
+    Buffer,
+    Check,
+    Coef,
+    Copy,
+    Gather,
+    Gradient,
+    Kernel,
+    Multiply,
+    Negate,
+    Operand,
+    OuterSingle,
+    Reduce,
+    Scale,
+    Single,
+    Step,
+    Store,
+    Subtract,
+    TailEntry,
 )
-
-
-class Store(NamedTuple):
-    """After the chunk: the block in slot ``block`` is scattered from ``value`` (None:
-    its rows become zero)."""
-
-    block: int
-    value: Buffer | None
-
-
-class OuterSingle(NamedTuple):
-    """After every chunk: ``z[row] += coef * (row ref as it was when the run started)``."""
-
-    row: int
-    ref: int
-    slot: int
-
-
-class TailEntry(NamedTuple):
-    """One term of a tail phase: ``z[row]`` is rewritten as the sum of its entries, each
-    ``coef * z[ref]`` (kind "row") or nothing (kind "zero")."""
-
-    row: int
-    kind: str
-    ref: int | None
-    slot: int
 
 
 @dataclass(frozen=True)
@@ -240,6 +105,8 @@ class Schedule:
         golden tests."""
 
         def show(x):
+            if isinstance(x, tuple) and not isinstance(x, Single | Coef):
+                return ",".join(show(v) for v in x)
             if isinstance(x, Single):
                 return f"z[{x.row}]"
             if isinstance(x, Coef):
@@ -314,6 +181,11 @@ def numbered(lf: LocalForm, base: int) -> dict[str, list[tuple]]:
     for group in COEFFICIENT_ORDER:
         out[group] = []
         for entry in getattr(lf, group):
+            if group == "kernels":  # round scalars: one slot each, always bound
+                coefs = tuple(Coef(slot + k, "scalar") for k in range(len(entry.coef)))
+                out[group].append((entry, coefs))
+                slot += len(coefs)
+                continue
             out[group].append((entry, Coef(slot, coefficient_kind(entry.coef))))
             slot += 1
     return out
@@ -352,6 +224,7 @@ def plan_schedule(
     written: set[str] = set()
     for lf in body:
         reads: list = [t.source for t in lf.terms] + [o.ref for o in lf.outer if o.kind == "sum"]
+        reads += [k.source for k in lf.kernels]
         if lf.takes_gradients:
             reads.append(model_block)
         for b in reads:
@@ -363,7 +236,9 @@ def plan_schedule(
         written.update(lf.targets)
 
     p = _Planner(tuple(blocks))
-    zero = frozenset(zero) & set(blocks)
+    # a kernel's source is read as it is (a kernel of zero need not be zero: a box's
+    # projection), so it is gathered even where the engine knows it is zero
+    zero = frozenset(zero) & set(blocks) - {k.source for lf in body for k in lf.kernels}
     gather = [b for b in gather if b not in zero]
     scratch = frozenset(scratch) & set(blocks)
     if scratch & set(gather):
@@ -417,6 +292,9 @@ def _phase(p: _Planner, lf: LocalForm, base: int, model_block: str) -> None:
     """Plan one phase: gradients, outer sums (from the values before the phase), then
     every target block's new rows (out of place first, then in place)."""
     slots = numbered(lf, base)
+    if lf.kernels:
+        _kernels(p, slots["kernels"])
+        return
     exprs: dict[str, list] = {t: [] for t in lf.targets}
     for term, coef in slots["terms"]:
         exprs[term.target].append(("block", term.source, coef))
@@ -489,6 +367,23 @@ def _phase(p: _Planner, lf: LocalForm, base: int, model_block: str) -> None:
     p.cur.update(new)
 
 
+def _kernels(p: _Planner, entries: list) -> None:
+    """Plan a phase of one element-wise kernel: the target's new rows from its source's
+    current buffer (in place when the target is the source)."""
+    ((term, coefs),) = entries  # a row map has one target and, to be a kernel, one source
+    source = p.cur.get(term.source)
+    assert source is not None  # plan_schedule gathers every kernel source
+    p.read(source)
+    out = source if term.target == term.source else p.spare(term.target)
+    p.steps.append(Kernel(out, source, term.kernel, coefs))
+    p.wrote(out)
+    old = p.cur.get(term.target)
+    if old is not None and old != out and old in p.unread:
+        p.steps.append(Check(old))
+        p.read(old)
+    p.cur[term.target] = out
+
+
 def _target(p: _Planner, target: str, ex: list, in_place: bool, grad_uses: int):
     """Plan the new rows of one target block; returns the buffer holding them."""
     if in_place:
@@ -548,6 +443,7 @@ __all__ = [
     "Copy",
     "Gather",
     "Gradient",
+    "Kernel",
     "Multiply",
     "Negate",
     "OuterSingle",

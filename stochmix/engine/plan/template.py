@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.traffic import samples_of
 from .round_plan import LocalStep
 
 __all__ = [
@@ -84,6 +85,33 @@ def _shift(indices, participants: np.ndarray):
     return k if np.array_equal(indices, participants + k) else None
 
 
+#: The most nodes a step of a template may keep as they are (a :class:`_Fixed` array: a
+#: server's row kernel, run on the server's node whoever participates).
+FIXED_MAX = 16
+
+
+class _Fixed:
+    """A step's node (or client) array kept as it is in every instance: a few nodes that
+    are not the participants shifted (the server's)."""
+
+    def __init__(self, indices: np.ndarray):
+        self.indices = indices.copy()
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, _Fixed) and np.array_equal(self.indices, other.indices)
+
+    def __hash__(self) -> int:
+        return hash(self.indices.tobytes())
+
+
+def _fixed(found, indices):
+    """``found`` (a shift), else the few ``indices`` kept as they are (:class:`_Fixed`), else
+    None."""
+    if found is not None or indices is None or not 0 < indices.size <= FIXED_MAX:
+        return found
+    return _Fixed(indices)
+
+
 def _locate(indices, bases: tuple):
     """``(b, k)`` with ``indices == bases[b] + k`` (the first base that fits), a marker
     ("none", "empty") as :func:`_shift` gives, or None."""
@@ -125,7 +153,7 @@ def _step_traffic(unit: tuple, step: LocalStep, samples) -> tuple[int, int, int,
     clients = step.clients
     taken = 0
     if unit[3] and clients is not None:
-        taken = clients.size if samples is None else int(samples[clients].sum())
+        taken = samples_of(samples, clients)
     return unit[0] * n, unit[1] * n, unit[2] * n, unit[3] * taken
 
 
@@ -137,7 +165,8 @@ _UNEVEN_TRAFFIC = (
 
 class RoundTemplate:
     """A plan of :class:`~stochmix.engine.plan.round_plan.LocalStep` s whose nodes and clients
-    are the participants shifted by constants and whose coefficients are numbers."""
+    are the participants shifted by constants (or a few fixed nodes, such as the server's)
+    and whose coefficients are numbers."""
 
     def __init__(self, steps: list, traffic: list, bases: int = 0):
         self.steps = steps  # (structure, node shift, coefs, client shift, outside, labels)
@@ -196,8 +225,8 @@ class RoundTemplate:
                     "it has per-client coefficients of several values (an array), which "
                     "depend on who participates: a template needs numbers"
                 )
-            node_shift = _shift(item.nodes, participants)
-            client_shift = _shift(item.clients, participants)
+            node_shift = _fixed(_shift(item.nodes, participants), item.nodes)
+            client_shift = _fixed(_shift(item.clients, participants), item.clients)
             label = item.labels[0] if item.labels else ""
             if node_shift is None or client_shift is None:
                 return label, "its rows are not the participants shifted by a constant"
@@ -226,7 +255,8 @@ class RoundTemplate:
                     "it has per-client coefficients of several values (an array), which "
                     "depend on who participates: a template needs numbers"
                 )
-            nodes, clients = _locate(item.nodes, everything), _locate(item.clients, everything)
+            nodes = _fixed(_locate(item.nodes, everything), item.nodes)
+            clients = _fixed(_locate(item.clients, everything), item.clients)
             traffic = _per_node(item)
             label = item.labels[0] if item.labels else ""
             if nodes is None or clients is None:
@@ -270,6 +300,8 @@ class RoundTemplate:
 
     @staticmethod
     def _indices(shift, everything: tuple, cache):
+        if isinstance(shift, _Fixed):
+            return shift.indices
         if shift == "none":
             return None
         if shift == "empty":

@@ -160,6 +160,8 @@ class Shard:
     # ------------------------------------------------------------------ node-local runs
     def local_step(self, item, z, bind, data, ctx) -> bool:
         program, nodes = program_for(item.structure), item.nodes
+        if nodes.size and int(nodes.max()) < self.first:
+            return self._shared_step(program, item, z, bind, data)
         singles = set(program.singles) | set(program.outer_rows)
         singles |= {r for row, ref, _ in program.outer_singles for r in (row, ref) if r is not None}
         singles |= {
@@ -176,6 +178,24 @@ class Shard:
                 "several ranks is not supported yet"
             )
         return self._on_owner(program, item, z, bind, data, ctx, owners.pop(), single_rows)
+
+    def _shared_step(self, program, item, z, bind, data) -> bool:
+        """A run over nodes that are no clients (a server's row kernel): their rows are
+        held by every rank, which each apply it to their copy (the same numbers)."""
+        global_rows = program.node_rows(item.nodes, self.layout)
+        if any((self.owner(np.asarray(r)) != -1).any() for r in global_rows):
+            raise NotImplementedError(
+                "distributed: a node-local run over rows that one rank holds and that are "
+                "no client's is not supported yet"
+            )
+        self._snap = program.snapshot(z, self.at)
+        rows = [self.local(r) for r in global_rows]
+        ok, acc = program.accumulate(
+            z, rows, item.nodes.size, item.coefs, item.clients, bind, data, self._snap
+        )
+        ok = program.finish(z, acc, self._snap, item.coefs, self.at) and ok
+        self._snap = None
+        return ok
 
     def seg_rank_of_clients(self, clients) -> np.ndarray:
         seg = np.searchsorted(self.bounds, clients, side="right") - 1

@@ -1,0 +1,143 @@
+"""Element-wise row kernels: the deterministic row maps a compiled program runs itself.
+
+A :class:`~stochmix.engine.model.rowmap.RowMap` calls arbitrary Python once per round, so
+it ends the run of node-local phases around it: every map gathers and scatters the rows
+again. Most maps of the methods in the field are far simpler: the prox of an L1 or elastic
+net term, a projection onto a box or the nonnegative orthant. Each rewrites every entry
+of a row from the same entry and a few numbers of the round (the *round scalars*: the
+prox step times the weight, the box's bounds). Such a map is a :class:`ElementwiseKernel`
+here, and a row function that is one says so with a ``row_kernel`` attribute (see
+:func:`kernel_of`); the builder then gives its phase a node-local form with one
+:class:`~stochmix.engine.model.local_form.KernelTerm`, and the compiled programs apply it
+inside the run, chunk by chunk or node by node, between the other phases' arithmetic. The
+round scalars are coefficient values: bound per round, so a program is compiled once per
+kernel, not once per step size.
+
+The catalogue (``v`` one entry, the rest round scalars):
+
+==================  ====================================  ====================================
+kernel              rule                                  used by
+==================  ====================================  ====================================
+``shrink``          ``v - clip(v, -t, t)``                prox of ``lam ||x||_1`` (t = step lam)
+``shrink_scaled``   ``(v - clip(v, -t, t)) / s``          prox of the elastic net (s = 1 + step l2)
+``clip``            ``min(max(v, lo), hi)``               projection onto a box, onto x >= 0
+==================  ====================================  ====================================
+
+Each has a NumPy form (into preallocated buffers), a Torch form (any device) and a Numba
+form (a helper of :mod:`stochmix._compiled` that the row-wise loop inlines), all computing
+the same operations in the same order as the regularizer's own ``prox``, so a run gives
+the same numbers whether a map or the program applies the kernel (bit for bit in float64
+on the NumPy programs). A NaN entry stays NaN (the programs' checks see it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["KERNELS", "ElementwiseKernel", "kernel_of"]
+
+
+def _shrink_numpy(v, t, *, out, tmp):
+    np.clip(v, -t, t, out=tmp)
+    np.subtract(v, tmp, out=out)
+
+
+def _shrink_scaled_numpy(v, t, s, *, out, tmp):
+    _shrink_numpy(v, t, out=out, tmp=tmp)
+    np.divide(out, s, out=out)
+
+
+def _clip_numpy(v, lo, hi, *, out, tmp):
+    np.clip(v, lo, hi, out=out)
+
+
+def _shrink_torch(torch, v, t, *, out, tmp):
+    torch.clamp(v, -t, t, out=tmp)
+    torch.sub(v, tmp, out=out)
+
+
+def _shrink_scaled_torch(torch, v, t, s, *, out, tmp):
+    _shrink_torch(torch, v, t, out=out, tmp=tmp)
+    out.div_(s)
+
+
+def _clip_torch(torch, v, lo, hi, *, out, tmp):
+    torch.clamp(v, lo, hi, out=out)
+
+
+@dataclass(frozen=True)
+class ElementwiseKernel:
+    """One entry of the catalogue (see the module docstring).
+
+    Attributes:
+        name: the kernel's name (what a ``row_kernel`` attribute gives, and what a
+            program's structure key holds).
+        params: the names of its round scalars, in order.
+        rule: the rule, in words, for messages and ``explain``.
+        numpy: ``f(v, *params, out=, tmp=)``: the new entries of ``v`` into ``out``
+            (``tmp`` a scratch buffer of ``v``'s shape; ``out`` may be ``v``).
+        torch: the same with Torch: ``f(torch, v, *params, out=, tmp=)``.
+        numba: the name of the :mod:`stochmix._compiled` helper ``f(entry, *params)``
+            that gives one new entry (inlined into the row-wise loop).
+    """
+
+    name: str
+    params: tuple[str, ...]
+    rule: str
+    numpy: Callable
+    torch: Callable
+    numba: str
+
+    def apply(self, v: np.ndarray, params) -> np.ndarray:
+        """The kernel on a NumPy array (a new array; for single rows and tests)."""
+        out, tmp = np.empty_like(v), np.empty_like(v)
+        self.numpy(v, *params, out=out, tmp=tmp)
+        return out
+
+
+#: The element-wise kernels, by name.
+KERNELS: dict[str, ElementwiseKernel] = {
+    k.name: k
+    for k in (
+        ElementwiseKernel(
+            "shrink", ("t",), "v - clip(v, -t, t)", _shrink_numpy, _shrink_torch, "shrink"
+        ),
+        ElementwiseKernel(
+            "shrink_scaled",
+            ("t", "s"),
+            "(v - clip(v, -t, t)) / s",
+            _shrink_scaled_numpy,
+            _shrink_scaled_torch,
+            "shrink_scaled",
+        ),
+        ElementwiseKernel(
+            "clip", ("lo", "hi"), "min(max(v, lo), hi)", _clip_numpy, _clip_torch, "clip_entry"
+        ),
+    )
+}
+
+
+def kernel_of(function) -> tuple[str, tuple[float, ...]] | None:
+    """``(name, round scalars)`` when the row function ``function`` is an element-wise
+    kernel of the catalogue (its ``row_kernel`` attribute, a pair of a name of
+    :data:`KERNELS` and that kernel's round scalars as finite-or-infinite floats, or None),
+    else None. Anything else, or a pair that does not fit the catalogue, is a plain row
+    map: nothing is trusted that the programs could not apply exactly."""
+    found = getattr(function, "row_kernel", None)
+    if not (isinstance(found, tuple) and len(found) == 2):
+        return None
+    name, params = found
+    kernel = KERNELS.get(name) if isinstance(name, str) else None
+    if kernel is None or not isinstance(params, tuple) or len(params) != len(kernel.params):
+        return None
+    values = []
+    for p in params:
+        if isinstance(p, bool) or not isinstance(p, (int, float, np.floating, np.integer)):
+            return None
+        if np.isnan(p):
+            return None
+        values.append(float(p))
+    return name, tuple(values)
