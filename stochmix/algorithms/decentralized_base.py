@@ -106,7 +106,9 @@ class DecentralizedMethod(Method):
     needs: dict = {}
 
     #: caches a run fills (mixing operators), left out of the fingerprint
-    _run_state = Method._run_state | {"_mixings", "_edges", "_repeats", "_unchecked"}
+    _run_state = Method._run_state | {
+        "_mixings", "_edges", "_repeats", "_unchecked", "_activation"
+    }
 
     def __init__(self, lr, graphs: GraphSequence, decay=0.0, check_mixing=True):
         self.lr = as_float(lr, "lr", positive=True)
@@ -219,8 +221,12 @@ class DecentralizedMethod(Method):
         key = (k % period if period else k, rule)
         if period and key in self._checked:
             return
+        guarantees = getattr(self.graphs, "guarantees", None)
+        declared = guarantees(rule) if guarantees is not None else frozenset()
         for attribute, kind in self.needs.items():
-            if getattr(self, attribute) != rule:
+            if getattr(self, attribute) != rule or kind in declared:
+                continue
+            if "doubly" in declared and kind in ("row", "column", "rows_sum", "columns_sum"):
                 continue
             problem = stochasticity_problem(w, kind, 1e-10)
             if problem is not None:
@@ -229,7 +235,8 @@ class DecentralizedMethod(Method):
                     f"({problem}); {self.name} needs {KINDS[kind]} mixing there "
                     "(check_mixing=False runs it anyway)"
                 )
-        self._check_reach(k, w)
+        if "connected" not in declared:
+            self._check_reach(k, w)
         if period:
             self._checked.add(key)
 
@@ -275,6 +282,18 @@ class DecentralizedMethod(Method):
             repeats = self.rounds_repeat and not getattr(self, "decay", 0.0) and plain
             self.__dict__["_repeats"] = repeats
         return (r == 0) if repeats else None
+
+    def phase_key(self, r: int, participants: np.ndarray):
+        """``(first iteration?, k mod period)`` when every node is active in every
+        iteration (``Full(n)``), the iterations repeat (:meth:`segment_key`) and the graph
+        sequence is periodic: such iterations build the same phases (the same W_k, the
+        same operators), so the engine plans each position of the period once; None
+        otherwise (node or edge activation, a decaying step, an aperiodic sequence)."""
+        first = self.segment_key(r)
+        period = self.graphs.period
+        if first is None or not period or self.__dict__.get("_activation") != "everyone":
+            return None
+        return ("every node", first, r % period, participants.size)
 
     def round_equations(self, participants: np.ndarray, ctx: RunContext) -> Equations:
         """The equations of this iteration, activated for its active nodes.
@@ -337,6 +356,7 @@ class DecentralizedMethod(Method):
         every node (:func:`~stochmix.mixing.reach.activation_reach_problem`: a disconnected
         gossip graph, a node never active). ``check_mixing=False`` allows both."""
         kind = _activation_kind(participation)
+        self._activation = kind  # (phase_key: plans are reused when every node is active)
         self._unchecked = kind == "unknown"  # checked at the first partial round instead
         problem = activation_reach_problem(participation, self.graphs)
         if problem is not None and self.check_mixing:

@@ -84,7 +84,7 @@ from jaxtyping import Int
 from .._names import DROP_MODEL_ALIASES, renamed
 from .._validate import _show, as_bool, as_float, as_int, choice
 from .graphs import matrix_to_graph
-from .sequences import UNDIRECTED_RULES, GraphSequence, _pattern
+from .sequences import BY_RULE, UNDIRECTED_RULES, GraphSequence, _pattern
 
 #: Added to every drop stream's seed, so drops and a RandomSequence with the same seed
 #: draw from different streams (the bytes of "drop").
@@ -413,6 +413,12 @@ class MessageDrops(GraphSequence):
         as ``matrix(k, "natural")`` (a dropped edge's weight on a self-loop), frozen."""
         k = as_int(k, "k", minimum=0)
         return nx.freeze(matrix_to_graph(self._natural(k)))
+
+    def guarantees(self, rule: str) -> frozenset:
+        """What the rule makes of any surviving graph (the table above): "metropolis"
+        doubly stochastic (it is refused where the surviving graph is directed), "row"
+        row- and "column" column-stochastic; never "connected" (a step may lose it)."""
+        return BY_RULE.get(rule, frozenset())
 
     def _build(self, k: int, rule: str) -> sp.csr_array:
         if rule in UNDIRECTED_RULES and not self.symmetric and not self._certain():

@@ -161,6 +161,22 @@ class GraphSequence(ABC):
             found = cache[key] = (k, matrix)
         return found[1]
 
+    def guarantees(self, rule: str) -> frozenset:
+        """What every matrix of the sequence under ``rule`` is by construction, so that a
+        method need not check it (:attr:`~stochmix.algorithms.DecentralizedMethod.needs`):
+        a subset of ``{"row", "column", "doubly", "connected"}`` ("connected": the graph of
+        each step, or for a periodic sequence the union over each period, is strongly
+        connected). Here: ``"metropolis"`` gives doubly stochastic matrices, ``"row"``
+        row- and ``"column"`` column-stochastic ones, whatever the graphs; nothing else is
+        promised (natural weights are the graph's, "fastest" and "fdla" an SDP's to its
+        tolerance). A family that knows more says so (:class:`DirectedRingSequence`); a
+        subclass that builds its matrices its own way (overriding ``matrix`` or
+        ``_build``) promises nothing unless it says so too."""
+        own = type(self)
+        if own.matrix is not GraphSequence.matrix or own._build is not GraphSequence._build:
+            return frozenset()
+        return BY_RULE.get(rule, frozenset())
+
     def _build(self, k: int, rule: str) -> sp.csr_array:
         if rule == "natural":
             return self._natural(k)
@@ -180,6 +196,14 @@ class GraphSequence(ABC):
         ``j -> i`` with ``i != j`` (self-loops and weights dropped)."""
         k = as_int(k, "k", minimum=0)
         return _adjacency(self._structure(k), self.n_nodes)
+
+
+#: What each weight rule makes of any graph (see :meth:`GraphSequence.guarantees`).
+BY_RULE = {
+    "metropolis": frozenset({"row", "column", "doubly"}),
+    "row": frozenset({"row"}),
+    "column": frozenset({"column"}),
+}
 
 
 class StaticSequence(GraphSequence):
@@ -281,6 +305,18 @@ class DirectedRingSequence(GraphSequence):
 
     def _heads(self, k: int) -> np.ndarray:
         return (np.arange(self._n) + self.shift(k)) % self._n
+
+    def guarantees(self, rule: str) -> frozenset:
+        """Doubly stochastic under "natural", "row" and "column" (1/2 on the self-loop and
+        1/2 on the one edge, or the identity); "connected" over each period when the
+        shifts and n have no common divisor but 1 (the shifts then generate every node
+        from every node)."""
+        if rule not in ("natural", "row", "column"):
+            return super().guarantees(rule)
+        made = {"row", "column", "doubly"}
+        if math.gcd(self._n, *self.shifts) == 1:
+            made.add("connected")
+        return frozenset(made)
 
     def graph(self, k: int) -> nx.DiGraph:
         """Self-loops (weight 1/2) and edges ``i -> (i + s_k) mod n`` (weight 1/2)."""
@@ -495,6 +531,7 @@ def is_strongly_connected_union(seq: GraphSequence, start: int, length: int) -> 
 
 
 __all__ = [
+    "BY_RULE",
     "RULES",
     "UNDIRECTED_RULES",
     "DirectedRingSequence",

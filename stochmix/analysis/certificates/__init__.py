@@ -4,12 +4,15 @@ minimises them (:func:`tune`) and the slowest instance a search finds
 "stochmix[analysis]"``), imported when a certificate is first solved."""
 
 from .certify import MAX_CLIENTS, Certificate, certify, method_for_mixing
+from .expectation import MAX_MASKS, MeanSquareCertificate, certify_mean_square, mask_distribution
 from .search import WorstCase, class_matrix, worst_quadratic
 from .system import NotLinearError, RoundSystem, agent_systems, round_system, spectral_systems
 from .tune import Tuned, rebuild, tune
 
 __all__ = [
     "MAX_CLIENTS",
+    "MAX_MASKS",
+    "MeanSquareCertificate",
     "Certificate",
     "NotLinearError",
     "RoundSystem",
@@ -17,7 +20,9 @@ __all__ = [
     "WorstCase",
     "agent_systems",
     "certify",
+    "certify_mean_square",
     "class_matrix",
+    "mask_distribution",
     "method_for_mixing",
     "rebuild",
     "round_system",

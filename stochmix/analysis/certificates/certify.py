@@ -48,6 +48,11 @@ MAX_CLIENTS = 32
 #: ordered pair of a part's points over two rounds: quadratic in its calls).
 ACROSS_ROUNDS_CALLS = 2
 
+#: Entries of certificates built on this module, set by theirs when the package is imported
+#: (so that this module imports none of them): ``"mean_square"``, the mean-square
+#: certificate of :mod:`~stochmix.analysis.certificates.expectation`.
+_ENTRIES: dict[str, Any] = {}
+
 
 @dataclass
 class Certificate:
@@ -186,7 +191,7 @@ def _masks(participation, n: int | None) -> np.ndarray:
         raise ValueError(
             f"participation must be Full(n), a recorded or periodic pattern, or a (period, n) "
             f"boolean array of masks, got {participation!r}: a random participation has no "
-            "fixed pattern to certify"
+            "fixed pattern to certify (mean_square=True certifies the mean-square error)"
         )
     arr = np.asarray(masks)
     if arr.dtype != np.bool_:
@@ -214,6 +219,7 @@ def certify(
     across_rounds: bool | None = None,
     tol: float = 1e-7,
     solver: str | None = None,
+    mean_square: bool = False,
 ) -> Certificate:
     """The worst-case linear rate of ``method`` over every objective whose parts are
     L-smooth and mu-strongly convex.
@@ -256,6 +262,10 @@ def certify(
         tol: bisection tolerance on rho, in (0, 1).
         solver: an installed cvxpy solver of semidefinite programs (default Clarabel,
             else SCS).
+        mean_square: certify the mean-square error under a random ``participation``
+            process instead (Bernoulli, UniformSample, ...): a rate in expectation,
+            :func:`~stochmix.analysis.certificates.certify_mean_square` (no constraints
+            across rounds: ``across_rounds`` must be None or False).
 
     Returns:
         Certificate: the rate and its status ("certified", "inexact", "not certified").
@@ -289,6 +299,17 @@ def certify(
     L, mu = check_class(L, mu)
     pairs = as_bool(pairs, "pairs")
     across_rounds = as_bool(across_rounds, "across_rounds", optional=True)
+    if as_bool(mean_square, "mean_square"):
+        certify_mean_square = _ENTRIES["mean_square"]
+        if across_rounds:
+            raise ValueError(
+                "across_rounds: the mean-square certificate uses the one-round constraints "
+                "only, got across_rounds=True with mean_square=True"
+            )
+        return certify_mean_square(
+            method, L=L, mu=mu, participation=participation, mixing=mixing,
+            n_clients=n_clients, weights=weights, pairs=pairs, tol=tol, solver=solver,
+        )  # fmt: skip
     tol = as_float(tol, "tol", positive=True)
     if not tol < 1:
         raise ValueError(f"tol must be in (0, 1) (a tolerance on the rate), got tol={tol!r}")

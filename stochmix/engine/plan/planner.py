@@ -8,7 +8,8 @@ planner reuses plans two ways:
   round whose key came before gets that round's plan. A plan is kept only once its key
   has come *twice*, so random participation, whose sets rarely repeat, costs a hash per
   round and no memory; rounds of more than :data:`CACHE_MAX_PARTICIPANTS` participants
-  are always built;
+  whose key holds the participants themselves are always built (a key that names a
+  position, as a decentralized method's step in its period, is kept at any size);
 * **round templates**, keyed by :meth:`~stochmix.engine.model.method.Method.template_key`:
   the plan with its participants abstracted out (:mod:`stochmix.engine.plan.template`), checked
   against a full build on the key's second round.
@@ -130,9 +131,9 @@ class RoundPlanner:
         """The round's plan from the plan cache, or built (and kept if its key came
         twice)."""
         key = None
-        if participants.size <= CACHE_MAX_PARTICIPANTS and not _overrides(self.ctx):
+        if not _overrides(self.ctx):
             key = self.method.phase_key(r, participants)
-        if key is None:
+        if key is None or (participants.size > CACHE_MAX_PARTICIPANTS and _heavy(key)):
             return self.build(r, participants)
         plan = self.cache.get(key)
         if plan is not None:
@@ -168,6 +169,17 @@ class RoundPlanner:
         self.phases = phases
         self.traffic = round_traffic(phases, self.method, self.ctx.dim, self.ctx.sample_counts)
         return plan_round(phases, self.backend, self.method, self.ctx, self.caps, notes=self.notes)
+
+
+def _heavy(key) -> bool:
+    """Whether a phase key holds the participants themselves (bytes): the plans of large
+    rounds keyed by who takes part are rarely met again and costly to keep. A key that
+    names a position (a decentralized method's step in its period) is kept at any size."""
+    if isinstance(key, bytes | bytearray | np.ndarray):
+        return True
+    if isinstance(key, tuple):
+        return any(_heavy(part) for part in key)
+    return False
 
 
 def _overrides(ctx: RunContext) -> bool:
