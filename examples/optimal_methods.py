@@ -131,15 +131,17 @@ def _draw(found, kappas, sizes, n, kappa, out):
         left.plot(kappas, [found["kappa", k, name][0] for k in kappas], "o-", label=name)
         right.plot([1 / np.sqrt(eigengap(s)) for s in sizes],
                    [found["ring", s, name][1] for s in sizes], "o-", label=name)  # fmt: skip
-    eps = TOLERANCE**2  # the bounds are on the objective gap, ~ the squared distance
+    # the bounds are on the objective gap over (mu / 2) ||x0 - x*||^2, which a distance
+    # TOLERANCE of the start keeps below kappa TOLERANCE^2 (the gap is <= L/2 distance^2)
     root = np.array([1 / np.sqrt(eigengap(s)) for s in sizes])
     # the theorem's bound (zero for kappa <= 256: it says nothing there) and its order
     # with constant 1, sqrt(kappa) ln(1/eps) and sqrt(kappa / gamma) ln(1/eps)
-    bound = [gradient_steps_lower_bound(k, eps) for k in kappas]
+    bound = [gradient_steps_lower_bound(k, k * TOLERANCE**2) for k in kappas]
     left.plot(kappas, np.where(np.array(bound) > 0, bound, np.nan), "k--",
               label="lower bound (Scaman et al. 2017, Thm 2)")  # fmt: skip
     left.plot(kappas, np.sqrt(kappas) * np.log(1 / TOLERANCE), "k:",
               label="sqrt(kappa) ln(1/eps)")  # fmt: skip
+    eps = kappa * TOLERANCE**2
     bound = [communication_rounds_lower_bound(kappa, eigengap(s), eps) for s in sizes]
     right.plot(root, np.where(np.array(bound) > 0, bound, np.nan), "k--", label="lower bound")
     right.plot(root, np.sqrt(kappa) * root * np.log(1 / TOLERANCE), "k:",
