@@ -188,14 +188,17 @@ def test_made_up_method_two_matrices_in_one_phase():
     close(fast.server[-1], x.mean(axis=0))
 
 
-def test_partial_apply_takes_the_general_path():
+def test_partial_apply_takes_the_row_subset_or_the_general_path():
+    """An apply on some rows only (x[A] <- W[A] x, an activated round's pull) has a form
+    on those rows: the NumPy backend applies it through apply_blockwise, a backend that
+    does not apply row subsets through its sparse rows, with the same numbers."""
     n, d = 6, 2
     layout = Layout([Block("x", n, "model")])
     rows = np.array([1, 2, 4])
     w = random_stochastic(np.random.default_rng(6), n)
     partial = RowSparse(n, rows, w[rows])
     phase = PhaseBuilder(layout).apply("x", "x", partial).build()
-    assert phase.blockwise is None
+    assert phase.blockwise is not None and phase.blockwise.subset
     whole = PhaseBuilder(layout).apply("x", "x", RowSparse.whole(w))
     assert whole.build().blockwise is not None
     # a whole-block apply with a term on some rows only: the general path too
@@ -209,10 +212,23 @@ def test_partial_apply_takes_the_general_path():
         def round_phases(self, r, participants, ctx):
             return [ctx.phase().apply("x", "x", partial).build()]
 
-    counting = Counting()
+    class NoSubsets(Counting):
+        applies_row_subsets = False
+
     problem = Quadratic.random(n, d, seed=6)
-    run(Partial(w, w), problem, Full(n), 3, x0=np.ones(d), backend=counting, progress=False)
-    assert counting.calls == {"apply": 3, "apply_blockwise": 0}
+    results = []
+    for backend, calls in ((Counting(), (0, 3)), (NoSubsets(), (3, 0))):
+        results.append(
+            run(Partial(w, w), problem, Full(n), 3, x0=np.ones(d), backend=backend,
+                progress=False).server  # fmt: skip
+        )
+        assert backend.calls == {"apply": calls[0], "apply_blockwise": calls[1]}
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-13, atol=1e-15)
+    # by hand: three steps of x[A] <- W[A] x
+    x = np.ones((n, d))
+    for _ in range(3):
+        x[rows] = w[rows] @ x
+    np.testing.assert_allclose(results[0][-1], x.mean(axis=0), rtol=1e-13)
 
 
 class NaNAfter(Quadratic):

@@ -47,6 +47,12 @@ def _apply_blockwise(phase: Phase, z, backend, problem, method: Method, ctx: Run
     return backend.apply_blockwise(z, phase, grads)
 
 
+def _whole_path(form, caps: Capabilities) -> bool:
+    """Whether a phase with this whole-block ``form`` (or None) goes to the backend's
+    ``apply_blockwise``: a form on some rows only where the backend applies those."""
+    return form is not None and (caps.row_subsets or not form.subset)
+
+
 #: Whether runs of node-local phases skip blocks known to be zero (see
 #: :mod:`stochmix.engine.plan.liveness`); False runs every block as if it held values.
 ZERO_ROWS = True
@@ -212,7 +218,7 @@ def execute(
             ok = items.local(item)
         elif isinstance(item, RowMap):  # nonlinear: never inside a run (it has no local form)
             ok = items.row_map(item)
-        elif caps.blockwise and item.blockwise is not None:
+        elif caps.blockwise and _whole_path(item.blockwise, caps):
             ok = items.whole(item, plan[i + 1 :])
         else:
             ok = items.general(item)

@@ -30,6 +30,7 @@ class NumpyBackend:
     name = "numpy"
     runs_local_phases = True  # node-local runs of phases go through the chunked path
     hands_off = True  # a whole-block phase may hand a block to the next (blockwise.chained)
+    applies_row_subsets = True  # whole-block forms on some rows of their blocks (activation)
 
     def __init__(self, dtype=np.float64, compiled="auto", threads=None):
         self.dtype = as_float_dtype(dtype)

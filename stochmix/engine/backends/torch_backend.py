@@ -228,7 +228,8 @@ class TorchBackend:
             for term in grads:
                 acc = self._scaled_add(acc, gradients, term.coef)
             if acc is None:
-                rows = target.rows.stop - target.rows.start
+                span = target.rows
+                rows = span.stop - span.start if isinstance(span, slice) else len(span)
                 acc = self.torch.zeros((rows, z.shape[1]), dtype=z.dtype, device=z.device)
             new.append(acc)
         flag = self._flag(z)

@@ -48,25 +48,26 @@ class BlockTerm:
         kind: "mix" (``coef * (matrix @ S)``), "block" (``coef * S``) or "grad"
             (``coef * G``).
         source: the source block's name (None for "grad").
-        rows: the source block's rows of Z (None for "grad").
+        rows: the source block's rows of Z (None for "grad"): a slice, or for a "block"
+            term of a form on some rows (:attr:`BlockwiseForm.subset`) their index array.
         matrix: the ``(rows_T, rows_S)`` CSR matrix of a "mix" term, else None.
         coef: a number, or an array with one value per row of the target (not "mix").
     """
 
     kind: str
     source: str | None
-    rows: slice | None
+    rows: slice | np.ndarray | None
     matrix: sp.csr_array | None
     coef: float | np.ndarray
 
 
 @dataclass(frozen=True)
 class BlockTarget:
-    """A rewritten block: its name, its rows of Z and the terms of its new value (none:
-    the block becomes zero)."""
+    """A rewritten block: its name, its rows of Z (a slice; an index array in a form on
+    some rows) and the terms of its new value (none: the block becomes zero)."""
 
     block: str
-    rows: slice
+    rows: slice | np.ndarray
     terms: tuple[BlockTerm, ...]
 
 
@@ -92,6 +93,12 @@ class BlockwiseForm:
         take: in a run's plan, the block that this phase (one product ``T <- W T``)
             takes from the previous phase: ``W`` times the handed rows is written
             straight into the state's rows of T, with no copy through a temporary.
+        subset: the form rewrites the same rows A (block-local, sorted) of every target,
+            not whole blocks: an activated round's active nodes. Its "mix" matrices are
+            the rows A of W (``(|A|, rows_S)``), its "block" terms read rows A of their
+            source, its gradients are those of clients A; every target is computed before
+            any is written. Backends apply it where they say they can
+            (:attr:`~stochmix.engine.plan.capabilities.Capabilities.row_subsets`).
     """
 
     targets: tuple[BlockTarget, ...]
@@ -100,6 +107,7 @@ class BlockwiseForm:
     order: tuple = ()
     hand_off: str | None = None
     take: str | None = None
+    subset: bool = False
 
 
 def _whole(rows: np.ndarray, n: int, memo: dict) -> bool:
@@ -138,6 +146,12 @@ def blockwise_form(layout: Layout, deferred: list) -> BlockwiseForm | None:
     or None when some term touches only part of a block or aligns rows out of order (such
     phases take the general or node-local path, as do phases on a block whose node rows
     the state does not keep)."""
+    found = _whole_form(layout, deferred)
+    return found if found is not None else _subset_form(layout, deferred)
+
+
+def _whole_form(layout: Layout, deferred: list) -> BlockwiseForm | None:
+    """:func:`blockwise_form` over whole blocks, or None."""
     terms: dict[str, list] = {}
     clients = None
     memo: dict = {}
@@ -189,6 +203,74 @@ def blockwise_form(layout: Layout, deferred: list) -> BlockwiseForm | None:
     )
     consecutive = clients is not None and _consecutive(clients)
     return BlockwiseForm(targets, clients, consecutive, _order(targets))
+
+
+def _subset_form(layout: Layout, deferred: list) -> BlockwiseForm | None:
+    """The form of a phase that rewrites the same rows A of each target block from
+    products of the rows A of whole-block operators, rows A of other blocks and the
+    gradients of clients A (an activated round's pull phase:
+    :mod:`stochmix.engine.model.activated`), or None. Blocks are those of the nodes
+    (node i is row i of each, clients the nodes)."""
+    rows = None
+    terms: dict[str, list] = {}
+    clients = None
+
+    def same(found) -> bool:
+        nonlocal rows
+        if rows is None:
+            rows = found
+            return found.size > 0
+        return found is rows or (found.shape == rows.shape and np.array_equal(found, rows))
+
+    for op in deferred:
+        kind = op[0]
+        names = (op[1], op[2] if kind == "apply" else op[3] if kind == "combine" else op[1])
+        for name in names:
+            if not layout.contiguous(name) or layout.first_node(name) != 0:
+                return None
+        if kind == "apply":
+            _, target, source, operator, scale = op
+            if operator.rows.size == operator.size or not same(operator.rows):
+                return None
+            values = operator.values
+            if values.shape != (operator.rows.size, layout.block(source).rows):
+                return None
+            terms.setdefault(target, []).append(
+                BlockTerm("mix", source, layout.slice(source), values, float(scale))
+            )
+        elif kind == "combine":
+            _, target, t_rows, source, s_rows, coef = op
+            t, s_ = _as_index(t_rows), _as_index(s_rows)
+            if t.size == 0 or s_.size == 0:
+                continue
+            if not (same(t) and (s_ is t or np.array_equal(s_, t))):
+                return None
+            terms.setdefault(target, []).append(
+                BlockTerm("block", source, layout.rows(source, rows), None, _coef(coef, t.size))
+            )
+        elif kind == "gradient":
+            _, target, t, c, coef = op
+            if t.size == 0 or c.size == 0:
+                continue
+            if not (same(_as_index(t)) and rows is not None and np.array_equal(c, rows)):
+                return None
+            clients = c if clients is None else clients
+            terms.setdefault(target, []).append(
+                BlockTerm("grad", None, None, None, _coef(coef, c.size))
+            )
+        else:  # a clear of some rows: the general path
+            return None
+    if rows is None or not terms or rows.size == layout.block(next(iter(terms))).rows:
+        return None
+    if any(layout.block(name).rows <= int(rows[-1]) for name in terms):
+        return None
+    targets = tuple(
+        BlockTarget(name, layout.rows(name, rows), _arranged(name, found))
+        for name, found in terms.items()
+    )
+    order = tuple((t, False, check) for t, _, check in _order(targets))
+    consecutive = clients is not None and _consecutive(clients)
+    return BlockwiseForm(targets, clients, consecutive, order, subset=True)
 
 
 def _arranged(target: str, found: list) -> tuple:
@@ -247,6 +329,8 @@ def chained(first: BlockwiseForm, second: BlockwiseForm) -> str | None:
     and multiply them by W into a temporary that is copied back; handed over, ``first``
     keeps its T in its own array and ``second`` writes ``W`` times it straight into the
     state (DGD: x <- x - a G(x), then x <- W x). The same numbers."""
+    if first.subset or second.subset:  # (rows of a subset are gathered: nothing to hand)
+        return None
     if len(second.targets) != 1 or second.clients is not None:
         return None
     if first.hand_off is not None or first.take is not None:  # one hand-off a phase
@@ -357,7 +441,8 @@ def apply_blockwise_numpy(
     later = []
     for target, direct, check in form.order:
         rows = target.rows
-        own = None if scratch is None else scratch(z, target.block, rows.stop - rows.start)
+        size = rows.stop - rows.start if isinstance(rows, slice) else rows.size
+        own = None if scratch is None else scratch(z, target.block, size)
         if target.block == form.hand_off:
             new = _combine(target.terms, rows, z, gradients, None, product, own)
             handed[id(z), target.block] = new
@@ -372,8 +457,12 @@ def apply_blockwise_numpy(
             new = _combine(target.terms, rows, z, gradients, None, product, own)
             later.append((target, new, check))
     for target, new, check in later:
-        out = z[target.rows]
-        out[...] = new
+        if isinstance(target.rows, slice):
+            out = z[target.rows]
+            out[...] = new
+        else:  # rows of a subset: written by index
+            z[target.rows] = new
+            out = new
         if check:
             finite = finite and bool(np.isfinite(out.sum()))
     return finite
@@ -400,7 +489,9 @@ def _mixed(term: BlockTerm, z, product_of, scratch, role: str):
     return product
 
 
-def _combine(terms: tuple, rows: slice, z, gradients, out, product_of=_product, scratch=None):
+def _combine(
+    terms: tuple, rows: slice | np.ndarray, z, gradients, out, product_of=_product, scratch=None
+):
     """The sum of ``terms``, written into ``out`` (a view of ``z``) or, when ``out`` is
     None, into a fresh array (or one of ``scratch``, see :class:`Workspace`) that is
     returned. ``terms`` lists "mix" terms first (the form's order), so that every read of
@@ -409,7 +500,8 @@ def _combine(terms: tuple, rows: slice, z, gradients, out, product_of=_product, 
     element)."""
     if not terms:
         if out is None:
-            return np.zeros((rows.stop - rows.start, z.shape[1]), dtype=z.dtype)
+            size = rows.stop - rows.start if isinstance(rows, slice) else rows.size
+            return np.zeros((size, z.shape[1]), dtype=z.dtype)
         out[...] = 0.0
         return out
     acc = None

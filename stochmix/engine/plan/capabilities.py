@@ -82,6 +82,10 @@ class Capabilities:
             backend keeps a rank's shard of the state (``make_shard`` in the run's set-up)
             and applies each round's items through its own hooks (``round_items``).
         dtype: :class:`~stochmix.protocols.Typed`: the backend's ``dtype``; None without.
+        row_subsets: whole-block forms restricted to some rows of their blocks (an
+            activated round's active rows, :attr:`~stochmix.engine.model.blockwise.
+            BlockwiseForm.subset`) go to ``apply_blockwise`` too (the backend's
+            ``applies_row_subsets`` is true); else such phases take the general path.
     """
 
     local_phases: bool = False
@@ -92,6 +96,7 @@ class Capabilities:
     round_hooks: bool = False
     sharded: bool = False
     dtype: Any = None
+    row_subsets: bool = False
 
 
 def capabilities(backend) -> Capabilities:
@@ -120,4 +125,5 @@ def capabilities(backend) -> Capabilities:
         round_hooks=hooks,
         sharded=implements(backend, Sharded) and bool(backend.runs_sharded),
         dtype=backend.dtype if implements(backend, Typed) else None,
+        row_subsets=blockwise and bool(getattr(backend, "applies_row_subsets", False)),
     )
