@@ -13,13 +13,11 @@ gradients of the class each set's calls see.
 
 from __future__ import annotations
 
-import time
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .lmi import Solution, _sector, require_cvxpy
+from .lmi import Solution, _sector, require_cvxpy, solve_verified
 from .system import RoundSystem
 
 __all__ = ["FLOOR", "ExpectedFeasibility"]
@@ -92,21 +90,7 @@ class ExpectedFeasibility:
 
     def solve(self, rho: float) -> Solution | None:
         """The certificate at rate ``rho``, or None when none is found."""
-        cp = require_cvxpy()
-        self._rho2.value = rho * rho
-        begin = time.perf_counter()
-        try:
-            with warnings.catch_warnings():  # "may be inaccurate": _verify decides
-                warnings.simplefilter("ignore", UserWarning)
-                self._problem.solve(solver=self._solver_name)
-        except cp.error.SolverError:
-            return None
-        finally:
-            self.solves += 1
-            self.seconds += time.perf_counter() - begin
-        if self._problem.status not in ("optimal", "optimal_inaccurate"):
-            return None
-        return self._verify(rho, self._problem.status)
+        return solve_verified(self, rho)
 
     def _verify(self, rho: float, status: str) -> Solution | None:
         """Recompute every set's LMI from the solver's numbers, with the slacks' residual

@@ -44,13 +44,11 @@ sum over nodes, as the inequalities with one multiplier for every node are), and
 
 from __future__ import annotations
 
-import time
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .lmi import Feasibility, Solution, _sector, require_cvxpy
+from .lmi import Feasibility, Solution, _sector, require_cvxpy, solve_verified
 from .system import RoundSystem
 
 __all__ = ["LiftedFeasibility", "point_pairs"]
@@ -222,21 +220,7 @@ class LiftedFeasibility:
         return found
 
     def _solve(self, rho: float) -> Solution | None:
-        cp = require_cvxpy()
-        self._rho2.value = rho * rho
-        start = time.perf_counter()
-        try:
-            with warnings.catch_warnings():  # "may be inaccurate": _verify decides
-                warnings.simplefilter("ignore", UserWarning)
-                self._problem.solve(solver=self._solver_name)
-        except cp.error.SolverError:
-            return None
-        finally:
-            self.solves += 1
-            self.seconds += time.perf_counter() - start
-        if self._problem.status not in ("optimal", "optimal_inaccurate"):
-            return None
-        return self._verify(rho, self._problem.status)
+        return solve_verified(self, rho)
 
     def _folded(self, lam: np.ndarray, nu: np.ndarray, p: np.ndarray, rho: float):
         """The multipliers with the solver's residuals in the function values' coefficients

@@ -132,22 +132,7 @@ class Feasibility:
 
     def solve(self, rho: float) -> Solution | None:
         """The certificate at rate ``rho``, or None when none is found."""
-        cp = require_cvxpy()
-        self._rho2.value = rho * rho
-        start = time.perf_counter()
-        solver = self._solver_name
-        try:
-            with warnings.catch_warnings():  # "may be inaccurate": _verify decides
-                warnings.simplefilter("ignore", UserWarning)
-                self._problem.solve(solver=solver)
-        except cp.error.SolverError:
-            return None
-        finally:
-            self.solves += 1
-            self.seconds += time.perf_counter() - start
-        if self._problem.status not in ("optimal", "optimal_inaccurate"):
-            return None
-        return self._verify(rho, self._problem.status)
+        return solve_verified(self, rho)
 
     def _verify(self, rho: float, status: str) -> Solution | None:
         """Recompute each LMI from the solver's numbers; accept only a negative
@@ -191,6 +176,29 @@ class Candidates(Protocol):
     seconds: float
 
     def solve(self, rho: float) -> Solution | None: ...
+
+
+def solve_verified(sdp, rho: float) -> Solution | None:
+    """Solve ``sdp``'s problem at rate ``rho`` (its ``_rho2`` parameter set to rho^2) with
+    its ``_solver_name``, counting ``solves`` and ``seconds``, and return what its
+    ``_verify(rho, status)`` makes of the solver's numbers; None when the solver fails or
+    finds nothing. The one solve of every certificate's SDP (one round, across rounds, in
+    expectation): the solver's word is never taken without the check."""
+    cp = require_cvxpy()
+    sdp._rho2.value = rho * rho
+    start = time.perf_counter()
+    try:
+        with warnings.catch_warnings():  # "may be inaccurate": _verify decides
+            warnings.simplefilter("ignore", UserWarning)
+            sdp._problem.solve(solver=sdp._solver_name)
+    except cp.error.SolverError:
+        return None
+    finally:
+        sdp.solves += 1
+        sdp.seconds += time.perf_counter() - start
+    if sdp._problem.status not in ("optimal", "optimal_inaccurate"):
+        return None
+    return sdp._verify(rho, sdp._problem.status)
 
 
 def bisect_rate(feasibility: Candidates, tol: float) -> tuple[float, Solution | None]:
