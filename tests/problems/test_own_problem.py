@@ -268,7 +268,12 @@ def test_capabilities_are_what_the_backend_declares():
     assert capabilities(LocalBackend()) == Capabilities(local_phases=True)
     numpy = capabilities(NumpyBackend(compiled=False))
     assert numpy == Capabilities(
-        local_phases=True, compiled=False, blockwise=True, hands_off=True, dtype=np.float64
+        local_phases=True,
+        compiled=False,
+        blockwise=True,
+        hands_off=True,
+        dtype=np.float64,
+        row_subsets=True,
     )
     assert isinstance(HookedBackend(), RoundHooks) and isinstance(HookedBackend(), AppliesBlockwise)
     assert isinstance(HookedBackend(), RunsLocalPhases)  # the member is there; its value is False
@@ -283,6 +288,7 @@ def test_capabilities_are_what_the_backend_declares():
     assert isinstance(NumpyBackend(), AppliesBlockwise)  # (isinstance asks the class)
     assert capabilities(Hidden()).blockwise is False
     assert capabilities(Hidden()).hands_off is False  # it hands blocks to apply_blockwise
+    assert capabilities(Hidden()).row_subsets is False  # (as do row subsets)
 
     class HalfHooked(MinimalBackend):
         def end_round(self):
