@@ -310,13 +310,7 @@ def certify(
             method, L=L, mu=mu, participation=participation, mixing=mixing,
             n_clients=n_clients, weights=weights, pairs=pairs, tol=tol, solver=solver,
         )  # fmt: skip
-    tol = as_float(tol, "tol", positive=True)
-    if not tol < 1:
-        raise ValueError(f"tol must be in (0, 1) (a tolerance on the rate), got tol={tol!r}")
-    solver = check_solver(solver)
-    if not isinstance(method, Method):
-        raise TypeError(f"method must be a stochmix Method, got {_show(method)}")
-    decentralized = _is_decentralized(method)
+    tol, solver, decentralized = check_entry(method, tol, solver)
     sigma = check_mixing_argument(method, mixing, participation)
     if decentralized and (weights is not None or n_clients is not None):
         raise ValueError(
@@ -446,6 +440,19 @@ def certify(
         return out
     _fill(out, found, rate_period, period)
     return out
+
+
+def check_entry(method, tol, solver) -> tuple[float, str | None, bool]:
+    """The checks every certificate's entry makes of ``tol``, ``solver`` and ``method``:
+    ``(tol, solver, whether the method is decentralized)``, or the error naming the
+    argument."""
+    tol = as_float(tol, "tol", positive=True)
+    if not tol < 1:
+        raise ValueError(f"tol must be in (0, 1) (a tolerance on the rate), got tol={tol!r}")
+    solver = check_solver(solver)
+    if not isinstance(method, Method):
+        raise TypeError(f"method must be a stochmix Method, got {_show(method)}")
+    return tol, solver, _is_decentralized(method)
 
 
 def check_class(L, mu) -> tuple[float, float]:

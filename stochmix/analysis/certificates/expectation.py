@@ -50,15 +50,14 @@ from typing import Any
 
 import numpy as np
 
-from ..._validate import _show, as_bool, as_float, as_int, as_real_array
+from ..._validate import _show, as_bool, as_int, as_real_array
 from ...engine import Method
 from .certify import (
     _ENTRIES,
     Certificate,
     _check_size,
-    _is_decentralized,
     check_class,
-    check_solver,
+    check_entry,
     is_sigma,
     method_for_mixing,
 )
@@ -278,13 +277,7 @@ def certify_mean_square(
     """
     L, mu = check_class(L, mu)
     pairs = as_bool(pairs, "pairs")
-    tol = as_float(tol, "tol", positive=True)
-    if not tol < 1:
-        raise ValueError(f"tol must be in (0, 1) (a tolerance on the rate), got tol={tol!r}")
-    solver = check_solver(solver)
-    if not isinstance(method, Method):
-        raise TypeError(f"method must be a stochmix Method, got {_show(method)}")
-    decentralized = _is_decentralized(method)
+    tol, solver, decentralized = check_entry(method, tol, solver)
     if mixing is not None and not decentralized:
         raise ValueError(
             f"mixing is for decentralized methods; {method.name} mixes through its server "
