@@ -99,6 +99,8 @@ class _Asynchronous(LocalTraining, Method):
     """What FedBuff and FedAsync share: the arrival schedule's parameters, local steps from
     the pulled rows, the pull of the launched clients after the server's update."""
 
+    trains_by_trips = False  # one run per step-count group (step_groups)
+
     asynchronous = True  #: rounds come from the clock's arrival schedule
     reads_uploads = False  #: its rounds are arrivals: no lost uploads
 

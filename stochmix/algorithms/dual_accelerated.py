@@ -24,7 +24,10 @@ f_i(theta) = 1/2 theta^T H_i theta - c_i^T theta (grad f_i(theta) = H_i theta - 
 every local Hessian is positive definite, and refuse any other problem in
 ``check_problem``. The conjugate step is a row map (:class:`~stochmix.engine.RowMap`;
 it is affine in x, but with a d x d matrix per node, which the engine's scalar-weighted
-phases cannot express), so the exact-operator analysis does not cover these methods.
+phases cannot express), so the linear analysis does not cover these methods: started
+outside a run (by :func:`~stochmix.analysis.certificates.certify` or the exact operators of
+:mod:`stochmix.analysis.linear`) they raise :class:`~stochmix.engine.NonlinearPhaseError`
+saying so.
 
 Constants (read off the problem and the graph when the run starts): alpha = min_i
 lambda_min(H_i), beta = max_i lambda_max(H_i), kappa_l = beta / alpha; lambda_1 =
@@ -45,7 +48,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._validate import as_float, as_int, choice, show
-from ..engine import Block, RunContext
+from ..engine import Block, NonlinearPhaseError, RunContext
 from ..mixing.sequences import RULES, GraphSequence
 from .decentralized_base import DecentralizedMethod, require_everyone
 from .fedprox import affine_gradients, has_exact_prox
@@ -202,8 +205,16 @@ class _DualAccelerated(DecentralizedMethod):
         super().start(ctx)
         counted = ctx.map_problem
         problem = counted.__dict__["problem"] if counted is not None else None
-        if problem is None:
-            raise ValueError(f"{self.name} reads the problem's Hessians when a run starts")
+        if problem is None:  # not a run: a certificate or the exact linear operators
+            raise NonlinearPhaseError(
+                f"{self.name} has no linear form to analyse: every iteration applies the "
+                f"conjugate gradient grad f_i^*(x) = H_i^(-1) (x + c_i), a row map "
+                f"(RowMap {_Conjugate.name!r}) with a d x d matrix per node read from the "
+                f"problem's Hessians when a run starts, and the linear analysis (certify, "
+                f"the exact operators) takes phases with one scalar weight per pair of rows "
+                f"and the gradients as their only nonlinearity, not row maps; measure its "
+                f"rate with stochmix.run on a Quadratic or a LeastSquares problem instead"
+            )
         if self._local is None or self._local[0] is not problem:
             self.check_problem(problem)
         _, inverse, shift, alpha, beta = self._local  # type: ignore[misc]
@@ -303,9 +314,11 @@ class MSDA(_DualAccelerated):
     (p^j = x_j / a_j in the paper's unnormalised variables x_j), c_1 = (1 - sqrt(gamma)) /
     (1 + sqrt(gamma)), c_2 = (1 + gamma) / (1 - gamma), c_3 = 2 / ((1 + gamma) lambda_1).
     Defaults (the paper's): ``gossip_steps`` K = floor(1 / sqrt(gamma)), ``lr`` eta =
-    alpha (1 + c_1^{2K}) / (1 + c_1^K)^2 (alpha over lambda_1(P_K)), ``momentum`` mu =
+    alpha (1 + c_1^{2K}) / (1 + c_1^K)^2 (alpha over the bound (1 + c_1^K)^2 / (1 +
+    c_1^{2K}) on lambda_1(P_K)), ``momentum`` mu =
     ((1 + c_1^K) sqrt(kappa_l) - 1 + c_1^K) / ((1 + c_1^K) sqrt(kappa_l) + 1 - c_1^K).
-    P_K's eigengap is ((1 - c_1^K) / (1 + c_1^K))^2, a constant (>= 0.18 at the default K),
+    P_K's eigengap is at least ((1 - c_1^K) / (1 + c_1^K))^2, a constant (>= 0.18 at the
+    default K), and mu is SSDA's momentum for that eigengap,
     so MSDA needs O(sqrt(kappa_l) ln(1/epsilon)) iterations, each with one conjugate
     gradient per node and K = O(1/sqrt(gamma)) communication rounds: time O(sqrt(kappa_l) (1
     + tau / sqrt(gamma)) ln(1/epsilon)), optimal (the paper's Theorem 4 and Theorem 2; see

@@ -30,6 +30,7 @@ __all__ = ["FedDualAvg", "FedMid"]
 
 class _Composite(LocalTraining, Method):
     proximal = True
+    trains_by_trips = False  # one run per step-count group (step_groups)
 
     def __init__(self, lr, local_steps=1, server_lr=1.0):
         self.lr = as_float(lr, "lr", positive=True)

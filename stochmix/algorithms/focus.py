@@ -50,6 +50,7 @@ class FOCUS(LocalTraining, Method):
           optimization in networks", IEEE Transactions on Automatic Control 66(1).
     """
 
+    trains_by_trips = False  # one run per step-count group (step_groups)
     name = "FOCUS"
 
     def __init__(self, lr, local_steps=1, skip_empty_rounds=True):

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..engine import Phase, RunContext
 from ..engine.model.equations import Equations, grad
+from ..engine.model.trips import TripCounts
 from .local_steps import LocalSteps, as_local_steps
 
 __all__ = [
@@ -34,16 +35,25 @@ def step_groups(participants: np.ndarray, steps) -> list[tuple[np.ndarray, int]]
 
 def train(eq: Equations, participants: np.ndarray, local_steps, step, label: str = "local step",
           block: str = "x") -> list[Phase]:  # fmt: skip
-    """The phases of local training: for each group (G, k) of :func:`step_groups`, the
-    pull ``x[G] = x.server`` then k times the phase that ``step(G)`` writes with ``eq``'s
-    handles (one phase, applied k times)."""
+    """The phases of local training: the pull ``x[S] = x.server``, then the phase that
+    ``step(G)`` writes with ``eq``'s handles, applied K times over ``G = S`` (an int K), or
+    for ``j = 1 .. max K_i`` over ``G = {i in S : K_i >= j}`` (uneven ``local_steps``: one
+    count per participant, in their order). Clients train independently, so this is each
+    client's K_i steps; the repetitions are tagged with the round's
+    :class:`~stochmix.engine.model.trips.TripCounts`, and the engine runs them all as one
+    run over S (see :mod:`stochmix.engine.model.trips`)."""
     x = eq.block(block)
-    phases: list[Phase] = []
-    for G, k in step_groups(participants, local_steps):
-        x[G] = x.server
-        phases.append(eq.build("assign"))
-        step(G)
-        phases += [eq.build(label)] * k
+    x[participants] = x.server
+    phases: list[Phase] = [eq.build("assign")]
+    if isinstance(local_steps, (int, np.integer)):
+        step(participants)
+        return phases + [eq.build(label)] * int(local_steps)
+    trips = TripCounts(participants, np.asarray(local_steps))
+    for j in range(1, trips.most + 1):
+        step(trips.members(j))
+        phase = eq.build(label)
+        phase.trips = (trips, j)
+        phases.append(phase)
     return phases
 
 
@@ -123,12 +133,34 @@ class LocalTraining:
         rule = self.local_steps
         return key if isinstance(rule, int) or not rule.random else None
 
+    #: whether the method's local training is :func:`train`'s (its repetitions over
+    #: nested sets of participants, tagged with the round's trip counts); False for
+    #: methods that write one group of participants per step count (:func:`step_groups`)
+    trains_by_trips: bool = True
+
+    def round_trips(self, r: int, participants: np.ndarray, ctx: RunContext):
+        """With uneven local steps trained by :func:`train`, the round's
+        :class:`~stochmix.engine.model.trips.TripCounts`; else None."""
+        if isinstance(self.local_steps, int) or not self.trains_by_trips:
+            return None
+        steps = self.round_steps(r, participants, ctx)
+        if isinstance(steps, (int, np.integer)):
+            return None
+        return TripCounts(participants, steps)
+
     def template_groups(self, r: int, participants: np.ndarray, ctx: RunContext):
-        """With uneven local steps, the round's groups of participants by step count and
-        the counts present (see :func:`step_groups`); None with an int K."""
+        """With uneven local steps, the sets of participants the round's runs cover
+        besides all of them, and a key for their shape: the nested sets ``{K_i >= j}``,
+        j >= 2 (training by :func:`train`), or the groups by step count and the counts
+        present (see :func:`step_groups`); None with an int K."""
         if isinstance(self.local_steps, int):
             return None
         steps = self.round_steps(r, participants, ctx)
+        if self.trains_by_trips:
+            if isinstance(steps, (int, np.integer)):
+                return ("even", int(steps)), ()
+            trips = TripCounts(participants, steps)
+            return ("nested", trips.most), tuple(trips.members(j) for j in range(2, trips.most + 1))
         groups = step_groups(participants, steps)
         return tuple(k for _, k in groups), tuple(G for G, _ in groups)
 

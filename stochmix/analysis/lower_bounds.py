@@ -46,6 +46,13 @@ The order, the role of tau (a communication round costs tau, a gradient step 1) 
 (the normalised eigengap of the gossip matrix) are those of the paper's abstract
 (O(sqrt(kappa_l) (1 + tau / sqrt(gamma)) ln(1/epsilon)) for MSDA, optimal).
 
+Provenance. Only the paper's abstract could be read against this module (issue 43: the
+stored copies of the paper and of its LaTeX source give the abstract alone, and no public
+code or notes restating Theorem 2 were found): the order above, the roles of tau and
+gamma and the eps dependence ln(1/eps) are checked; the constants 3 alpha / 2, 16 and 5
+are the statement of Theorem 2 as recalled, not checked against the full text. The
+functions' numbers depend on them (``RATE``, ``PREFACTOR``, ``SPREAD`` below).
+
 References:
     - K. Scaman, F. Bach, S. Bubeck, Y. T. Lee and L. Massoulié, "Optimal algorithms for
       smooth and strongly convex distributed optimization in networks", ICML 2017

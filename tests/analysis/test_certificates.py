@@ -15,8 +15,10 @@ from stochmix.algorithms import (  # noqa: E402
     D2,
     DGD,
     EXTRA,
+    MSDA,
     NIDS,
     SCAFFOLD,
+    SSDA,
     ExactDiffusion,
     FedAdam,
     FedAvg,
@@ -31,6 +33,7 @@ from stochmix.analysis.certificates import (  # noqa: E402
     tune,
     worst_quadratic,
 )
+from stochmix.engine import NonlinearPhaseError  # noqa: E402
 from stochmix.mixing import DirectedRingSequence, PeriodicSequence, StaticSequence  # noqa: E402
 from stochmix.participation import Bernoulli, Full  # noqa: E402
 from stochmix.problems import Quadratic  # noqa: E402
@@ -228,6 +231,19 @@ def test_methods_that_are_not_linear_are_refused_with_the_reason():
         certify(FedAdam(0.1, 2, server_lr=0.1), L=1.0, mu=0.1)
     with pytest.raises(NotLinearError, match="change with the"):
         certify(DGD(0.3, RING, decay=0.5), L=1.0, mu=0.1)
+
+
+@pytest.mark.parametrize("kind", [SSDA, MSDA])
+def test_dual_methods_are_refused_for_their_conjugate_row_map(kind):
+    # SSDA's and MSDA's iteration applies grad f_i^*, a row map with a d x d matrix per
+    # node read from the problem when a run starts: the refusal must say so, not merely
+    # that a problem is missing
+    with pytest.raises(NonlinearPhaseError) as refused:
+        certify(kind(None, RING), L=1.0, mu=0.1)
+    message = str(refused.value)
+    assert message.startswith(kind.name)
+    for part in ("conjugate gradient", "row map", "Hessians", "stochmix.run"):
+        assert part in message, (part, message)
 
 
 def test_bad_mixing_and_participation_are_refused():

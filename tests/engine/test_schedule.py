@@ -114,12 +114,17 @@ def test_every_step_type_has_a_numpy_statement():
         schedule.Subtract: schedule.Subtract(b, schedule.Buffer(2, 0)),
         schedule.AddScaled: schedule.AddScaled(b, b, coef, schedule.SCRATCH),
         schedule.Kernel: schedule.Kernel(b, b, "shrink", (schedule.Coef(1, "scalar"),)),
+        schedule.Guard: schedule.Guard(0),
+        schedule.EndGuard: schedule.EndGuard(),
     }
     assert set(samples) == set(typing.get_args(schedule.Step))
     for step_type, sample in samples.items():
-        before = len(writer.lines)
+        before, indent = len(writer.lines), writer.indent
         program._statement(writer, sample)
-        assert len(writer.lines) > before, step_type
+        if step_type is schedule.EndGuard:  # closes the guard's block: back one level
+            assert len(writer.indent) == len(indent) - 4
+        else:
+            assert len(writer.lines) > before, step_type
     with pytest.raises(TypeError, match="no statement"):
         program._statement(writer, ("not", "a", "step"))
 

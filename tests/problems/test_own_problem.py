@@ -274,6 +274,7 @@ def test_capabilities_are_what_the_backend_declares():
         hands_off=True,
         dtype=np.float64,
         row_subsets=True,
+        trips=True,
     )
     assert isinstance(HookedBackend(), RoundHooks) and isinstance(HookedBackend(), AppliesBlockwise)
     assert isinstance(HookedBackend(), RunsLocalPhases)  # the member is there; its value is False

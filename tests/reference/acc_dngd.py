@@ -11,6 +11,12 @@ x_i^0 = v_i^0 = y_i^0 = x0 (row i of a per-node x0) and s_i^0 = grad F_i(y_i^0):
 
 with alpha = sqrt(mu eta) in the paper's strongly convex tuning. Returns the mean over
 nodes of x after each iteration, shape (iterations + 1, dim), row 0 the start.
+
+Source (issue 43): the stored LaTeX source of the paper gives its abstract only, so the
+updates are written from knowledge of the paper. Checked: the x and s lines (and the order
+"mix s, then add the gradient difference") are those of a public third-party
+implementation of the paper's non-strongly-convex variant, which shares them; with W = I
+the recursion is Nesterov's constant-momentum method for strongly convex f.
 """
 
 import numpy as np

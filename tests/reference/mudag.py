@@ -20,6 +20,13 @@ s_i^0 = grad F_i(y_i^0), beta = (1 - alpha) / (1 + alpha), alpha = sqrt(mu eta):
 
 Returns the mean over nodes of x after each iteration, shape (iterations + 1, dim), row 0
 the start.
+
+Source (issue 43): the stored copies of the paper give its opening only, not the algorithm
+boxes, so the updates above are written from knowledge of the paper. FastMix's momentum
+eta_w and its recurrence with z^{-1} = z^0 agree with two public third-party
+implementations read for the check (a DeEPCA re-implementation and a Mudag comparison
+script); one of them loops k = 0..K (K + 1 products of W), the other K times, so the
+count of products per FastMix is not settled by them; here it is K.
 """
 
 import numpy as np

@@ -26,10 +26,16 @@ LT-ADMM
 -------
 X. Ren, N. Bastianello, K. H. Johansson, T. Parisini, "Communication-efficient stochastic
 distributed learning", arXiv:2501.13516, 2025 (LT-ADMM, Algorithm 1, full local
-gradients): tau local steps phi <- phi - gamma (grad f_i(phi) + rho d_i phi - sum_j z_ij)
-from phi = x_i^k, x_i^{k+1} = phi, then z_ij^{k+1} = 1/2 (z_ij^k - z_ji^k + 2 rho x_j^{k+1})
--- the relaxed ADMM above with alpha = 1/2 and the gradient solver. (One third-party
-summary writes the last term as -2 rho x_j; with that sign the minimiser is not a fixed
+gradients): tau local steps phi <- phi - gamma grad f_i(phi) - beta (rho d_i x_i^k -
+sum_j z_ij^k) from phi = x_i^k, the penalty's gradient frozen at the round's start and
+scaled by its own step beta, x_i^{k+1} = phi, then z_ij^{k+1} = (1 - alpha) z_ij^k +
+alpha (-z_ji^k + 2 rho x_j^{k+1}), alpha = 1/2 by default; with tau = 1 and beta = gamma
+it is the relaxed ADMM above with the gradient solver. The paper's full text could not be
+read here; the frozen form with the two steps is that of decent-bench's ``LT_ADMM``
+(commit ad39310, whose comments cite Algorithm 1's lines and whose history includes
+commits by the paper's second author). Another third-party summary (an optimizer zoo's
+documentation) writes the penalty at phi with the one step gamma. (That summary also
+writes the last term as -2 rho x_j; with that sign the minimiser is not a fixed
 point -- summing the fixed-point conditions gives sum_i grad f_i = -4 rho |E| x -- so the
 + sign, which is R-ADMM's, is the one written here.)
 

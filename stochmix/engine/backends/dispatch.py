@@ -145,6 +145,7 @@ class OneProcess:
             self.data,
             WORKERS if self.pure else 1,
             whole=not self.pure,
+            extents=item.extents,
         )
         if zero is not None:
             zero.after_program(planned, item.nodes)

@@ -31,6 +31,7 @@ class NumpyBackend:
     runs_local_phases = True  # node-local runs of phases go through the chunked path
     hands_off = True  # a whole-block phase may hand a block to the next (blockwise.chained)
     applies_row_subsets = True  # whole-block forms on some rows of their blocks (activation)
+    applies_trip_counts = True  # repeated phases as one run limited to prefixes
 
     def __init__(self, dtype=np.float64, compiled="auto", threads=None):
         self.dtype = as_float_dtype(dtype)

@@ -58,6 +58,7 @@ class TorchBackend:
 
     name = "torch"
     runs_local_phases = True  # node-local runs go through TorchProgram (local_program)
+    applies_trip_counts = True  # repeated phases as one run limited to prefixes
 
     def __init__(
         self,

@@ -24,7 +24,10 @@ def program_for(structure: Structure) -> LocalProgram:
     """The NumPy program of a run of node-local phases of this structure (compiled on
     first use)."""
     return _PROGRAMS.built(
-        structure, lambda: LocalProgram(list(structure.forms), structure.model, structure.tail)
+        structure,
+        lambda: LocalProgram(
+            list(structure.forms), structure.model, structure.tail, levels=structure.levels
+        ),
     )
 
 
@@ -40,6 +43,7 @@ def rowwise_for(program: LocalProgram, gradient: tuple) -> RowwiseProgram:
             gradient,
             zero=program.zero,
             scratch=program.scratch,
+            levels=program.levels,
         ),
     )
 
@@ -66,6 +70,11 @@ def variant(program: LocalProgram, nodes: np.ndarray, zero: ZeroRows) -> LocalPr
     return _VARIANTS.built(
         (program.key, relevant, scratch),
         lambda: LocalProgram(
-            program.forms, program.model, program.tail_length, zero=relevant, scratch=scratch
+            program.forms,
+            program.model,
+            program.tail_length,
+            zero=relevant,
+            scratch=scratch,
+            levels=program.levels,
         ),
     )

@@ -76,6 +76,7 @@ class ChunkCall:
     grad_fn: object  #: x -> the chunk's clients' gradients at x
     snap: dict  #: row -> its snapshot
     acc: dict  #: outer row -> its running sum
+    on: tuple  #: per extent of the run, whether the chunk lies inside it (see `Guard`)
 
 
 CHUNK_PARAMETERS = tuple(f.name for f in fields(ChunkCall))
@@ -165,6 +166,15 @@ class ChunkRuntime:
         per_row = itemsize * (d * (2 * len(self.blocks) + 3) + data_per_row)
         return max(MIN_CHUNK_ROWS, (budget or BUFFER_BYTES) // max(1, per_row))
 
+    def _bounds(self, size: int, step: int, extents: tuple) -> list[tuple[int, int]]:
+        """The chunks ``(lo, hi)`` of a round of ``size`` nodes: ``step`` nodes each, also
+        cut at each of the run's ``extents`` (so that a chunk lies inside a prefix the run
+        limits a phase to, or outside it)."""
+        cuts = set(range(0, size, step))
+        cuts.update(int(e) for e in extents if 0 < e < size)
+        starts = sorted(cuts)
+        return list(zip(starts, [*starts[1:], size], strict=True))
+
     def _split(self, size: int, d: int, itemsize: int, data_per_row: int, workers: int, whole):
         """(rows per chunk, threads) for a round of ``size`` nodes: chunks of
         :attr:`chunk_budget` bytes (all nodes in one with ``whole``), wider ones when the
@@ -180,31 +190,30 @@ class ChunkRuntime:
                 workers = 1
         return -(-size // -(-size // step)), workers  # equal chunks, none tiny
 
-    def _task(self, z, rows, starts, step, size, coefs, clients, bind, snapshot, acc, worker):
+    def _task(self, z, rows, bounds, extents, coefs, clients, bind, snapshot, acc, worker):
         """A callable that runs :meth:`_chunks` with these arguments (what a pool's worker
         runs; the row-wise programs build their call's arguments here instead)."""
         return partial(
-            self._chunks, z, rows, starts, step, size, coefs, clients, bind, snapshot, acc, worker
+            self._chunks, z, rows, bounds, extents, coefs, clients, bind, snapshot, acc, worker
         )
 
     @np.errstate(over="ignore", invalid="ignore")
-    def _chunks(self, z, rows, starts, step, size, coefs, clients, bind, snapshot, acc, worker):
-        """Run the chunks that begin at ``starts``; False if a written entry is not
-        finite. ``worker`` numbers the part (0 on the calling thread)."""
+    def _chunks(self, z, rows, bounds, extents, coefs, clients, bind, snapshot, acc, worker):
+        """Run the chunks ``bounds`` (``(lo, hi)`` pairs); False if a written entry is not
+        finite. ``extents``: the run's prefixes (see :meth:`_bounds`). ``worker`` numbers
+        the part (0 on the calling thread)."""
         # buffers per thread: the pool's workers, and runs that users start on threads of
         # their own with the same compiled program, never share them
         # capacity rounded up to a power of two: chunk sizes vary from round to round (equal
         # chunks of each round's size), and a set per exact size would pile up sets
-        capacity = 1 << (min(step, size) - 1).bit_length()
+        capacity = 1 << (max(hi - lo for lo, hi in bounds) - 1).bit_length()
         bufs = self._buffer_set(capacity, z.shape[1], z.dtype, threading.get_ident())
         if z.flags.c_contiguous:
             state, (views, zeros) = z.view(bufs["row"])[:, 0], bufs["rows"]
         else:
             state, (views, zeros) = z, bufs["plain"]
         finite = True
-        for lo in starts:
-            hi = min(int(lo) + step, size)
-            lo = int(lo)
+        for lo, hi in bounds:
             grad_fn = bind(clients[lo:hi], z) if self.needs_gradients else None
             call = ChunkCall(
                 z=z,
@@ -222,6 +231,7 @@ class ChunkRuntime:
                 grad_fn=grad_fn,
                 snap=snapshot,
                 acc=acc,
+                on=tuple(hi <= e for e in extents),
             )
             ok = self._function(*[getattr(call, name) for name in CHUNK_PARAMETERS])
             finite = finite and ok
@@ -239,11 +249,13 @@ class ChunkRuntime:
         data_per_row: int,
         workers: int = 1,
         whole: bool = False,
+        extents: tuple = (),
     ) -> bool:
         """Apply the run to ``z`` in place for ``nodes`` with the round's coefficient
         values ``coefs`` (in signature order) and gradient ``clients``; ``bind(clients,
         like)`` returns the chunk's gradient function. False if a written entry is not
-        finite.
+        finite. ``extents``: the prefixes of ``nodes`` that the run's limited phases run
+        at (its program's ``levels`` number them).
 
         With ``workers`` > 1 and enough chunks, the chunks are split into that many
         contiguous parts run on threads (NumPy releases the GIL inside its loops); each
@@ -269,6 +281,7 @@ class ChunkRuntime:
             snapshot,
             workers,
             whole,
+            extents,
         )
         return self.finish(z, acc, snapshot, coefs) and finite
 
@@ -318,6 +331,7 @@ class ChunkRuntime:
         snapshot: dict,
         workers: int = 1,
         whole: bool = False,
+        extents: tuple = (),
     ) -> tuple[bool, dict]:
         """Run the chunks over ``size`` nodes whose rows per block slot are ``rows`` (see
         :meth:`node_rows`), writing their rows of ``z``; returns (whether every written
@@ -328,9 +342,10 @@ class ChunkRuntime:
         if size:
             d = z.shape[1]
             step, workers = self._split(size, d, z.dtype.itemsize, data_per_row, workers, whole)
-            starts = list(range(0, size, step))
+            bounds = self._bounds(size, step, extents)
             if workers > 1:
-                parts = np.array_split(np.asarray(starts), workers)
+                cut = -(-len(bounds) // workers)
+                parts = [bounds[k : k + cut] for k in range(0, len(bounds), cut)]
                 jobs = [
                     (part, NUMPY_ROWS.sums(z, self.outer_rows), w) for w, part in enumerate(parts)
                 ]
@@ -338,7 +353,7 @@ class ChunkRuntime:
                 futures = [
                     pool.submit(
                         self._task(
-                            z, rows, part, step, size, coefs, clients, bind, snapshot, part_acc, w
+                            z, rows, part, extents, coefs, clients, bind, snapshot, part_acc, w
                         )
                     )
                     for part, part_acc, w in jobs
@@ -349,7 +364,7 @@ class ChunkRuntime:
                         acc[r] += part_acc[r]
             else:
                 finite = self._chunks(
-                    z, rows, starts, step, size, coefs, clients, bind, snapshot, acc, 0
+                    z, rows, bounds, extents, coefs, clients, bind, snapshot, acc, 0
                 )
         return finite, acc
 

@@ -24,8 +24,10 @@ from ..plan.schedule import (
     AddScaled,
     Check,
     Copy,
+    EndGuard,
     Gather,
     Gradient,
+    Guard,
     Kernel,
     Multiply,
     Negate,
@@ -53,6 +55,15 @@ class SourceWriter:
 
     def emit(self, line: str) -> None:
         self.lines.append(self.indent + line)
+
+    def open(self, line: str) -> None:
+        """``line`` (an ``if``), and the lines after it one level in, until :meth:`close`."""
+        self.emit(line)
+        self.indent += "    "
+        self.emit("pass")
+
+    def close(self) -> None:
+        self.indent = self.indent[:-4]
 
 
 class NumpyWriter:
@@ -84,7 +95,11 @@ class NumpyWriter:
         return self._finish(w, schedule.stores, schedule.checks)
 
     def _statement(self, w: SourceWriter, step) -> None:
-        if isinstance(step, Gather):
+        if isinstance(step, Guard):
+            w.open(f"if on[{step.level}]:")  # the chunk lies inside that prefix
+        elif isinstance(step, EndGuard):
+            w.close()
+        elif isinstance(step, Gather):
             self._gather(w, step.out, step.block)
         elif isinstance(step, Gradient):
             self._gradient(w, step.point)

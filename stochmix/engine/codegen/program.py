@@ -67,6 +67,9 @@ class LocalProgram(NumpyWriter, ChunkRuntime):
         zero: blocks whose rows at the run's nodes are zero when it starts (see
             :func:`~stochmix.engine.plan.schedule.plan_schedule`).
         scratch: blocks whose node rows the state does not keep (never stored).
+        levels: per form of the body, -1 or the run's extent it is limited to (see
+            :func:`~stochmix.engine.plan.schedule.plan_schedule`); runs of such a program
+            take their ``extents``.
     """
 
     def __init__(
@@ -77,11 +80,13 @@ class LocalProgram(NumpyWriter, ChunkRuntime):
         *,
         zero: frozenset = frozenset(),
         scratch: frozenset = frozenset(),
+        levels: tuple = (),
     ):
         self.model = model_block
         self.forms, self.tail_length = forms, tail  # what a program of another dialect needs
+        self.levels = tuple(levels)
         self.key = None  # what the engine caches the program under (its full structure)
-        self.schedule = plan_schedule(forms, model_block, tail, zero, scratch)
+        self.schedule = plan_schedule(forms, model_block, tail, zero, scratch, self.levels)
         self.zero, self.scratch = self.schedule.zero, self.schedule.scratch
         schedule = self.schedule
         self.blocks = list(schedule.blocks)

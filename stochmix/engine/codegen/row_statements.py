@@ -43,8 +43,10 @@ from ..plan.schedule import (
     Buffer,
     Check,
     Copy,
+    EndGuard,
     Gather,
     Gradient,
+    Guard,
     Kernel,
     Multiply,
     Negate,
@@ -97,7 +99,7 @@ class Put(NamedTuple):
     value: str
 
 
-Statement = Loop | Call | Sum | Finite | Put
+Statement = Loop | Call | Sum | Finite | Put | Guard | EndGuard
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,8 @@ def kept_gradients(steps: tuple) -> dict[int, Buffer]:
                 continue
             x = step.out
             between = steps[i + 1 : c]
+            if any(isinstance(s, Guard | EndGuard) for s in between):
+                break  # (a guard's region is lowered on its own)
             after = steps[c + 1 : end]
             if (
                 x != steps[i].point
@@ -267,11 +271,25 @@ class _Lowering:
         if self.plain:
             self.flush()
 
+    def barrier(self) -> None:
+        """Where a guarded region opens or closes: the pending loop written and every
+        forwarded copy made, so that each buffer holds its value whether the region runs
+        at a node or not."""
+        self.flush()
+        for buffer, source in list(self.copies.items()):
+            self.out.append(Loop(self.names.buffer(buffer), source.entry))
+        self.copies.clear()
+        self.gradient = self.names.gradient
+
     # ------------------------------------------------------------------ the steps
     def step(self, step, kept: Buffer | None, live: bool) -> None:
         """Lower one step; ``kept``: the buffer a gradient goes into (else the scratch),
         ``live``: whether a later step, store or check reads what this step reads."""
         names = self.names
+        if isinstance(step, Guard | EndGuard):
+            self.barrier()
+            self.out.append(step)
+            return
         if self.plain and isinstance(step, Gather | Copy):
             self.flush()
             self.out.append(Loop(names.buffer(step.out), self.read_source(step)))

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..model.phase import LocalForm
 from ..plan.gradients import numba_available, numba_unavailable
+from ..plan.steps import EndGuard, Guard
 from .disk_cache import HELPERS, cache_dir, cached_function
 from .program import LocalProgram, SourceWriter
 from .row_statements import Call, Loop, Names, Put, Row, Sum, lower
@@ -66,6 +67,7 @@ class RowsCall:
     S: np.ndarray  #: the snapshot of the single rows, (singles, d)
     A: np.ndarray  #: the outer rows' sums, (outer rows, d)
     gd: tuple  #: the problem's data, as its compiled gradient takes it
+    ext: np.ndarray  #: the run's extents: a limited phase runs at nodes[:ext[level]]
 
 
 ROWS_PARAMETERS = tuple(f.name for f in fields(RowsCall))
@@ -102,6 +104,7 @@ class RowwiseProgram(LocalProgram):
         *,
         zero: frozenset = frozenset(),
         scratch: frozenset = frozenset(),
+        levels: tuple = (),
     ):
         self.array_slots: list[int] = []
         self.gradient = gradient
@@ -109,7 +112,7 @@ class RowwiseProgram(LocalProgram):
         self.lowered = LOWERED if lowered is None else bool(lowered)
         # (coefs, snapshot, what _values built from them)
         self._last_values: tuple | None = None
-        super().__init__(forms, model_block, tail, zero=zero, scratch=scratch)
+        super().__init__(forms, model_block, tail, zero=zero, scratch=scratch, levels=levels)
 
     def _compile(self, source: str):
         cached = cached_function(source, self.gradient)
@@ -144,7 +147,11 @@ class RowwiseProgram(LocalProgram):
         )
         plain = not self.lowered
         for statement in lower(schedule.steps, schedule.stores, schedule.checks, names, plain):
-            if isinstance(statement, Loop):
+            if isinstance(statement, Guard):
+                w.open(f"if t < ext[{statement.level}]:")
+            elif isinstance(statement, EndGuard):
+                w.close()
+            elif isinstance(statement, Loop):
                 self._loop(w, f"{statement.out.entry} = {statement.value}")
             elif isinstance(statement, Call):
                 w.emit(f"grad(gd, client, {statement.point.row}, {statement.out.row})")
@@ -250,17 +257,22 @@ class RowwiseProgram(LocalProgram):
             return -(-size // workers), workers
         return max(size, 1), 1
 
-    def _chunks(self, z, rows, starts, step, size, coefs, clients, bind, snapshot, acc, worker):
-        run = self._task(z, rows, starts, step, size, coefs, clients, bind, snapshot, acc, worker)
+    def _bounds(self, size: int, step: int, extents: tuple) -> list[tuple[int, int]]:
+        """One call per ``step`` nodes: the loop tests each node's place against the
+        extents itself."""
+        return [(lo, min(lo + step, size)) for lo in range(0, size, step)]
+
+    def _chunks(self, z, rows, bounds, extents, coefs, clients, bind, snapshot, acc, worker):
+        run = self._task(z, rows, bounds, extents, coefs, clients, bind, snapshot, acc, worker)
         return run()
 
-    def _task(self, z, rows, starts, step, size, coefs, clients, bind, snapshot, acc, worker):
-        """The call of the compiled function over the nodes that begin at ``starts``, its
-        arguments built here (on the calling thread, so that a pool's worker only makes
-        the call, which releases the GIL at once)."""
-        if not len(starts):
+    def _task(self, z, rows, bounds, extents, coefs, clients, bind, snapshot, acc, worker):
+        """The call of the compiled function over the nodes of ``bounds`` (consecutive
+        ``(lo, hi)`` pairs), its arguments built here (on the calling thread, so that a
+        pool's worker only makes the call, which releases the GIL at once)."""
+        if not len(bounds):
             return _finite
-        lo, hi = int(starts[0]), min(int(starts[-1]) + step, size)
+        lo, hi = int(bounds[0][0]), int(bounds[-1][1])
         d = z.shape[1]
         scalars, arrays, singles = self._values(coefs, snapshot, d, z.dtype)
         sums = np.zeros((len(self.outer_rows), d), dtype=z.dtype)
@@ -275,6 +287,7 @@ class RowwiseProgram(LocalProgram):
             S=singles,
             A=sums,
             gd=bind[2],
+            ext=np.asarray(extents, dtype=np.int64),
         )
         arguments = [getattr(call, name) for name in ROWS_PARAMETERS]
         function, outer = self._function, self.outer_rows

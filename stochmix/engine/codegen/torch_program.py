@@ -72,11 +72,12 @@ class TorchProgram(LocalProgram):
         *,
         zero: frozenset = frozenset(),
         scratch: frozenset = frozenset(),
+        levels: tuple = (),
     ):
         import torch
 
         self.torch = torch
-        super().__init__(forms, model_block, tail, zero=zero, scratch=scratch)
+        super().__init__(forms, model_block, tail, zero=zero, scratch=scratch, levels=levels)
         self._local_buffers = threading.local()
 
     def _compile(self, source: str):
@@ -190,6 +191,7 @@ class TorchProgram(LocalProgram):
         data_per_row: int,
         workers: int = 1,
         whole: bool = False,
+        extents: tuple = (),
         flag=None,
     ) -> bool:
         """Apply the run to the tensor ``z`` in place (see
@@ -225,12 +227,13 @@ class TorchProgram(LocalProgram):
             rows = self.node_rows(index, layout)
             bufs = self._buffer_set(min(step, size), d, dtype, device)
             blocks, tmp, ones = bufs["blocks"], bufs["tmp"], bufs["ones"]
-            for lo in range(0, size, step):
-                hi = min(lo + step, size)
+            for lo, hi in self._bounds(size, step, extents):
                 grad_fn = bind(clients[lo:hi], z) if self.needs_gradients else None
+                on = tuple(hi <= e for e in extents)
                 self._function(
-                    z, rows, lo, hi, hi - lo, co, blocks, tmp, ones, grad_fn, snap, acc, flag, *io
-                )
+                    z, rows, lo, hi, hi - lo, co, blocks, tmp, ones, grad_fn, snap, acc, flag,
+                    *io, on,
+                )  # fmt: skip
         self._settle(z, acc, snap, co, None, ops)
         if own_flag:
             return bool(t.isfinite(flag).all())
@@ -274,7 +277,7 @@ class TorchRows(RowOps):
 
 CHUNK_PARAMETERS = (
     "z", "rows", "lo", "hi", "c", "co", "B", "tmp_full", "ones_full", "grad_fn", "snap",
-    "acc", "chk", "gather", "scatter", "clear",
+    "acc", "chk", "gather", "scatter", "clear", "on",
 )  # fmt: skip
 """The arguments of a generated chunk function: the state, the rows of the run's nodes
 per block slot (a NumPy array on the CPU, a device tensor elsewhere), the chunk
@@ -282,7 +285,7 @@ per block slot (a NumPy array on the CPU, a device tensor elsewhere), the chunk
 node), the buffers, the gradient function, the snapshots of single rows (row -> tensor),
 the outer rows' sums (row -> vector), the round flag, and the three row movers
 ``gather(z, rows, out)``, ``scatter(z, rows, value)`` and ``clear(z, rows)`` of the device
-(see :func:`_cpu_io`)."""
+(see :func:`_cpu_io`), and per extent of the run whether the chunk lies inside it."""
 
 
 def _index_select(z, rows, out):
@@ -362,6 +365,7 @@ def torch_program(program: LocalProgram) -> TorchProgram:
             program.tail_length,
             zero=program.zero,
             scratch=program.scratch,
+            levels=program.levels,
         ),
     )
 

@@ -192,6 +192,16 @@ class Method(ABC):
         of each key as for any template, and counts each round's traffic per node."""
         return None
 
+    def round_trips(self, r: int, participants: np.ndarray, ctx: RunContext):
+        """The per-node trip counts of round ``r``'s repeated phase (a
+        :class:`~stochmix.engine.model.trips.TripCounts`), or None (the default): for a
+        method whose phases repeat a step a per-node number of times and tag them
+        (``phase.trips``), so that a template can make a round's run for new
+        participants and counts (it is checked, as any template, on the second round of
+        its key). Federated methods with uneven local steps return their round's
+        counts."""
+        return None
+
     def segment_key(self, r: int):
         """A hashable key such that the rounds with equal keys build the same phases with
         the round's active nodes in the same places (and the same coefficients), or None

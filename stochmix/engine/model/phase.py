@@ -79,6 +79,10 @@ class Phase:
             where the builder knows; None otherwise.
     """
 
+    #: ``(TripCounts, j)`` when the phase is the j-th repetition of a phase with per-node
+    #: trip counts (see :mod:`stochmix.engine.model.trips`), else None
+    trips: tuple | None = None
+
     def __init__(
         self,
         size: int,

@@ -86,6 +86,11 @@ class Capabilities:
             activated round's active rows, :attr:`~stochmix.engine.model.blockwise.
             BlockwiseForm.subset`) go to ``apply_blockwise`` too (the backend's
             ``applies_row_subsets`` is true); else such phases take the general path.
+        trips: the repetitions of a phase with per-node trip counts run as one run of
+            node-local phases limited to prefixes of its nodes (the backend's
+            ``applies_trip_counts`` is true; see :mod:`stochmix.engine.model.trips`);
+            else each repetition is a run of its own. The run's set-up turns it off for
+            gradients that draw random numbers (they are drawn for all nodes at once).
     """
 
     local_phases: bool = False
@@ -97,6 +102,7 @@ class Capabilities:
     sharded: bool = False
     dtype: Any = None
     row_subsets: bool = False
+    trips: bool = False
 
 
 def capabilities(backend) -> Capabilities:
@@ -126,4 +132,5 @@ def capabilities(backend) -> Capabilities:
         sharded=implements(backend, Sharded) and bool(backend.runs_sharded),
         dtype=backend.dtype if implements(backend, Typed) else None,
         row_subsets=blockwise and bool(getattr(backend, "applies_row_subsets", False)),
+        trips=local and bool(getattr(backend, "applies_trip_counts", False)),
     )

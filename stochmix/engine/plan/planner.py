@@ -87,7 +87,12 @@ class RoundPlanner:
         self.phases = None  # the round's phases, where it is built in full
         key = None if _overrides(self.ctx) else self.method.template_key(r, participants)
         bases: tuple = ()
-        if key is not None:  # a method may template rounds over groups of participants
+        trips = None
+        if key is not None and self.caps.trips:  # a phase repeated by per-node counts
+            trips = self.method.round_trips(r, participants, self.ctx)
+            if trips is not None:
+                key = (key, "trips", trips.most)
+        if key is not None and trips is None:  # or rounds over groups of participants
             found = self.method.template_groups(r, participants, self.ctx)
             if found is not None:
                 extra, bases = found
@@ -98,7 +103,7 @@ class RoundPlanner:
             return self.cached(r, participants)
         template = self.templates.get(key)
         if template is not None and template is not False and template.verified:
-            plan = template.instantiate(participants, bases)
+            plan = template.instantiate(participants, bases, trips)
             if plan is not None:
                 self.source = "template"
                 self.traffic = template.traffic(plan, self.ctx.sample_counts)
@@ -107,7 +112,9 @@ class RoundPlanner:
         if template is None:
             if len(self.templates) >= TEMPLATES:
                 self.templates.clear()
-            found = RoundTemplate.attempt(plan, participants, bases, self.ctx.sample_counts)
+            found = RoundTemplate.attempt(
+                plan, participants, bases, self.ctx.sample_counts, trips
+            )
             self.templates[key] = found if isinstance(found, RoundTemplate) else False
             whole = hasattr(self.backend, "apply_blockwise")
             # a phase on the general path has said why already (and stops the template)
@@ -115,7 +122,7 @@ class RoundPlanner:
                 self.notes.add(found[0], NOT_TEMPLATED, found[1])
         elif template is not False and not template.verified:
             template.verified = template.matches(
-                plan, participants, bases, self.traffic, self.ctx.sample_counts
+                plan, participants, bases, self.traffic, self.ctx.sample_counts, trips
             )
             if not template.verified:
                 self.templates[key] = False  # the method's rounds differ: never template it

@@ -38,6 +38,7 @@ from ..model.method import Method, RunContext
 from ..model.phase import LocalForm, Phase
 from ..model.rowmap import RowMap
 from ..model.traffic import round_traffic
+from ..model.trips import TripCounts
 from .capabilities import Capabilities, capabilities
 from .schedule import Schedule, plan_schedule
 from .slowpath import SlowPaths
@@ -67,6 +68,37 @@ class _Run:
         self.same_nodes = {id(self.nodes)}  # node arrays known equal to ``nodes``
         self.node_targets = set(lf.targets)
         self.outer_written = set(lf.outer_rows)
+        #: per form, -1 or the repetition (1, 2, ...) of :attr:`trips` it is
+        self.levels = [-1]
+        self.trips: TripCounts | None = None  # the counts of the run's repeated phases
+        self.shift = 0  # the run's nodes are trips.nodes + shift
+
+    def repetition(self, phase: Phase, lf: LocalForm) -> int:
+        """The repetition ``j`` of the run's trip counts that ``phase`` is (see
+        :mod:`stochmix.engine.model.trips`), checked against the run's nodes; 0 if it is
+        none (it then joins as any phase does, or not at all)."""
+        tag = phase.trips
+        if tag is None or self.tail or not lf.nodes.size:
+            return 0
+        trips, j = tag
+        if self.trips is None:
+            if self.nodes.size != trips.nodes.size or not self.nodes.size:
+                return 0
+            shift = int(self.nodes[0]) - int(trips.nodes[0])
+            if not np.array_equal(self.nodes, trips.nodes + shift):
+                return 0
+        elif trips is not self.trips:
+            return 0
+        else:
+            shift = self.shift
+        if not 1 <= j <= trips.most or lf.nodes.size != trips.extents[j - 1]:
+            return 0
+        if not np.array_equal(lf.nodes, trips.members(j) + shift):
+            return 0
+        if lf.single_reads & self.outer_written or lf.outer_rows & self.outer_written:
+            return 0
+        self.trips, self.shift = trips, shift
+        return j
 
     def accepts(self, lf: LocalForm) -> bool:
         outer_only = not lf.nodes.size and bool(lf.outer)
@@ -84,7 +116,7 @@ class _Run:
             return outer_only  # as the first phase of the tail
         return True
 
-    def add(self, phase: Phase, lf: LocalForm) -> None:
+    def add(self, phase: Phase, lf: LocalForm, repetition: int = 0) -> None:
         if self.tail or (
             not lf.nodes.size
             and (lf.single_reads & self.outer_written or lf.outer_rows & self.outer_written)
@@ -92,6 +124,7 @@ class _Run:
             self.tail += 1
         self.phases.append(phase)
         self.forms.append(lf)
+        self.levels.append(repetition - 1 if repetition else -1)
         if not self.nodes.size:
             self.nodes = lf.nodes
             self.same_nodes = {id(self.nodes)}
@@ -139,10 +172,15 @@ def _local_refusal(lf: LocalForm, method: Method, ctx: RunContext, memo: dict) -
     return None
 
 
-def _plan(phases: list[Phase], local_ok: bool, method, ctx, whole: bool = False, why=None) -> list:
+def _plan(
+    phases: list[Phase], local_ok: bool, method, ctx, whole: bool = False, why=None,
+    trips: bool = False,
+) -> list:  # fmt: skip
     """Split a round's phases into runs to chunk (``_Run``) and single phases. ``whole``:
     the backend applies whole-block forms (see :func:`_whole_runs`). ``why``: a dict that
-    gets, for each phase left out of every run, why (by ``id`` of the phase)."""
+    gets, for each phase left out of every run, why (by ``id`` of the phase). ``trips``:
+    the repetitions of a phase with per-node trip counts join one run (see
+    :mod:`stochmix.engine.model.trips`)."""
     out: list[_Run | Phase] = []
     run: _Run | None = None
     memo: dict = {}
@@ -157,6 +195,11 @@ def _plan(phases: list[Phase], local_ok: bool, method, ctx, whole: bool = False,
                 lf, why[id(ph)] = None, refusal
         elif ph.local is None:
             why[id(ph)] = ph.local_why or "it is not node-local"
+        if lf is not None and run is not None and trips:
+            j = run.repetition(ph, lf)
+            if j:
+                run.add(ph, lf, j)
+                continue
         if lf is not None and run is not None and run.accepts(lf):
             run.add(ph, lf)
             continue
@@ -265,11 +308,14 @@ class Structure:
     forms: tuple[LocalForm, ...]
     model: str
     tail: int
+    #: per form of the body, -1 or the run's extent it is limited to (see
+    #: :func:`~stochmix.engine.plan.schedule.plan_schedule`); empty: none is limited
+    levels: tuple = ()
     key: tuple = field(init=False)
     _hash: int = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        key = (self.model, self.tail, tuple(lf.signature for lf in self.forms))
+        key = (self.model, self.tail, tuple(lf.signature for lf in self.forms), self.levels)
         object.__setattr__(self, "key", key)
         object.__setattr__(self, "_hash", hash(key))
 
@@ -290,7 +336,9 @@ class Structure:
 
 @lru_cache(maxsize=256)
 def _schedule(structure: Structure) -> Schedule:
-    return plan_schedule(list(structure.forms), structure.model, structure.tail)
+    return plan_schedule(
+        list(structure.forms), structure.model, structure.tail, levels=structure.levels
+    )
 
 
 @dataclass(frozen=True)
@@ -309,6 +357,11 @@ class LocalStep:
     #: (gradient evaluations, messages, floats, sample gradients) of the run's phases
     #: (for templates)
     traffic: tuple | None = None
+    #: the prefixes of ``nodes`` its limited phases run at (``structure.levels`` number
+    #: them; see :mod:`stochmix.engine.model.trips`); empty: none is limited
+    extents: tuple = ()
+    #: per extent, the traffic of the phases limited to it (part of ``traffic``)
+    level_traffic: tuple = ()
 
 
 def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
@@ -318,6 +371,9 @@ def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
     outside = {
         _block_of(ctx.layout, row)[1] for lf in forms for row in (*lf.outer_rows, *lf.single_reads)
     }
+    traffic = round_traffic(run.phases, method, ctx.dim, ctx.sample_counts)
+    if run.trips is not None:
+        return _bind_trips(run, method, ctx, tuple(sorted(outside)), traffic)
     return LocalStep(
         Structure(tuple(forms), method.model_block, run.tail),
         run.nodes,
@@ -325,7 +381,54 @@ def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
         next((lf.clients for lf in forms if lf.takes_gradients), None),
         tuple(sorted(outside)),
         tuple(ph.label for ph in run.phases),
-        round_traffic(run.phases, method, ctx.dim, ctx.sample_counts),
+        traffic,
+    )
+
+
+def _bind_trips(run: _Run, method: Method, ctx: RunContext, outside: tuple, traffic) -> LocalStep:
+    """A run with repeated phases, bound: its nodes in the trips' order (decreasing count),
+    each form's per-node coefficients read in that order, its repetitions limited to their
+    prefixes."""
+    trips = run.trips
+    assert trips is not None  # (a run with repeated phases)
+    order = trips.order
+    n = run.nodes.size
+    coefs: list = []
+    ranks: dict = {}
+    body = len(run.forms) - run.tail
+    for k, (lf, level) in enumerate(zip(run.forms, run.levels, strict=True)):
+        for c in lf.coefficients:
+            if k >= body or np.ndim(c) == 0:
+                coefs.append(c)
+            elif level < 0:
+                coefs.append(np.asarray(c)[order] if np.shape(c)[0] == n else c)
+            else:
+                if level not in ranks:
+                    ranks[level] = trips.ranks(level + 1)
+                coefs.append(np.asarray(c)[ranks[level]])
+    nodes = run.nodes[order]
+    clients = None
+    taking = next((lf for lf in run.forms if lf.takes_gradients), None)
+    if taking is not None and taking.clients is not None and taking.nodes.size:
+        clients = nodes - (int(taking.nodes[0]) - int(taking.clients[0]))
+    levels = tuple(run.levels[:body])
+    level_traffic = tuple(
+        round_traffic(
+            [ph for ph, lv in zip(run.phases, run.levels, strict=True) if lv == j],
+            method, ctx.dim, ctx.sample_counts,
+        )
+        for j in range(trips.most)
+    )  # fmt: skip
+    return LocalStep(
+        Structure(tuple(run.forms), method.model_block, run.tail, levels),
+        nodes,
+        tuple(coefs),
+        clients,
+        outside,
+        tuple(ph.label for ph in run.phases),
+        traffic,
+        trips.extents,
+        level_traffic,
     )
 
 
@@ -361,7 +464,7 @@ def plan_round(
     # run, which checks that model after every round
     trusted = method.checked_by_output if whole else ()
     why: dict = {}
-    items = _plan(phases, local_ok, method, ctx, whole, why)
+    items = _plan(phases, local_ok, method, ctx, whole, why, caps.trips)
     if notes is not None:
         _note_general(items, phases, why, backend, local_ok, whole, notes)
     plan = [

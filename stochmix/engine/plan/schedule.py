@@ -42,8 +42,10 @@ from .steps import (
     Check,
     Coef,
     Copy,
+    EndGuard,
     Gather,
     Gradient,
+    Guard,
     Kernel,
     Multiply,
     Negate,
@@ -197,9 +199,18 @@ def plan_schedule(
     tail: int = 0,
     zero: frozenset = frozenset(),
     scratch: frozenset = frozenset(),
+    levels: tuple = (),
 ) -> Schedule:
     """The :class:`Schedule` of a run of node-local phases; the last ``tail`` forms only
     set single rows from single rows (see :func:`stochmix.engine.plan.round_plan.plan_round`).
+
+    ``levels``: for each form of the body, -1 (it runs at every node of the run) or the
+    number of the run's extent it is limited to (it runs at a prefix of the run's nodes:
+    one of a phase's repetitions, see :mod:`stochmix.engine.model.trips`); empty: every
+    form runs everywhere. A limited form's steps are a :class:`Guard` region that leaves
+    each block in the buffer that held it before, so the code after the region is the
+    same whether a node ran it or not; the blocks such a form writes are gathered (a node
+    outside the prefix keeps its values), never taken as known zeros.
 
     ``zero``: blocks whose rows at the run's nodes are all zero when it starts (the engine
     tracks this: a tracker that every round empties, FOCUS's client rows of y). They are
@@ -211,6 +222,9 @@ def plan_schedule(
     :mod:`stochmix.engine.plan.liveness`): never stored (their final values are still checked
     for NaN and Inf); a run that would gather one is refused with ValueError."""
     body = forms[: len(forms) - tail]
+    levels = tuple(levels) if levels else (-1,) * len(body)
+    if len(levels) != len(body):
+        raise ValueError(f"levels: one per form of the body ({len(body)}), got {len(levels)}")
     base = sum(len(lf.coefficients) for lf in body)
     tail_entries = []
     for lf in forms[len(forms) - tail :]:
@@ -222,11 +236,13 @@ def plan_schedule(
     blocks: list[str] = []
     gather: list[str] = []
     written: set[str] = set()
-    for lf in body:
+    for lf, level in zip(body, levels, strict=True):
         reads: list = [t.source for t in lf.terms] + [o.ref for o in lf.outer if o.kind == "sum"]
         reads += [k.source for k in lf.kernels]
         if lf.takes_gradients:
             reads.append(model_block)
+        if level >= 0:  # nodes past the prefix keep the values the block holds
+            reads += list(lf.targets)
         for b in reads:
             if b not in written and b not in gather:
                 gather.append(b)
@@ -238,7 +254,11 @@ def plan_schedule(
     p = _Planner(tuple(blocks))
     # a kernel's source is read as it is (a kernel of zero need not be zero: a box's
     # projection), so it is gathered even where the engine knows it is zero
-    zero = frozenset(zero) & set(blocks) - {k.source for lf in body for k in lf.kernels}
+    zero = (
+        frozenset(zero) & set(blocks)
+        - {k.source for lf in body for k in lf.kernels}
+        - {t for lf, level in zip(body, levels, strict=True) if level >= 0 for t in lf.targets}
+    )
     gather = [b for b in gather if b not in zero]
     scratch = frozenset(scratch) & set(blocks)
     if scratch & set(gather):
@@ -253,8 +273,11 @@ def plan_schedule(
         p.read(buffer)  # the state's own values, checked when they were written
         p.cur[b] = buffer
     base = 0
-    for lf in body:
-        _phase(p, lf, base, model_block)
+    for lf, level in zip(body, levels, strict=True):
+        if level < 0:
+            _phase(p, lf, base, model_block)
+        else:
+            _guarded(p, lf, base, model_block, level)
         base += len(lf.coefficients)
     # Written rows must be finite: each block's final rows unless an outer row has summed
     # them in their final state (NaN and Inf survive a sum).
@@ -367,6 +390,32 @@ def _phase(p: _Planner, lf: LocalForm, base: int, model_block: str) -> None:
     p.cur.update(new)
 
 
+def _guarded(p: _Planner, lf: LocalForm, base: int, model_block: str, level: int) -> None:
+    """Plan one phase limited to a prefix of the run's nodes (a :class:`Guard` region):
+    the phase, then each block it moved to another buffer copied back, so that after the
+    region every block is where it was. Outer sums made inside the region exempt no value
+    from its final check (a node outside the prefix did not make them)."""
+    before = dict(p.cur)
+    reduced = set(p.reduced)
+    p.steps.append(Guard(level))
+    _phase(p, lf, base, model_block)
+    for block, value in list(p.cur.items()):
+        old = before.get(block)
+        if value == old:
+            continue
+        if old is None or value is None:
+            raise ValueError(
+                f"a phase limited to a prefix of the run's nodes changes whether block "
+                f"{block!r} is zero; such a phase cannot be guarded"
+            )
+        p.read(value)
+        p.steps.append(Copy(old, value))
+        p.wrote(old)
+        p.cur[block] = old
+    p.steps.append(EndGuard())
+    p.reduced = reduced
+
+
 def _kernels(p: _Planner, entries: list) -> None:
     """Plan a phase of one element-wise kernel: the target's new rows from its source's
     current buffer (in place when the target is the source)."""
@@ -441,8 +490,10 @@ __all__ = [
     "Check",
     "Coef",
     "Copy",
+    "EndGuard",
     "Gather",
     "Gradient",
+    "Guard",
     "Kernel",
     "Multiply",
     "Negate",

@@ -136,6 +136,19 @@ class Kernel(NamedTuple):
     coefs: tuple
 
 
+class Guard(NamedTuple):
+    """The steps up to the matching :class:`EndGuard` run only at the nodes whose place in
+    the run is below the run's extent number ``level`` (a prefix of its nodes: a phase
+    repeated a per-node number of times, see :mod:`stochmix.engine.model.trips`). A
+    guarded region leaves every block in the buffer that held it before the region."""
+
+    level: int
+
+
+class EndGuard(NamedTuple):
+    """The end of the region a :class:`Guard` opened."""
+
+
 Step = (
     Gather
     | Gradient
@@ -149,6 +162,8 @@ Step = (
     | Subtract
     | AddScaled
     | Kernel
+    | Guard
+    | EndGuard
 )
 
 
@@ -187,8 +202,10 @@ __all__ = [
     "Check",
     "Coef",
     "Copy",
+    "EndGuard",
     "Gather",
     "Gradient",
+    "Guard",
     "Kernel",
     "Multiply",
     "Negate",

@@ -146,9 +146,43 @@ def _per_node(step: LocalStep) -> tuple | None:
     return (*(int(t) // n for t in traffic[:3]), per_client)
 
 
+def _per_level(step: LocalStep) -> tuple | None:
+    """A step with limited phases' traffic: ``("levels", unit of the phases at every
+    node, units of each extent's phases)``, each as :func:`_per_node` gives (per node of
+    the run, per node of the extent); None where these are not whole numbers."""
+    total = step.traffic
+    if total is None or not step.nodes.size:
+        return None
+    base = list(total)
+    units = []
+    for extent, part in zip(step.extents, step.level_traffic, strict=True):
+        base = [a - b for a, b in zip(base, part, strict=True)]
+        if extent == 0:
+            if any(part[:3]):
+                return None
+            units.append((0, 0, 0, 0))
+            continue
+        if any(t % extent for t in part[:3]):
+            return None
+        units.append((*(int(t) // extent for t in part[:3]), int(part[0]) // extent))
+    n = step.nodes.size
+    if base[0] or any(t % n for t in base[1:3]):  # gradients are the repeated phases'
+        return None
+    return ("levels", (0, *(int(t) // n for t in base[1:3]), 0), tuple(units))
+
+
 def _step_traffic(unit: tuple, step: LocalStep, samples) -> tuple[int, int, int, int]:
     """The traffic of an instance's ``step`` from its per-node ``unit``
-    (:func:`_per_node`) and the run's sample counts (1 per gradient where None)."""
+    (:func:`_per_node` or :func:`_per_level`) and the run's sample counts (1 per gradient
+    where None)."""
+    if unit[0] == "levels":
+        total = list(_step_traffic(unit[1], step, samples))
+        for extent, level in zip(step.extents, unit[2], strict=True):
+            clients = step.clients
+            taken = samples_of(samples, clients[:extent]) if level[3] and clients is not None else 0
+            part = (level[0] * extent, level[1] * extent, level[2] * extent, level[3] * taken)
+            total = [a + b for a, b in zip(total, part, strict=True)]
+        return total[0], total[1], total[2], total[3]
     n = step.nodes.size
     clients = step.clients
     taken = 0
@@ -186,7 +220,7 @@ class RoundTemplate:
 
     @classmethod
     def attempt(
-        cls, plan: list, participants: np.ndarray, bases: tuple = (), samples=None
+        cls, plan: list, participants: np.ndarray, bases: tuple = (), samples=None, trips=None
     ) -> RoundTemplate | tuple[str, str] | None:
         """The template of a planned round; or, when the plan is not one, ``(label, why)``:
         the phase that stops it (its label, "" for the round) and why, in words; None for
@@ -196,7 +230,11 @@ class RoundTemplate:
         :meth:`~stochmix.engine.model.method.Method.template_groups`) whose shifted copies a
         step's nodes may also be; every group needs two members, and the template then
         counts each round's traffic per node. ``samples``: the run's sample counts (see
-        :func:`~stochmix.engine.model.traffic.sample_counts`)."""
+        :func:`~stochmix.engine.model.traffic.sample_counts`). ``trips``: the round's
+        :class:`~stochmix.engine.model.trips.TripCounts`, for plans whose runs repeat a
+        phase (their nodes are then the participants in the trips' order, shifted)."""
+        if trips is not None:
+            bases = (*bases, participants[trips.order])
         if participants.size < 2 or any(b.size < 2 for b in bases):
             return None  # with one participant, node rows become single (absolute) rows
         if bases:
@@ -257,7 +295,7 @@ class RoundTemplate:
                 )
             nodes = _fixed(_locate(item.nodes, everything), item.nodes)
             clients = _fixed(_locate(item.clients, everything), item.clients)
-            traffic = _per_node(item)
+            traffic = _per_level(item) if item.extents else _per_node(item)
             label = item.labels[0] if item.labels else ""
             if nodes is None or clients is None:
                 return label, "its rows are not one group of the participants, shifted"
@@ -266,6 +304,18 @@ class RoundTemplate:
             steps.append((item.structure, nodes, coefs, clients, item.outside, item.labels))
             per_node.append(traffic)
         return cls(steps, per_node, len(bases))
+
+    @staticmethod
+    def _lengths(structure, coefs: tuple, n: int, extents: tuple) -> tuple:
+        """The length of each per-node coefficient of a step over ``n`` nodes whose
+        limited forms run at ``extents``."""
+        lengths = []
+        body = len(structure.forms) - structure.tail
+        levels = structure.levels or (-1,) * body
+        for k, lf in enumerate(structure.forms):
+            level = levels[k] if k < body else -1
+            lengths += [n if level < 0 else extents[level]] * len(lf.coefficients)
+        return tuple(lengths)
 
     def traffic(self, plan: list, samples=None) -> tuple[int, int, int, int]:
         """The (gradients, messages, floats, sample gradients) of an instance ``plan``:
@@ -277,9 +327,14 @@ class RoundTemplate:
                 total[j] += value
         return total[0], total[1], total[2], total[3]
 
-    def instantiate(self, participants: np.ndarray, bases: tuple = ()) -> list | None:
+    def instantiate(self, participants: np.ndarray, bases: tuple = (), trips=None) -> list | None:
         """The plan for ``participants`` (and the round's groups ``bases``, for a template
-        with groups), or None if it would not be right."""
+        with groups, and its trip counts ``trips`` for one whose runs repeat a phase), or
+        None if it would not be right."""
+        extents: tuple = ()
+        if trips is not None:
+            bases = (*bases, participants[trips.order])
+            extents = trips.extents
         if participants.size == 0 or len(bases) != self.bases:
             return None
         if any(b.size < 2 for b in bases):
@@ -292,10 +347,22 @@ class RoundTemplate:
             if nodes.size and any(bool((nodes == node).any()) for node in outside):
                 return None
             clients = self._indices(client_shift, everything, shifted)
+            limited = bool(structure.levels) and max(structure.levels) >= 0
+            if limited and len(extents) != max(structure.levels) + 1:
+                return None  # another number of repetitions: another structure
             if any(isinstance(c, _Uniform) for c in coefs):
                 n = nodes.size if nodes is not None and nodes.size else participants.size
-                coefs = tuple(np.full(n, float(c)) if isinstance(c, _Uniform) else c for c in coefs)
-            plan.append(LocalStep(structure, nodes, coefs, clients, outside, labels))
+                lengths = self._lengths(structure, coefs, n, extents if limited else ())
+                coefs = tuple(
+                    np.full(m, float(c)) if isinstance(c, _Uniform) else c
+                    for c, m in zip(coefs, lengths, strict=True)
+                )
+            plan.append(
+                LocalStep(
+                    structure, nodes, coefs, clients, outside, labels,
+                    extents=extents if limited else (),
+                )
+            )  # fmt: skip
         return plan
 
     @staticmethod
@@ -312,12 +379,13 @@ class RoundTemplate:
         return cache[b, k]
 
     def matches(
-        self, plan: list, participants: np.ndarray, bases: tuple = (), traffic=None, samples=None
-    ) -> bool:
+        self, plan: list, participants: np.ndarray, bases: tuple = (), traffic=None, samples=None,
+        trips=None,
+    ) -> bool:  # fmt: skip
         """Whether a fully built plan equals this template's instance (and, given the
         built round's ``traffic``, whether the instance counts the same with the run's
         sample counts ``samples``)."""
-        mine = self.instantiate(participants, bases)
+        mine = self.instantiate(participants, bases, trips)
         if mine is None or len(mine) != len(plan):
             return False
         if traffic is not None and self.traffic(mine, samples) != tuple(traffic):
@@ -326,6 +394,8 @@ class RoundTemplate:
             if not isinstance(b, LocalStep) or a.structure != b.structure:
                 return False
             if not _same_coefficients(a.coefs, b.coefs) or a.outside != b.outside:
+                return False
+            if a.extents != b.extents:
                 return False
             for x, y in ((a.nodes, b.nodes), (a.clients, b.clients)):
                 if x is None or y is None:

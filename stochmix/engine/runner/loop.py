@@ -20,6 +20,7 @@ participation process (``n_clients``, ``probabilities`` and ``masks(seed)`` or
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -31,7 +32,7 @@ from ..backends.threads import resolve_threads, torch_threads
 from ..model.layout import Layout
 from ..model.method import Method, RunContext
 from ..plan.capabilities import Capabilities, capabilities
-from ..plan.gradients import RowGradient, row_gradient
+from ..plan.gradients import RowGradient, pure_formula, row_gradient
 from ..plan.liveness import PlanCheck, find_scratch
 from ..plan.planner import RoundPlanner
 from ..plan.round_plan import plan_round
@@ -310,6 +311,8 @@ def prepare(
     if not options.is_checked:
         raise ValueError("prepare needs RunOptions checked against the run (options.checked)")
     caps = capabilities(back) if caps is None else caps
+    if caps.trips and not pure_formula(problem):  # random draws: for all nodes at once
+        caps = dataclasses.replace(caps, trips=False)
     n, dim = int(problem.n_clients), int(problem.dim)
     probabilities = participation.probabilities  # a copy of N numbers: taken once
     expected = n if probabilities is None else float(np.sum(probabilities))

@@ -1,0 +1,82 @@
+"""Per-node trip counts: a phase repeated ``K_i`` times at node i, as one run.
+
+Federated clients with uneven local work (``K_i`` local steps, drawn per round or set
+per client) apply the same local step a different number of times each. Written as
+phases, that is the pull over the participants S, then for ``j = 1 .. max K`` the step
+over ``S_j = {i in S : K_i >= j}`` (sorted, nested: ``S_1 ⊇ S_2 ⊇ ...``), then whatever
+follows over S (the upload and the server's sum). Every path of the engine can run these
+phases as they are; a :class:`TripCounts` tags them so that the planner runs them as
+**one** run of node-local phases instead of one run per step count: the run's nodes are
+S ordered by decreasing count (stable: by index within a count), so that each ``S_j`` is
+a prefix of that order, and the j-th step is limited to the first ``|S_j|`` nodes (a
+guarded region of the compiled program: the NumPy and Torch programs cut their chunks at
+the prefixes' ends and skip the region in chunks past it, the Numba loop tests each node's
+place). A round then streams each participant's rows through memory once, whatever the
+counts, and the phases' structure no longer depends on which counts occur (only on the
+largest), so rounds share one program and one template.
+
+The arithmetic at each node is the same as with one run per count; sums over the nodes
+(the server's aggregate) are added in the new order, so results agree to rounding.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+
+__all__ = ["TripCounts"]
+
+
+class TripCounts:
+    """The per-node trip counts of one round's repeated phase.
+
+    Args:
+        nodes: the nodes the repetitions are counted for, sorted, shape (n,) (indices of
+            whatever the phases index: clients, for the methods' equations).
+        counts: the trips of each, int, shape (n,), each >= 0.
+
+    A phase built for the j-th repetition (over ``nodes[counts >= j]``) is tagged with
+    ``phase.trips = (this, j)``; see the module docstring.
+    """
+
+    def __init__(self, nodes: np.ndarray, counts: np.ndarray):
+        self.nodes = np.asarray(nodes)
+        self.counts = np.asarray(counts, dtype=np.int64)
+        if self.counts.shape != self.nodes.shape:
+            raise ValueError(
+                f"counts: one per node ({self.nodes.shape[0]}), got shape {self.counts.shape}"
+            )
+
+    @cached_property
+    def most(self) -> int:
+        """The largest count (0 for no nodes)."""
+        return int(self.counts.max()) if self.counts.size else 0
+
+    @cached_property
+    def order(self) -> np.ndarray:
+        """Positions of the nodes by decreasing count, by position within a count:
+        ``nodes[order][:extent(j)]`` is ``nodes[counts >= j]`` as a set."""
+        below = self.most - self.counts  # small nonnegative keys: a radix sort
+        for dtype in (np.uint8, np.uint16):
+            if self.most <= np.iinfo(dtype).max:
+                return np.argsort(below.astype(dtype), kind="stable")
+        return np.argsort(below, kind="stable")
+
+    @cached_property
+    def extents(self) -> tuple[int, ...]:
+        """``|{i : counts_i >= j}|`` for ``j = 1 .. most``."""
+        tally = np.bincount(self.counts, minlength=self.most + 1)
+        above = np.cumsum(tally[::-1])[::-1]  # above[j] = #{counts >= j}
+        return tuple(int(v) for v in above[1:])
+
+    def members(self, j: int) -> np.ndarray:
+        """``nodes[counts >= j]``, sorted: the nodes of the j-th repetition."""
+        return self.nodes[self.counts >= j]
+
+    def ranks(self, j: int) -> np.ndarray:
+        """For the first ``extent(j)`` nodes of the order, their places in
+        :meth:`members` (j): how an array aligned with the j-th repetition's nodes is
+        read in the run's order."""
+        place = np.cumsum(self.counts >= j) - 1
+        return place[self.order[: self.extents[j - 1]]]

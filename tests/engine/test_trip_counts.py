@@ -1,0 +1,175 @@
+"""Per-node trip counts: uneven local steps as one run (issue 42c).
+
+A federated round with local steps K_i is the pull over S, the step repeated over the
+nested sets ``{i : K_i >= j}``, and the upload. The engine runs all of it as one run over
+S in decreasing-count order, each repetition limited to a prefix (a guarded region of the
+program). What must hold: the order and prefixes are right (against a brute-force count);
+the numbers and every cost column equal the general path's (each phase through its sparse
+rows) on the NumPy programs, the Numba loop and Torch, templated or not, with counts of 0;
+a round is one run; a backend without the capability and gradients that draw random
+numbers keep one run per repetition.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import stochmix as sm
+from stochmix.algorithms import SCAFFOLD, FedAvg, FedDyn, FedProx, RandomSteps
+from stochmix.engine.backends.numpy_backend import NumpyBackend
+from stochmix.engine.model.trips import TripCounts
+from stochmix.engine.plan import planner as planner_module
+from stochmix.engine.plan.round_plan import LocalStep
+from stochmix.engine.plan.schedule import EndGuard, Guard, plan_schedule
+from tests._backends import SparseOnly
+
+N = 60
+COLUMNS = ("gradients", "messages", "floats", "sample_gradients")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 7), min_size=1, max_size=40))
+def test_order_extents_members_and_ranks_match_a_count(counts):
+    counts = np.array(counts)
+    nodes = np.arange(counts.size) * 3 + 5  # sorted, not 0..n-1
+    trips = TripCounts(nodes, counts)
+    assert trips.most == counts.max()
+    ordered = counts[trips.order]
+    assert (np.diff(ordered) <= 0).all()  # decreasing counts
+    for k in np.unique(counts):  # by position within a count
+        assert (np.diff(trips.order[ordered == k]) > 0).all()
+    for j in range(1, trips.most + 1):
+        members = nodes[counts >= j]
+        assert trips.extents[j - 1] == members.size
+        np.testing.assert_array_equal(trips.members(j), members)
+        prefix = nodes[trips.order][: members.size]
+        assert set(prefix.tolist()) == set(members.tolist())
+        np.testing.assert_array_equal(members[trips.ranks(j)], prefix)
+
+
+def test_counts_must_match_the_nodes():
+    with pytest.raises(ValueError, match="counts: one per node"):
+        TripCounts(np.arange(3), np.ones(4, dtype=int))
+
+
+class ZeroSteps(FedAvg):
+    """FedAvg whose participants take 0 to 3 local steps (as under a clock's deadline),
+    drawn from the round index: a round is built in full (no trip counts to template)."""
+
+    def round_steps(self, r, participants, ctx):
+        steps = np.random.default_rng(r).integers(0, 4, participants.size)
+        return steps if (steps != steps[0]).any() else steps[0]
+
+
+def _problem():
+    return sm.problems.LeastSquares.random(N, 4, rows_per_client=3, seed=1)
+
+
+LR = 0.05
+METHODS = {
+    "FedAvg": lambda: FedAvg(LR, RandomSteps.uniform(1, 5)),
+    "FedAvg per client": lambda: FedAvg(LR, np.arange(N) % 4 + 1),
+    "FedAvg with zero steps": lambda: ZeroSteps(LR),
+    "SCAFFOLD": lambda: SCAFFOLD(LR, RandomSteps.uniform(1, 4)),
+    "FedProx": lambda: FedProx(LR, 0.1, RandomSteps.uniform(1, 4)),
+    "FedDyn": lambda: FedDyn(LR, RandomSteps.uniform(1, 3)),
+}
+PATHS = {
+    "numpy programs": {"compiled": False},
+    "compiled": {"compiled": True},
+    "torch": {"backend": "torch"},
+}
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+@pytest.mark.parametrize("name", list(METHODS))
+def test_uneven_rounds_equal_the_general_path(name, path):
+    if path == "torch":
+        pytest.importorskip("torch")
+    if path == "compiled":
+        pytest.importorskip("numba")
+    problem = _problem()
+    participation = sm.participation.UniformSample(N, 20)
+    options = {"seed": 4, "progress": False}
+    got = sm.run(METHODS[name](), problem, participation, 12, **options, **PATHS[path])
+    want = sm.run(METHODS[name](), problem, participation, 12, **options, backend=SparseOnly())
+    scale = 1.0 + float(np.abs(want.final).max())
+    assert float(np.abs(got.final - want.final).max()) <= 1e-12 * scale
+    for column in COLUMNS:
+        np.testing.assert_array_equal(getattr(got, column), getattr(want, column))
+
+
+def _plans(method, rounds=4, backend=None):
+    """The plans of a run's rounds and where each came from."""
+    seen = []
+    original = planner_module.RoundPlanner.plan
+
+    def plan(self, r, participants):
+        out = original(self, r, participants)
+        seen.append((self.source, out))
+        return out
+
+    planner_module.RoundPlanner.plan = plan
+    try:
+        sm.run(method, _problem(), sm.participation.UniformSample(N, 20), rounds,
+               seed=2, progress=False, backend=backend or "numpy")  # fmt: skip
+    finally:
+        planner_module.RoundPlanner.plan = original
+    return seen
+
+
+def test_an_uneven_round_is_one_run_and_templated():
+    seen = _plans(FedAvg(LR, RandomSteps.uniform(1, 5)), rounds=5)
+    for source, plan in seen:
+        (step,) = plan  # pull, every repetition, upload and the server's sum: one run
+        assert isinstance(step, LocalStep) and len(step.extents) == 5
+        assert step.extents[0] == step.nodes.size and list(step.extents) == sorted(
+            step.extents, reverse=True
+        )
+    assert [source for source, _ in seen][2:] == ["template"] * 3
+
+
+class NoTrips(NumpyBackend):
+    """The NumPy backend without trip counts: a repetition is a run of its own."""
+
+    applies_trip_counts = False
+
+
+def test_without_the_capability_each_repetition_is_its_own_run():
+    seen = _plans(FedAvg(LR, RandomSteps.uniform(1, 3)), rounds=3, backend=NoTrips())
+    for _, plan in seen:
+        assert len(plan) >= 3 and all(not item.extents for item in plan)
+
+
+def test_random_gradients_keep_one_run_per_repetition():
+    problem = sm.problems.Minibatch(_problem(), 2)
+    participation = sm.participation.UniformSample(N, 20)
+    method = FedAvg(LR, RandomSteps.uniform(1, 3))
+    got = sm.run(method, problem, participation, 6, seed=3, progress=False)
+    want = sm.run(FedAvg(LR, RandomSteps.uniform(1, 3)), problem, participation, 6, seed=3,
+                  progress=False, backend=SparseOnly())  # fmt: skip
+    np.testing.assert_allclose(got.final, want.final, rtol=0, atol=1e-12)
+
+
+def test_a_guarded_region_leaves_every_block_where_it_was():
+    # FedProx's proximal step reads the server row and writes x: in place; SCAFFOLD's
+    # corrected step too. Plan a run with two repetitions and check the regions.
+    (_, plan), *_ = _plans(SCAFFOLD(LR, RandomSteps.uniform(1, 2)), rounds=1)
+    (step,) = [item for item in plan if isinstance(item, LocalStep) and item.extents]
+    schedule = plan_schedule(
+        list(step.structure.forms), step.structure.model, step.structure.tail,
+        levels=step.structure.levels,
+    )  # fmt: skip
+    kinds = [type(s) for s in schedule.steps]
+    assert kinds.count(Guard) == kinds.count(EndGuard) == 2
+    assert "guard 0" in schedule.describe() and "guard 1" in schedule.describe()
+
+
+def test_levels_must_match_the_body():
+    (_, plan), *_ = _plans(FedAvg(LR, RandomSteps.uniform(1, 2)), rounds=1)
+    (step,) = plan
+    with pytest.raises(ValueError, match="levels: one per form"):
+        plan_schedule(list(step.structure.forms), "x", step.structure.tail, levels=(0,))
