@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # what the names below resolve to, for type checkers and IDEs
     from .accelerated_tracking import AccDNGD
     from .adaptive import FedAdagrad, FedAdam, FedAdaptive, FedYogi
     from .admm import DLM, DecentralizedADMM
+    from .adpsgd import ADPSGD
     from .amplified import AmplifiedFedAvg
     from .asynchronous import FedAsync, FedBuff, Staleness
     from .channel import ChannelNoise
@@ -106,10 +107,12 @@ _EXPORTS = LazyExports(
         "GTSAGA": ".variance_reduced",
         "GTSARAH": ".variance_reduced",
         "GTSVRG": ".variance_reduced",
+        "ADPSGD": ".adpsgd",
     },
 )
 
 __all__ = [
+    "ADPSGD",
     "CHOCO",
     "D2",
     "DGD",

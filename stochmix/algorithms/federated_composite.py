@@ -22,7 +22,7 @@ from .._validate import as_float
 from ..engine import Block, Method, RunContext
 from ..engine.model.equations import Equations, grad
 from .aggregation import averaged
-from .local_training import LocalTraining, step_groups
+from .local_training import LocalTraining, repetitions, tagged
 from .proximal import prox_rows
 
 __all__ = ["FedDualAvg", "FedMid"]
@@ -30,7 +30,6 @@ __all__ = ["FedDualAvg", "FedMid"]
 
 class _Composite(LocalTraining, Method):
     proximal = True
-    trains_by_trips = False  # one run per step-count group (step_groups)
 
     def __init__(self, lr, local_steps=1, server_lr=1.0):
         self.lr = as_float(lr, "lr", positive=True)
@@ -76,8 +75,8 @@ class FedMid(_Composite):
         return self.steps_key(participants.tobytes())
 
     def template_key(self, r: int, participants: np.ndarray):
-        # the same phases up to who participates, but for 1/|S| (uneven local steps: by
-        # step-count group, LocalTraining.template_groups)
+        # the same phases up to who participates, but for 1/|S| (uneven local steps: with
+        # the round's trip counts, LocalTraining.round_trips)
         return participants.size
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
@@ -88,16 +87,17 @@ class FedMid(_Composite):
         received, _ = self.uploads(S, ctx, steps)
         eq = Equations(ctx)
         (x,) = eq.blocks("x")
-        phases = []
-        for G, k in step_groups(S, steps):
-            x[G] = x.server
-            phases.append(eq.build("assign"))
-            x[G] -= self.lr * grad(G)
-            step = eq.build("local step")
-            for _ in range(k):
-                phases.append(step)
-                if ctx.regularizer is not None:
-                    phases.append(prox_rows(ctx, x[G], x[G], self.lr, r))
+        x[S] = x.server
+        phases = [eq.build("assign")]
+        trips, reps = repetitions(S, steps)
+        step = None
+        for j, G in reps:
+            if trips is not None or step is None:  # (an int K: built once, repeated)
+                x[G] -= self.lr * grad(G)
+                step = tagged(eq.build("local step"), trips, j)
+            phases.append(step)
+            if ctx.regularizer is not None:
+                phases.append(tagged(prox_rows(ctx, x[G], x[G], self.lr, r), trips, j))
         if received.size == 0:
             return phases
         self._average(x, received, self.server_lr)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from .._validate import as_bool, as_float
-from ..engine import Block, Method, RunContext
+from ..engine import Block, Method, Phase, RunContext
 from ..engine.model.equations import Equations, grad, total
-from .local_training import LocalTraining, step_groups
+from .local_training import LocalTraining, repetitions, tagged
 
 __all__ = [
     "FOCUS",
@@ -50,7 +50,6 @@ class FOCUS(LocalTraining, Method):
           optimization in networks", IEEE Transactions on Automatic Control 66(1).
     """
 
-    trains_by_trips = False  # one run per step-count group (step_groups)
     name = "FOCUS"
 
     def __init__(self, lr, local_steps=1, skip_empty_rounds=True):
@@ -79,16 +78,24 @@ class FOCUS(LocalTraining, Method):
         x, y, g = eq.blocks("x", "y", "g")
         phases = []
         if S.size:
-            for G, k in step_groups(S, self.round_steps(r, S, ctx)):
-                x[G] = x.server  # the participants pull the server model
-                phases.append(eq.build("assign"))
-                x[G] -= lr * y[G]
-                move = eq.build("local step")
-                y[G] += grad(G) - g[G]  # the tracker takes the change of the gradient
-                g[G] = grad(G)
-                track = eq.build("track")
+            x[S] = x.server  # the participants pull the server model
+            phases.append(eq.build("assign"))
+            trips, reps = repetitions(S, self.round_steps(r, S, ctx))
+            move: Phase | None = None
+            track: Phase | None = None
+            for j, G in reps:
+                if trips is not None or track is None:  # (an int K: built once, repeated)
+                    if trips is None or j > 1:
+                        x[G] -= lr * y[G]
+                        move = tagged(eq.build("local step"), trips, j)
+                    y[G] += grad(G) - g[G]  # the tracker takes the change of the gradient
+                    g[G] = grad(G)
+                    track = tagged(eq.build("track"), trips, j)
+                assert track is not None
+                if j > 1:
+                    assert move is not None
+                    phases.append(move)
                 phases.append(track)
-                phases += [move, track] * (k - 1)
             R, _ = self.uploads(S, ctx)  # the trackers that reach the server
             phases += self.sent(R, ctx)
             if R.size:  # collect: the server adds the trackers, which restart from zero

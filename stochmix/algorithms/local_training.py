@@ -14,7 +14,9 @@ from .local_steps import LocalSteps, as_local_steps
 __all__ = [
     "LocalTraining",
     "pull_and_train",
+    "repetitions",
     "step_groups",
+    "tagged",
 ]
 
 
@@ -31,6 +33,25 @@ def step_groups(participants: np.ndarray, steps) -> list[tuple[np.ndarray, int]]
     counts = np.asarray(steps)
     present = np.flatnonzero(np.bincount(counts))  # the counts that occur, increasing
     return [(participants[counts == k], int(k)) for k in present]
+
+
+def repetitions(participants: np.ndarray, local_steps) -> tuple[TripCounts | None, list]:
+    """The round's local work as repetitions: ``(trips, [(j, G_j), ...])`` with ``G_j``
+    the participants that take a j-th step, ``j = 1 .. max K``: all of them for an int K
+    (``trips`` None), else ``{i in S : K_i >= j}`` with ``trips`` the round's
+    :class:`~stochmix.engine.model.trips.TripCounts` (tag each repetition's phases with
+    :func:`tagged`)."""
+    if isinstance(local_steps, (int, np.integer)):
+        return None, [(j, participants) for j in range(1, int(local_steps) + 1)]
+    trips = TripCounts(participants, np.asarray(local_steps))
+    return trips, [(j, trips.members(j)) for j in range(1, trips.most + 1)]
+
+
+def tagged(phase: Phase, trips: TripCounts | None, j: int) -> Phase:
+    """``phase``, tagged as the j-th repetition of ``trips`` (when there are trips)."""
+    if trips is not None:
+        phase.trips = (trips, j)
+    return phase
 
 
 def train(eq: Equations, participants: np.ndarray, local_steps, step, label: str = "local step",

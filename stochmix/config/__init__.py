@@ -44,8 +44,8 @@ Decentralized methods (``dgd``, ``gradient_tracking``, ``push_pull``, ``push_sum
 ``led``, the variance-reduced ``gt_svrg``, ``gt_saga``, ``gt_sarah`` (finite sums), the
 proximal ``pg_extra``, ``prox_nids``, the primal-dual ``admm``, ``dlm``, ``relaxed_admm``,
 ``lt_admm``, and the accelerated and optimal ``acc_dngd``, ``mudag``, ``dapg`` (composite),
-``apapc``, ``opapc``, ``ssda``, ``msda``; ``form`` picks a method's variant where it has
-several) mix over
+``apapc``, ``opapc``, ``ssda``, ``msda``, and the asynchronous ``adpsgd``; ``form`` picks
+a method's variant where it has several) mix over
 the graph sequence of a ``[graphs]`` table. They run every node in every iteration by
 default (participation ``full``); an ``[activation]`` table (``[participation]`` under
 its name for them) activates part of the network: edge gossip (``random_edge``,
@@ -53,7 +53,8 @@ its name for them) activates part of the network: edge gossip (``random_edge``,
 stochastic, node activation (``poisson_clocks`` or a kind of :data:`PROCESSES`) keeps pulls
 row- and pushes column-stochastic only and is refused by the methods that need doubly
 stochastic mixing (:data:`RULE_NEEDS`); the synchronous ``admm``, ``dlm`` and ``gt_*``
-take ``full`` only::
+take ``full`` only, and ``adpsgd`` (one worker averaging with one neighbour per iteration)
+``random_edge`` only::
 
     [graphs]
     kind = "erdos_renyi"         # one_peer_exponential | directed_ring | erdos_renyi |

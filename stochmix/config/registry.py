@@ -97,6 +97,7 @@ DECENTRALIZED: dict[str, tuple[type[algorithms.DecentralizedMethod], dict[str, A
     "opapc": (algorithms.OPAPC, {}),
     "ssda": (algorithms.SSDA, {}),
     "msda": (algorithms.MSDA, {}),
+    "adpsgd": (algorithms.ADPSGD, {}),
 }
 
 #: Every method kind of ``[[methods]]``: :data:`FEDERATED` and :data:`DECENTRALIZED`.
@@ -116,7 +117,7 @@ RULE_NEEDS = {kind: dict(cls.needs) for kind, (cls, _) in DECENTRALIZED.items()}
 AVERAGING = (
     "dgd", "gradient_tracking", "extra", "nids", "exact_diffusion", "d2", "choco", "kgt",
     "pg_extra", "prox_nids", "led", "gt_svrg", "gt_saga", "gt_sarah", "acc_dngd", "mudag",
-    "ssda", "msda", "apapc", "opapc", "dapg",
+    "ssda", "msda", "apapc", "opapc", "dapg", "adpsgd",
 )  # fmt: skip
 
 _STOCHASTIC = {

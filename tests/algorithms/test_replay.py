@@ -27,7 +27,7 @@ def test_every_case_is_recorded_and_every_method_has_a_case():
     newer |= {"PGEXTRA", "ProxNIDS", "DLM", "DecentralizedADMM", "FedMid", "FedDualAvg"}
     newer |= {"FedPD", "LED", "GTSVRG", "GTSARAH", "GTSAGA"}
     newer |= {"RelaxedADMM", "LTADMM", "FedLT", "AccDNGD", "Mudag", "APAPC", "OPAPC"}
-    newer |= {"SSDA", "MSDA", "DAPG"}
+    newer |= {"SSDA", "MSDA", "DAPG", "ADPSGD"}
     methods = {
         name
         for name in A.__all__

@@ -49,6 +49,8 @@ METHOD_OPTIONS = {
 FIXED_GRAPH = {"ssda", "msda", "apapc", "opapc", "relaxed_admm", "lt_admm"}
 #: ... and those whose accelerated gossip needs a symmetric W (its eigenvalues real).
 SYMMETRIC = {"ssda", "msda", "apapc", "opapc", "mudag", "dapg"}
+#: ... and those that run under one-edge gossip only (AD-PSGD: one worker per iteration).
+GOSSIP_ONLY = {"adpsgd"}
 
 
 def _with(base: dict, **changes) -> dict:
@@ -177,8 +179,13 @@ def test_every_decentralized_method_runs_on_every_graph_that_suits_it(kind, grap
         with pytest.raises(ValueError, match="symmetric"):
             sm.run(exp.methods[0].build(0.05), exp.problem, exp.participation, 5, progress=False)
         return
+    if kind in GOSSIP_ONLY:
+        with pytest.raises(ConfigError, match=r"participation.kind = 'full' cannot drive"):
+            parse(raw)
+        raw["activation"] = {"kind": "random_edge"}
     exp = parse(raw)
-    assert isinstance(exp.participation, sm.participation.Full)
+    process = sm.participation.RandomEdge if kind in GOSSIP_ONLY else sm.participation.Full
+    assert isinstance(exp.participation, process)
     assert _round_trip(exp) == exp.resolved()
     res = sm.run(exp.methods[0].build(0.05), exp.problem, exp.participation, 5, progress=False)
     assert res.rounds == 5 and np.isfinite(res.server).all()

@@ -114,6 +114,7 @@ def test_every_step_type_has_a_numpy_statement():
         schedule.Subtract: schedule.Subtract(b, schedule.Buffer(2, 0)),
         schedule.AddScaled: schedule.AddScaled(b, b, coef, schedule.SCRATCH),
         schedule.Kernel: schedule.Kernel(b, b, "shrink", (schedule.Coef(1, "scalar"),)),
+        schedule.Zero: schedule.Zero(b),
         schedule.Guard: schedule.Guard(0),
         schedule.EndGuard: schedule.EndGuard(),
     }

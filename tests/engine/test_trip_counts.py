@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import stochmix as sm
-from stochmix.algorithms import SCAFFOLD, FedAvg, FedDyn, FedProx, RandomSteps
+from stochmix.algorithms import FOCUS, SCAFFOLD, FedAvg, FedDyn, FedMid, FedProx, RandomSteps
 from stochmix.engine.backends.numpy_backend import NumpyBackend
 from stochmix.engine.model.trips import TripCounts
 from stochmix.engine.plan import planner as planner_module
@@ -76,6 +76,8 @@ METHODS = {
     "SCAFFOLD": lambda: SCAFFOLD(LR, RandomSteps.uniform(1, 4)),
     "FedProx": lambda: FedProx(LR, 0.1, RandomSteps.uniform(1, 4)),
     "FedDyn": lambda: FedDyn(LR, RandomSteps.uniform(1, 3)),
+    "FOCUS": lambda: FOCUS(LR, RandomSteps.uniform(1, 4)),
+    "FedMid (L1)": lambda: FedMid(LR, RandomSteps.uniform(1, 4)),
 }
 PATHS = {
     "numpy programs": {"compiled": False},
@@ -92,6 +94,8 @@ def test_uneven_rounds_equal_the_general_path(name, path):
     if path == "compiled":
         pytest.importorskip("numba")
     problem = _problem()
+    if name.startswith("FedMid"):  # its prox: an element-wise kernel inside the run
+        problem = sm.problems.Composite(problem, sm.problems.L1(0.01))
     participation = sm.participation.UniformSample(N, 20)
     options = {"seed": 4, "progress": False}
     got = sm.run(METHODS[name](), problem, participation, 12, **options, **PATHS[path])
@@ -123,7 +127,7 @@ def _plans(method, rounds=4, backend=None):
 
 def test_an_uneven_round_is_one_run_and_templated():
     seen = _plans(FedAvg(LR, RandomSteps.uniform(1, 5)), rounds=5)
-    for source, plan in seen:
+    for _, plan in seen:
         (step,) = plan  # pull, every repetition, upload and the server's sum: one run
         assert isinstance(step, LocalStep) and len(step.extents) == 5
         assert step.extents[0] == step.nodes.size and list(step.extents) == sorted(

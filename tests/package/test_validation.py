@@ -438,7 +438,7 @@ BAD_INPUTS = [
             }
         ),
         ConfigError,
-        re.escape("methods[0].kind must be one of ['acc_dngd', 'admm', 'amplified_fedavg', ")
+        re.escape("methods[0].kind must be one of ['acc_dngd', 'admm', 'adpsgd', ")
         + r".*"
         + re.escape("got 'my.module:Method'"),
     ),  # fmt: skip

@@ -36,6 +36,7 @@ from ..plan.schedule import (
     Schedule,
     Single,
     Subtract,
+    Zero,
 )
 from .chunks import CHUNK_PARAMETERS
 
@@ -99,6 +100,8 @@ class NumpyWriter:
             w.open(f"if on[{step.level}]:")  # the chunk lies inside that prefix
         elif isinstance(step, EndGuard):
             w.close()
+        elif isinstance(step, Zero):
+            self._zero(w, step.out)
         elif isinstance(step, Gather):
             self._gather(w, step.out, step.block)
         elif isinstance(step, Gradient):
@@ -202,6 +205,9 @@ class NumpyWriter:
             w.columns.add(slot)
             return f"a{slot}"
         return f"co[{slot}]"
+
+    def _zero(self, w: SourceWriter, out: str) -> None:
+        w.emit(f"{out}.fill(0.0)")
 
     def _negate(self, w: SourceWriter, out: str) -> None:
         w.emit(f"np.negative({out}, out={out})")

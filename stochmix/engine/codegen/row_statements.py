@@ -55,6 +55,7 @@ from ..plan.schedule import (
     Single,
     Store,
     Subtract,
+    Zero,
 )
 
 
@@ -168,7 +169,7 @@ def _live_after(steps: tuple, stores: tuple, checks: tuple) -> list[set]:
     for i in range(len(steps) - 1, -1, -1):
         after[i] = set(live)
         step = steps[i]
-        if isinstance(step, Gather | Copy | Multiply) or (
+        if isinstance(step, Gather | Copy | Multiply | Zero) or (
             isinstance(step, Kernel) and step.out != step.source
         ):
             live.discard(step.out)
@@ -194,7 +195,7 @@ def _reads(step) -> tuple:
 
 def _writes(step) -> tuple:
     if isinstance(
-        step, Gather | Copy | Multiply | Add | Subtract | AddScaled | Negate | Scale | Kernel
+        step, Gather | Copy | Multiply | Add | Subtract | AddScaled | Negate | Scale | Kernel | Zero
     ):
         return (step.out,)
     return ()
@@ -332,6 +333,10 @@ class _Lowering:
         elif isinstance(step, Check):
             self.flush()
             self._finite(self.read(step.value).entry)
+        elif isinstance(step, Zero):
+            self.flush()
+            self.define(step.out)
+            self.out.append(Loop(names.buffer(step.out), "0.0"))
         elif isinstance(step, Multiply):
             coef = self._coef(step.coef)
             self.assign(step.out, lambda: f"{self.read(step.source).entry} * {coef}")

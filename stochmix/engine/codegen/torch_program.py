@@ -129,6 +129,9 @@ class TorchProgram(LocalProgram):
             return f"a{slot}"
         return f"co[{slot}]"
 
+    def _zero(self, w, out: str) -> None:
+        w.emit(f"{out}.zero_()")
+
     def _negate(self, w, out: str) -> None:
         w.emit(f"{out}.neg_()")
 

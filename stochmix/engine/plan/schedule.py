@@ -58,6 +58,7 @@ from .steps import (
     Store,
     Subtract,
     TailEntry,
+    Zero,
 )
 
 
@@ -210,7 +211,8 @@ def plan_schedule(
     form runs everywhere. A limited form's steps are a :class:`Guard` region that leaves
     each block in the buffer that held it before, so the code after the region is the
     same whether a node ran it or not; the blocks such a form writes are gathered (a node
-    outside the prefix keeps its values), never taken as known zeros.
+    outside the prefix keeps its values) unless known to be zero (they are then set to
+    zero before the region: a :class:`Zero` step).
 
     ``zero``: blocks whose rows at the run's nodes are all zero when it starts (the engine
     tracks this: a tracker that every round empties, FOCUS's client rows of y). They are
@@ -242,7 +244,7 @@ def plan_schedule(
         if lf.takes_gradients:
             reads.append(model_block)
         if level >= 0:  # nodes past the prefix keep the values the block holds
-            reads += list(lf.targets)
+            reads += [t for t in lf.targets if t not in zero and t not in scratch]
         for b in reads:
             if b not in written and b not in gather:
                 gather.append(b)
@@ -254,11 +256,7 @@ def plan_schedule(
     p = _Planner(tuple(blocks))
     # a kernel's source is read as it is (a kernel of zero need not be zero: a box's
     # projection), so it is gathered even where the engine knows it is zero
-    zero = (
-        frozenset(zero) & set(blocks)
-        - {k.source for lf in body for k in lf.kernels}
-        - {t for lf, level in zip(body, levels, strict=True) if level >= 0 for t in lf.targets}
-    )
+    zero = frozenset(zero) & set(blocks) - {k.source for lf in body for k in lf.kernels}
     gather = [b for b in gather if b not in zero]
     scratch = frozenset(scratch) & set(blocks)
     if scratch & set(gather):
@@ -395,6 +393,13 @@ def _guarded(p: _Planner, lf: LocalForm, base: int, model_block: str, level: int
     the phase, then each block it moved to another buffer copied back, so that after the
     region every block is where it was. Outer sums made inside the region exempt no value
     from its final check (a node outside the prefix did not make them)."""
+    for target in lf.targets:  # zero (known, or set by a phase before): made a buffer
+        if p.cur.get(target) is None:
+            buffer = p.spare(target)
+            p.steps.append(Zero(buffer))
+            p.wrote(buffer)
+            p.read(buffer)  # zeros: nothing to check
+            p.cur[target] = buffer
     before = dict(p.cur)
     reduced = set(p.reduced)
     p.steps.append(Guard(level))
@@ -403,13 +408,12 @@ def _guarded(p: _Planner, lf: LocalForm, base: int, model_block: str, level: int
         old = before.get(block)
         if value == old:
             continue
-        if old is None or value is None:
-            raise ValueError(
-                f"a phase limited to a prefix of the run's nodes changes whether block "
-                f"{block!r} is zero; such a phase cannot be guarded"
-            )
-        p.read(value)
-        p.steps.append(Copy(old, value))
+        assert old is not None  # every target holds a buffer before the region
+        if value is None:  # the phase zeroed the block at the prefix
+            p.steps.append(Zero(old))
+        else:
+            p.read(value)
+            p.steps.append(Copy(old, value))
         p.wrote(old)
         p.cur[block] = old
     p.steps.append(EndGuard())
@@ -505,6 +509,7 @@ __all__ = [
     "Store",
     "Subtract",
     "TailEntry",
+    "Zero",
     "numbered",
     "plan_schedule",
 ]

@@ -136,6 +136,13 @@ class Kernel(NamedTuple):
     coefs: tuple
 
 
+class Zero(NamedTuple):
+    """``out <- 0`` (a block known to be zero, given a buffer before a :class:`Guard`
+    region that writes it: nodes past the region's prefix keep the zeros)."""
+
+    out: Buffer
+
+
 class Guard(NamedTuple):
     """The steps up to the matching :class:`EndGuard` run only at the nodes whose place in
     the run is below the run's extent number ``level`` (a prefix of its nodes: a phase
@@ -162,6 +169,7 @@ Step = (
     | Subtract
     | AddScaled
     | Kernel
+    | Zero
     | Guard
     | EndGuard
 )
@@ -218,4 +226,5 @@ __all__ = [
     "Store",
     "Subtract",
     "TailEntry",
+    "Zero",
 ]
