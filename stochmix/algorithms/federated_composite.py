@@ -14,6 +14,7 @@ with the rounds, so its server model is sparse.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import cast
 
 import numpy as np
@@ -21,6 +22,7 @@ import numpy as np
 from .._validate import as_float
 from ..engine import Block, Method, RunContext
 from ..engine.model.equations import Equations, grad
+from ..engine.model.round_scalars import RoundScalar
 from .aggregation import averaged
 from .local_training import LocalTraining, repetitions, tagged
 from .proximal import prox_rows
@@ -147,6 +149,25 @@ class FedDualAvg(_Composite):
     def blocks(self, n_clients: int) -> list[Block]:
         return [Block("x", n_clients + 1, "model"), Block("z", n_clients + 1, "model")]
 
+    def template_key(self, r: int, participants: np.ndarray):
+        # the same phases up to who participates, but for 1/|S| and the thresholds, which
+        # follow r by a rule (round scalars: a template binds each round's); round 0 has
+        # no first prox
+        return participants.size, r == 0
+
+    def threshold(self, r: int, t: int) -> float:
+        """The prox threshold of local step ``t`` (0..K) in round ``r``,
+        ``eta gamma r K + gamma t`` (t = K: the server's, ``eta gamma (r + 1) K`` when
+        eta = 1)."""
+        K, gamma, eta = cast(int, self.local_steps), self.lr, self.server_lr
+        return eta * gamma * r * K + gamma * t
+
+    def _threshold(self, r: int, t: int) -> RoundScalar:
+        return RoundScalar(self.threshold(r, t), partial(self.threshold, t=t))
+
+    def _server_threshold(self, r: int) -> float:
+        return self.server_lr * self.lr * (r + 1) * cast(int, self.local_steps)
+
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         S = participants
         if S.size == 0:
@@ -156,7 +177,7 @@ class FedDualAvg(_Composite):
         eq = Equations(ctx)
         x, z = eq.blocks("x", "z")
         z[S] = z.server
-        first = eta * gamma * r * K  # the clients' first threshold
+        first = self._threshold(r, 0)  # the clients' first threshold
         if ctx.regularizer is None or first == 0.0:
             phases = [eq.build("assign")]
             x[S] = z[S]  # z_0, just received: the first point costs no message of its own
@@ -172,8 +193,7 @@ class FedDualAvg(_Composite):
                 x[S] = z[S]
                 phases.append(eq.build("primal point"))
             elif t < K - 1:  # the last point is not used
-                threshold = eta * gamma * r * K + gamma * (t + 1)
-                phases.append(prox_rows(ctx, x[S], z[S], threshold, r))
+                phases.append(prox_rows(ctx, x[S], z[S], self._threshold(r, t + 1), r))
         if received.size == 0:
             return phases
         self._average(z, received, eta)
@@ -181,4 +201,5 @@ class FedDualAvg(_Composite):
         if ctx.regularizer is None:
             x.server = z.server
             return [*phases, eq.build("server point")]
-        return [*phases, prox_rows(ctx, x.server, z.server, eta * gamma * (r + 1) * K, r)]
+        server = RoundScalar(self._server_threshold(r), self._server_threshold)
+        return [*phases, prox_rows(ctx, x.server, z.server, server, r)]

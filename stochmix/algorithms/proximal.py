@@ -21,6 +21,7 @@ import numpy as np
 from .._validate import as_float, choice
 from ..engine import Block, RunContext, grad
 from ..engine.model.equations import Selection
+from ..engine.model.round_scalars import RoundScalar
 from ..mixing.sequences import RULES, GraphSequence
 from ..problems.regularizers import prox_kernel
 from .decentralized_base import DecentralizedMethod
@@ -38,8 +39,16 @@ class ProxStep:
         self.step = step
         self.name = f"prox of {regularizer!r}"
         #: the prox as an element-wise kernel the compiled programs apply inside a run
-        #: (:func:`~stochmix.problems.regularizers.prox_kernel`), or None
-        self.row_kernel = prox_kernel(regularizer, step)
+        #: (:func:`~stochmix.problems.regularizers.prox_kernel`), or None; a step that is
+        #: a :class:`~stochmix.engine.model.round_scalars.RoundScalar` gives round scalars
+        #: (a template binds each round's)
+        self.row_kernel = prox_kernel(regularizer, float(step))
+        if self.row_kernel is not None and isinstance(step, RoundScalar):
+            name, coefs = self.row_kernel
+            self.row_kernel = name, tuple(
+                RoundScalar(c, _KernelScalar(regularizer, step.rule, k))
+                for k, c in enumerate(coefs)
+            )
 
     def __call__(self, v, *, info):
         out = self.regularizer.prox(v, self.step)
@@ -47,6 +56,19 @@ class ProxStep:
         if out.shape[0] != rows:  # one source row for every target row
             out = np.repeat(out, rows, axis=0)
         return out
+
+
+class _KernelScalar:
+    """Round ``r`` -> scalar ``k`` of the prox kernel of ``regularizer`` with the step
+    ``rule(r)``."""
+
+    def __init__(self, regularizer, rule, k: int):
+        self.regularizer, self.rule, self.k = regularizer, rule, k
+
+    def __call__(self, r: int) -> float:
+        found = prox_kernel(self.regularizer, float(self.rule(r)))
+        assert found is not None  # (it was a kernel in the round that built it)
+        return found[1][self.k]
 
 
 def prox_map(ctx: RunContext, target: str, rows, source, step: float, r: int, label="prox"):

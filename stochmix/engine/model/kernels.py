@@ -37,6 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .round_scalars import RoundScalar
+
 __all__ = ["KERNELS", "ElementwiseKernel", "kernel_of"]
 
 
@@ -139,5 +141,5 @@ def kernel_of(function) -> tuple[str, tuple[float, ...]] | None:
             return None
         if np.isnan(p):
             return None
-        values.append(float(p))
+        values.append(p if isinstance(p, RoundScalar) else float(p))  # (a rule kept)
     return name, tuple(values)

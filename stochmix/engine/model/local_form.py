@@ -144,7 +144,7 @@ class LocalForm:
         """The coefficient values, numbered in :data:`COEFFICIENT_ORDER` (a kernel's round
         scalars one after the other)."""
         values = [e.coef for group in COEFFICIENT_ORDER[:-1] for e in getattr(self, group)]
-        values += [float(c) for e in self.kernels for c in e.coef]
+        values += [c if isinstance(c, float) else float(c) for e in self.kernels for c in e.coef]
         return tuple(values)
 
     @cached_property

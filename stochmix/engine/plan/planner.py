@@ -103,7 +103,7 @@ class RoundPlanner:
             return self.cached(r, participants)
         template = self.templates.get(key)
         if template is not None and template is not False and template.verified:
-            plan = template.instantiate(participants, bases, trips)
+            plan = template.instantiate(participants, bases, trips, r)
             if plan is not None:
                 self.source = "template"
                 self.traffic = template.traffic(plan, self.ctx.sample_counts)
@@ -122,7 +122,7 @@ class RoundPlanner:
                 self.notes.add(found[0], NOT_TEMPLATED, found[1])
         elif template is not False and not template.verified:
             template.verified = template.matches(
-                plan, participants, bases, self.traffic, self.ctx.sample_counts, trips
+                plan, participants, bases, self.traffic, self.ctx.sample_counts, trips, r
             )
             if not template.verified:
                 self.templates[key] = False  # the method's rounds differ: never template it

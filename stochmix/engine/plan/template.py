@@ -2,7 +2,9 @@
 
 Most methods build the same phases every round up to *who* participates: the rows a phase
 touches are the participants' indices shifted by a constant (``participants + 1`` in a
-federated state) and the coefficients are the same numbers (a per-client coefficient
+federated state) and the coefficients are the same numbers (or follow the round by a rule
+the method gives, :class:`~stochmix.engine.model.round_scalars.RoundScalar`: bound for each
+instance's round) (a per-client coefficient
 array is templated when all its entries are one number: the uniform weights 1/|S| of a
 ``dot``, kept as that number and made again, as an array of the round's length, for each
 instance: the same values, the same program, the same bits). A method says so by returning
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.round_scalars import RoundScalar, bound
 from ..model.traffic import samples_of
 from .round_plan import LocalStep
 
@@ -327,10 +330,14 @@ class RoundTemplate:
                 total[j] += value
         return total[0], total[1], total[2], total[3]
 
-    def instantiate(self, participants: np.ndarray, bases: tuple = (), trips=None) -> list | None:
+    def instantiate(
+        self, participants: np.ndarray, bases: tuple = (), trips=None, r: int | None = None
+    ) -> list | None:
         """The plan for ``participants`` (and the round's groups ``bases``, for a template
-        with groups, and its trip counts ``trips`` for one whose runs repeat a phase), or
-        None if it would not be right."""
+        with groups, and its trip counts ``trips`` for one whose runs repeat a phase) in
+        round ``r`` (which binds the coefficients that are
+        :class:`~stochmix.engine.model.round_scalars.RoundScalar` s; None keeps their
+        values), or None if it would not be right."""
         extents: tuple = ()
         if trips is not None:
             bases = (*bases, participants[trips.order])
@@ -347,6 +354,8 @@ class RoundTemplate:
             if nodes.size and any(bool((nodes == node).any()) for node in outside):
                 return None
             clients = self._indices(client_shift, everything, shifted)
+            if r is not None and any(isinstance(c, RoundScalar) for c in coefs):
+                coefs = tuple(bound(c, r) for c in coefs)
             limited = bool(structure.levels) and max(structure.levels) >= 0
             if limited and len(extents) != max(structure.levels) + 1:
                 return None  # another number of repetitions: another structure
@@ -380,12 +389,12 @@ class RoundTemplate:
 
     def matches(
         self, plan: list, participants: np.ndarray, bases: tuple = (), traffic=None, samples=None,
-        trips=None,
+        trips=None, r: int | None = None,
     ) -> bool:  # fmt: skip
-        """Whether a fully built plan equals this template's instance (and, given the
-        built round's ``traffic``, whether the instance counts the same with the run's
-        sample counts ``samples``)."""
-        mine = self.instantiate(participants, bases, trips)
+        """Whether a fully built plan (of round ``r``) equals this template's instance (and,
+        given the built round's ``traffic``, whether the instance counts the same with the
+        run's sample counts ``samples``)."""
+        mine = self.instantiate(participants, bases, trips, r)
         if mine is None or len(mine) != len(plan):
             return False
         if traffic is not None and self.traffic(mine, samples) != tuple(traffic):

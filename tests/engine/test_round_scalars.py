@@ -1,0 +1,104 @@
+"""Round scalars: coefficients that follow the round by a rule (issue 42b).
+
+FedDualAvg's prox thresholds grow with the round. Its rounds are templated all the same:
+the thresholds are :class:`RoundScalar` s, whose rules a template binds for each round.
+What must hold: a round scalar is its float everywhere (and pickles as one); templated
+rounds give the general path's numbers and cost columns on every dialect; a rule that
+lies is caught by the template's check against the second round's full build.
+"""
+
+from __future__ import annotations
+
+import pickle
+from functools import partial
+
+import numpy as np
+import pytest
+
+import stochmix as sm
+from stochmix.algorithms import FedDualAvg
+from stochmix.engine.model.round_scalars import RoundScalar, bound
+from stochmix.engine.plan import planner as planner_module
+from tests._backends import SparseOnly
+
+N = 60
+COLUMNS = ("gradients", "messages", "floats", "sample_gradients")
+
+
+def test_a_round_scalar_is_its_value_and_carries_its_rule():
+    c = RoundScalar(3.0, lambda r: 2.0 * r + 1.0)
+    assert c == 3.0 and isinstance(c, float) and c.at(5) == 11.0
+    assert bound(c, 0) == 1.0 and bound(0.5, 7) == 0.5
+    again = pickle.loads(pickle.dumps(c))
+    assert again == 3.0 and type(again) is float
+    assert type(-c) is float  # arithmetic gives plain floats
+
+
+def _problem(regularizer):
+    base = sm.problems.LeastSquares.random(N, 4, rows_per_client=3, seed=1)
+    return sm.problems.Composite(base, regularizer)
+
+
+def _sources(method, problem, rounds, **options):
+    """The run, and where each round's plan came from."""
+    seen = []
+    original = planner_module.RoundPlanner.plan
+
+    def plan(self, r, participants):
+        out = original(self, r, participants)
+        seen.append(self.source)
+        return out
+
+    planner_module.RoundPlanner.plan = plan
+    try:
+        result = sm.run(method, problem, sm.participation.UniformSample(N, 20), rounds,
+                        seed=5, progress=False, **options)  # fmt: skip
+    finally:
+        planner_module.RoundPlanner.plan = original
+    return result, seen
+
+
+REGULARIZERS = {
+    "L1": lambda: sm.problems.L1(0.02),
+    "elastic net": lambda: sm.problems.regularizers.ElasticNet(0.02, 0.1),
+}
+PATHS = {"numpy programs": {"compiled": False}, "compiled": {"compiled": True},
+         "torch": {"backend": "torch"}}  # fmt: skip
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+@pytest.mark.parametrize("regularizer", list(REGULARIZERS))
+def test_templated_dual_averaging_equals_the_general_path(regularizer, path):
+    if path == "torch":
+        pytest.importorskip("torch")
+    problem = _problem(REGULARIZERS[regularizer]())
+    got, sources = _sources(FedDualAvg(0.05, 3), problem, 10, **PATHS[path])
+    assert sources[3:] == ["template"] * 7  # round 0, a key of its own; 1 and 2 built
+    want = sm.run(FedDualAvg(0.05, 3), problem, sm.participation.UniformSample(N, 20), 10,
+                  seed=5, progress=False, backend=SparseOnly())  # fmt: skip
+    scale = 1.0 + float(np.abs(want.final).max())
+    assert float(np.abs(got.final - want.final).max()) <= 1e-12 * scale
+    for column in COLUMNS:
+        np.testing.assert_array_equal(getattr(got, column), getattr(want, column))
+
+
+class LyingRule(FedDualAvg):
+    """FedDualAvg whose thresholds' rule is off by a round (the value it builds with is
+    right): a template that trusted the rule would run later rounds with wrong
+    thresholds."""
+
+    def _threshold(self, r, t):
+        return RoundScalar(self.threshold(r, t), partial(_shifted, self.threshold, t))
+
+
+def _shifted(threshold, t, r):
+    return threshold(r + 1, t)
+
+
+def test_a_rule_that_lies_is_caught_by_the_check():
+    problem = _problem(sm.problems.L1(0.02))
+    got, sources = _sources(LyingRule(0.05, 3), problem, 8)
+    assert "template" not in sources
+    want = sm.run(FedDualAvg(0.05, 3), problem, sm.participation.UniformSample(N, 20), 8,
+                  seed=5, progress=False, backend=SparseOnly())  # fmt: skip
+    np.testing.assert_allclose(got.final, want.final, rtol=0, atol=1e-12)
