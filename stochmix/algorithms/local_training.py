@@ -4,6 +4,8 @@ server model and train on it."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..engine import Phase, RunContext
@@ -24,10 +26,21 @@ def step_groups(participants: np.ndarray, steps) -> list[tuple[np.ndarray, int]]
     """The participants grouped by their local steps: ``[(G, k), ...]`` with G the sorted
     participants that take k steps, k increasing (one group for an int ``steps``).
 
-    Clients train independently between the pull and the aggregation, so a method writes
-    each group's local phases in turn (a pull and k steps over G): the phases of one group
-    are one run of node-local phases over the same rows, which the engine streams through
-    memory once, and the round costs sum_i K_i gradient evaluations."""
+    .. deprecated:: 0.1.0
+        Write the repetitions instead (:func:`repetitions`, :func:`tagged`): the engine
+        runs them as one run over every participant (per-node trip counts), where one
+        group per step count is one run each."""
+    warnings.warn(
+        "step_groups is deprecated: write the local steps as repetitions over the nested "
+        "sets {K_i >= j} (stochmix.algorithms.local_training.repetitions and tagged), "
+        "which the engine runs as one run",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return _step_groups(participants, steps)
+
+
+def _step_groups(participants: np.ndarray, steps) -> list[tuple[np.ndarray, int]]:
     if isinstance(steps, (int, np.integer)):
         return [(participants, int(steps))]
     counts = np.asarray(steps)
@@ -182,7 +195,7 @@ class LocalTraining:
                 return ("even", int(steps)), ()
             trips = TripCounts(participants, steps)
             return ("nested", trips.most), tuple(trips.members(j) for j in range(2, trips.most + 1))
-        groups = step_groups(participants, steps)
+        groups = _step_groups(participants, steps)
         return tuple(k for _, k in groups), tuple(G for G, _ in groups)
 
     def check_participation(self, participation) -> None:

@@ -177,3 +177,11 @@ def test_levels_must_match_the_body():
     (step,) = plan
     with pytest.raises(ValueError, match="levels: one per form"):
         plan_schedule(list(step.structure.forms), "x", step.structure.tail, levels=(0,))
+
+
+def test_step_groups_is_deprecated_and_still_works():
+    from stochmix.algorithms.local_training import step_groups
+
+    with pytest.warns(DeprecationWarning, match="step_groups is deprecated"):
+        groups = step_groups(np.array([1, 4, 6]), np.array([2, 1, 2]))
+    assert [(g.tolist(), k) for g, k in groups] == [([4], 1), ([1, 6], 2)]
