@@ -220,7 +220,7 @@ def no_solve(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("an SDP was set up")
 
-    monkeypatch.setattr(module, "Feasibility", refuse)
+    monkeypatch.setattr(module, "make_feasibility", refuse)
 
 
 @pytest.mark.parametrize(

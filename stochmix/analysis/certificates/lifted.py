@@ -248,18 +248,27 @@ class LiftedFeasibility:
         """Recompute each LMI from the solver's numbers (multipliers clipped at 0, the
         function values' coefficients made exactly 0); accept only a negative semidefinite
         decrease and a positivity with ``V >= ||xi||^2 / 2``."""
-        lam = np.maximum(np.asarray(self._lam.value, dtype=float), 0.0)
-        nu = np.maximum(np.asarray(self._nu.value, dtype=float), 0.0)
+        lam = np.asarray(self._lam.value, dtype=float)
+        nu = np.asarray(self._nu.value, dtype=float)
         p = np.asarray(self._p.value, dtype=float) if self.clients.size else np.zeros(0)
-        lam, nu = self._folded(lam, nu, p, rho)
+        values = [
+            (part["lmis"][2].value, [var.value for var in part["lmis"][3]]) for part in self._parts
+        ]
+        return self._check(rho, status, lam, nu, p, values)
+
+    def _check(self, rho: float, status: str, lam, nu, p, values: list) -> Solution | None:
+        """:meth:`_verify` on given numbers: the multipliers ``lam`` and ``nu``, the function
+        values' coefficients ``p`` and, for each system, ``(P, [Lambda...])``."""
+        lam = np.maximum(np.asarray(lam, dtype=float), 0.0)
+        nu = np.maximum(np.asarray(nu, dtype=float), 0.0)
+        lam, nu = self._folded(lam, nu, np.asarray(p, dtype=float), rho)
         worst = -np.inf
         lyapunov, mixing = [], []
-        for part in self._parts:
-            dec_var, pos_var, p_var, lams = part["lmis"]
+        for (p_value, lam_values), part in zip(values, self._parts, strict=True):
             forms2, forms1 = part["forms"]
             here, there, cut, v, v2, gw_now, gw_later, r = part["rows"]
             size, small = here.shape[1], cut.shape[1]
-            pm = np.asarray(p_var.value, dtype=float)
+            pm = np.asarray(p_value, dtype=float)
             pm = (pm + pm.T) / 2
             dec = (lam @ forms2.quadratic).reshape(size, size)
             dec = dec + there.T @ pm @ there - rho * rho * (here.T @ pm @ here)
@@ -267,8 +276,8 @@ class LiftedFeasibility:
             if forms1.quadratic.shape[0]:
                 pos = pos - (nu @ forms1.quadratic).reshape(small, small)
             lm = []
-            for var in lams:
-                x = np.asarray(var.value, dtype=float)
+            for value in lam_values:
+                x = np.asarray(value, dtype=float)
                 w, vecs = np.linalg.eigh((x + x.T) / 2)
                 lm.append((vecs * np.maximum(w, 0.0)) @ vecs.T)  # the PSD part: valid
             if lm:

@@ -137,15 +137,27 @@ class Feasibility:
     def _verify(self, rho: float, status: str) -> Solution | None:
         """Recompute each LMI from the solver's numbers; accept only a negative
         semidefinite one (to 1e-9 of its P's scale) with P positive definite."""
-        lam = np.maximum(np.asarray(self._lam.value, dtype=float), 0.0)
+        lam = np.asarray(self._lam.value, dtype=float)
+        values = [
+            (None if p_var is None else p_var.value, None if big is None else big.value)
+            for p_var, big, _ in self._parts
+        ]
+        return self._check(rho, status, lam, values)
+
+    def _check(self, rho: float, status: str, lam, values: list) -> Solution | None:
+        """:meth:`_verify` on given numbers: the multipliers ``lam`` and, for each system,
+        its ``(P, Lambda)`` (None where it has none)."""
+        lam = np.maximum(np.asarray(lam, dtype=float), 0.0)
         worst = -np.inf
         lyapunov, mixing = [], []
-        for p_var, big_lambda, (e, f, stack, gw, v) in self._parts:
+        for (p_value, big_value), (p_var, big_lambda, (e, f, stack, gw, v)) in zip(
+            values, self._parts, strict=True
+        ):
             size = e.shape[1]
             lmi = (lam @ stack).reshape(size, size) if stack.shape[0] else np.zeros((size, size))
             scale = 1.0
             if p_var is not None:
-                pm = np.asarray(p_var.value, dtype=float)
+                pm = np.asarray(p_value, dtype=float)
                 pm = (pm + pm.T) / 2
                 if np.linalg.eigvalsh(pm)[0] <= 0:
                     return None
@@ -153,7 +165,7 @@ class Feasibility:
                 scale = max(scale, float(np.abs(pm).max()))
                 lyapunov.append(pm)
             if big_lambda is not None:
-                lm = np.asarray(big_lambda.value, dtype=float)
+                lm = np.asarray(big_value, dtype=float)
                 lm = (lm + lm.T) / 2
                 w, vecs = np.linalg.eigh(lm)
                 lm = (vecs * np.maximum(w, 0.0)) @ vecs.T  # the PSD part: a valid multiplier
@@ -201,18 +213,40 @@ def solve_verified(sdp, rho: float) -> Solution | None:
     return sdp._verify(rho, sdp._problem.status)
 
 
-def bisect_rate(feasibility: Candidates, tol: float) -> tuple[float, Solution | None]:
+def bisect_rate(
+    feasibility: Candidates, tol: float, lower: float = 0.0
+) -> tuple[float, Solution | None]:
     """The smallest certified rate in [0, 1] (bisection: the set of certified rates is an
     interval up to 1) to ``tol`` relative to ``1 - rho`` (a rate of 1 - 1e-7 is told from
     1), at most 64 solves, and its certificate; ``(1.0, None)`` when rho = 1 has none (no
-    linear rate is proved)."""
-    top = feasibility.solve(1.0)
-    if top is None:
-        return 1.0, None
-    bottom = feasibility.solve(0.0)
-    if bottom is not None:
-        return 0.0, bottom
-    lo, hi, best = 0.0, 1.0, top
+    linear rate is proved).
+
+    ``lower``: a rate no certificate can beat, in (0, 1) (the exact rate of an instance of
+    the class, :func:`~stochmix.analysis.certificates.symmetry.instance_rate`; 0: none).
+    The search then starts there: the first solves are at ``lower + 2^j tol (1 - lower) /
+    2`` (j = 0, 1, 2), so that a certificate tight at ``lower`` takes one or two solves
+    (to the same tolerance), and the bisection goes on above them otherwise. ``lower`` only
+    steers the search: every rate returned is one a verified solve certifies."""
+    lo, hi, best = 0.0, 1.0, None
+    if 0.0 < lower < 1.0:
+        lo, step = lower, 0.5 * tol * (1.0 - lower)
+        for j in range(3):  # galloping up from the floor
+            mid = lower + step * 2**j
+            if mid >= 1.0:
+                break
+            found = feasibility.solve(mid)
+            if found is not None:
+                hi, best = mid, found
+                break
+            lo = mid
+    if best is None:
+        best = feasibility.solve(1.0)
+        if best is None:
+            return 1.0, None
+        if lo == 0.0:
+            bottom = feasibility.solve(0.0)
+            if bottom is not None:
+                return 0.0, bottom
     for _ in range(64):
         if hi - lo <= tol * max(1.0 - lo, 1e-12):
             break

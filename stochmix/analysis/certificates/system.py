@@ -101,6 +101,19 @@ class RoundSystem:
         round conserves whatever the gradients (``c^T A = c^T``, ``c^T B = 0``: the sum of
         a tracker minus the gradients it tracks), which stay at their fixed-point values
         from a run's start as the library starts it."""
+        idx, basis = self._reduction()
+        a, b, c = self.A[np.ix_(idx, idx)], self.B[idx], self.C[:, idx]
+        out = self.output[idx]
+        if basis is not None:
+            a, b, c = basis.T @ a @ basis, basis.T @ b, c @ basis
+            out = basis.T @ out
+        return replace(self, A=a, B=b, C=c, output=out)
+
+    def _reduction(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """What :meth:`reduced` keeps: the state rows ``idx`` it reads, and the orthonormal
+        columns ``basis`` (len(idx), m') of the complement of the conserved directions
+        among them (None when there are none): the reduced state is
+        ``basis.T @ xi[idx]``."""
         keep = (np.abs(self.C).sum(axis=0) > 0) | (self.output != 0)
         while True:
             grown = keep | (np.abs(self.A[keep]).sum(axis=0) > 0)
@@ -108,16 +121,13 @@ class RoundSystem:
                 break
             keep = grown
         idx = np.flatnonzero(keep)
-        a, b, c = self.A[np.ix_(idx, idx)], self.B[idx], self.C[:, idx]
-        out = self.output[idx]
         if idx.size:
+            a, b = self.A[np.ix_(idx, idx)], self.B[idx]
             stacked = np.hstack([a - np.eye(idx.size), b])
             conserved = _left_null(stacked, max(1.0, float(np.abs(stacked).max())))
             if conserved.shape[1]:
-                basis = _complement(conserved)
-                a, b, c = basis.T @ a @ basis, basis.T @ b, c @ basis
-                out = basis.T @ out
-        return replace(self, A=a, B=b, C=c, output=out)
+                return idx, _complement(conserved)
+        return idx, None
 
 
 def _left_null(matrix: np.ndarray, scale: float) -> np.ndarray:
