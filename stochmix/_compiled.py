@@ -120,3 +120,53 @@ def inlined(function):
     options.pop("cache", None)  # the caller's cache holds the inlined code
     options.pop("nopython", None)
     return numba.njit(**{**options, "inline": "always"})(py)
+
+
+@njit
+@no_type_check  # compiled by Numba: no runtime type checks wrapped around it
+def combine_terms(out, start, sources, kinds, scalars, rows):  # pragma: no cover - compiled
+    """``out <- start`` then each term in turn, entry by entry, in the order (and with the
+    roundings) of the NumPy statements of the whole-block path: kind 0 ``v + s``, 1 ``v -
+    s``, 2 ``v + c s`` (c = ``scalars[t]``), 3 ``v + c_i s`` (c_i = ``rows[t, i]``); a
+    ``start`` of no rows starts from the first term instead (kind 0 a copy, 1 ``-s``, 2 and
+    3 the product). ``sources`` a tuple of (m, d) arrays, one per term, row by row (a
+    node's rows stay in the cache through every term). Returns whether every entry
+    written is finite (x - x is 0 for finite x, NaN otherwise)."""
+    m, d = out.shape
+    bad = False
+    first = 0 if start.shape[0] == m else 1
+    for i in range(m):
+        o = out[i]
+        if first == 0:
+            a = start[i]
+            for j in range(d):
+                o[j] = a[j]
+        else:
+            s = sources[0][i]
+            k = kinds[0]
+            if k == 0:
+                for j in range(d):
+                    o[j] = s[j]
+            elif k == 1:
+                for j in range(d):
+                    o[j] = -s[j]
+            else:
+                c = scalars[0] if k == 2 else rows[0, i]
+                for j in range(d):
+                    o[j] = c * s[j]
+        for t in range(first, len(sources)):
+            s = sources[t][i]
+            k = kinds[t]
+            if k == 0:
+                for j in range(d):
+                    o[j] = o[j] + s[j]
+            elif k == 1:
+                for j in range(d):
+                    o[j] = o[j] - s[j]
+            else:
+                c = scalars[t] if k == 2 else rows[t, i]
+                for j in range(d):
+                    o[j] = o[j] + c * s[j]
+        for j in range(d):
+            bad |= o[j] - o[j] != 0.0
+    return not bad

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._validate import as_float_dtype, flag_or_choice
+from ..codegen.combine_kernel import combine_kernel
 from ..model.blockwise import BlockwiseForm, Workspace, apply_blockwise_numpy
 from ..model.phase import Phase
 from .threads import resolve_threads
@@ -31,6 +32,9 @@ class NumpyBackend:
     runs_local_phases = True  # node-local runs of phases go through the chunked path
     hands_off = True  # a whole-block phase may hand a block to the next (blockwise.chained)
     applies_row_subsets = True  # whole-block forms on some rows of their blocks (activation)
+    #: a whole-block target's terms other than its products added by one compiled pass
+    #: (:mod:`stochmix.engine.codegen.combine_kernel`, with Numba; the same bits)
+    fused_combine = True
     applies_trip_counts = True  # repeated phases as one run limited to prefixes
 
     def __init__(self, dtype=np.float64, compiled="auto", threads=None):
@@ -69,7 +73,12 @@ class NumpyBackend:
         if workspace is None:  # arrays kept from round to round
             workspace = self._workspace = Workspace()
         return apply_blockwise_numpy(
-            z, _whole_block_form(phase), gradients, handed=handed, workspace=workspace
+            z,
+            _whole_block_form(phase),
+            gradients,
+            handed=handed,
+            workspace=workspace,
+            fused=combine_kernel if self.fused_combine else None,
         )
 
 

@@ -407,7 +407,13 @@ def _scratch_array(arrays: dict, block: str, shape: tuple, role: str) -> np.ndar
 
 
 def apply_blockwise_numpy(
-    z: np.ndarray, form: BlockwiseForm, gradients, product=None, handed=None, workspace=None
+    z: np.ndarray,
+    form: BlockwiseForm,
+    gradients,
+    product=None,
+    handed=None,
+    workspace=None,
+    fused=None,
 ) -> bool:
     """Apply ``form`` to the NumPy state ``z`` in place (``gradients``: shape (c, d), the
     gradients of ``form.clients``, or None); False if a new entry is not finite (the
@@ -427,7 +433,12 @@ def apply_blockwise_numpy(
 
     ``workspace``: a :class:`Workspace` whose arrays take the place of the fresh arrays
     (float64 states with the default products): the same operations in the same order,
-    into arrays kept from round to round."""
+    into arrays kept from round to round.
+
+    ``fused``: ``(kinds, start) -> kernel or None``, compiled kernels that add a target's
+    terms other than its products in one pass and check them (see
+    :mod:`stochmix.engine.codegen.combine_kernel`; used with a workspace): the same
+    operations in the same order, so the same bits."""
     scratch = None
     if workspace is not None and product is None and z.dtype == np.float64:
         scratch = workspace.scratch
@@ -443,6 +454,17 @@ def apply_blockwise_numpy(
         rows = target.rows
         size = rows.stop - rows.start if isinstance(rows, slice) else rows.size
         own = None if scratch is None else scratch(z, target.block, size)
+        if own is not None and fused is not None:
+            out = z[rows] if direct and target.block != form.hand_off else None
+            done = _combine_fused(target.terms, z, gradients, out, own, fused)
+            if done is not None:
+                new, ok = done
+                if target.block == form.hand_off:
+                    handed[id(z), target.block] = new
+                elif not direct:
+                    later.append((target, new, False))
+                finite = finite and (not check or ok)
+                continue
         if target.block == form.hand_off:
             new = _combine(target.terms, rows, z, gradients, None, product, own)
             handed[id(z), target.block] = new
@@ -552,6 +574,63 @@ def _combine(
         out[...] = values
         return out
     return np.add(acc, values, out=acc if out is None else out)
+
+
+def _combine_fused(terms: tuple, z, gradients, out, scratch, fused):
+    """:func:`_combine` with its terms but the products added by one compiled kernel
+    (``fused``), which also checks what it writes: ``(array, finite)``, or None where no
+    kernel applies (a float32 state, a term of another shape, nothing but products).
+    ``out``: a view of ``z`` to write, or None (into ``scratch("acc")``)."""
+    mixes = [t for t in terms if t.kind == "mix"]
+    others = terms[len(mixes) :]
+    if not others or z.dtype != np.float64 or any(t.kind == "mix" for t in others):
+        return None
+    kinds: list[int] = []
+    scalars: list[float] = []
+    sources: list[np.ndarray] = []
+    per_row: list[tuple[int, np.ndarray]] = []
+    for term in others:
+        values = _values(term, z, gradients)
+        if not (
+            isinstance(values, np.ndarray)
+            and values.dtype == np.float64
+            and values.ndim == 2
+            and values.flags.c_contiguous
+        ):
+            return None
+        coef = term.coef
+        if isinstance(coef, np.ndarray):
+            kinds.append(3)
+            per_row.append((len(sources), coef))
+            scalars.append(0.0)
+        elif coef == 1.0 or coef == -1.0:
+            kinds.append(0 if coef == 1.0 else 1)
+            scalars.append(0.0)
+        else:
+            kinds.append(2)
+            scalars.append(float(coef))
+        sources.append(values)
+    kernel = fused(tuple(kinds), bool(mixes))
+    if kernel is None:
+        return None
+    m = sources[0].shape[0]
+    if out is None:  # (a product starts in scratch("acc") too: read and written entry by entry)
+        out = scratch("acc")
+    start: tuple = ()
+    if mixes:
+        acc = None
+        for term in mixes:
+            product = _mixed(term, z, _product, scratch, "acc" if acc is None else "tmp")
+            if acc is None:
+                acc = product
+            else:
+                acc += product
+        start = (acc,)
+    rows_array = np.zeros((len(kinds), m)) if per_row else np.empty((len(kinds), 0))
+    for t, coef in per_row:
+        rows_array[t] = coef
+    ok = kernel(out, *start, *sources, np.asarray(scalars), rows_array)
+    return out, bool(ok)
 
 
 def _scaled_add(acc, values, coef, scratch=None):
