@@ -45,11 +45,15 @@ by how often they update): on a regular graph with uniform edges ``p_i = 1/n``, 
 average; otherwise a weighted one (``RandomEdge.probabilities / 2`` gives the weights).
 
 Cost and compiled segments: a tick is one phase over the two rows of its edge (the
-initiator's gradient alone), planned once per (initiator, peer) pair and then reused
-(:meth:`ADPSGD.phase_key`). It does not run in compiled gossip segments
-(:mod:`stochmix.engine.runner.segments`): a segment's key is the round's edge positions
-among its nodes, which the coin does not change, so two ticks of the same edge with
-different initiators would share one compiled program. :meth:`ADPSGD.segment_key` is None.
+initiator's gradient alone). Under pairwise averaging with a constant step the ticks run
+in compiled gossip segments (:mod:`stochmix.engine.runner.segments`), as the other gossip
+methods do: a segment's key holds the edge's positions among the tick's nodes, which the
+coin does not change, so the coin ``c_k`` (the initiator's place among the sorted
+endpoints) is the tick's :meth:`ADPSGD.segment_variants`, and the two kinds of tick (the
+smaller or the larger endpoint initiates) get one compiled program each. Where segments
+do not run (``mixing="weights"``, a callback, a problem without a compiled gradient, ...)
+a tick with a constant step is planned once per (initiator, peer) pair and then reused
+(:meth:`ADPSGD.phase_key`); with a decaying step every tick is built in full.
 
 References:
     X. Lian, W. Zhang, C. Zhang and J. Liu, "Asynchronous decentralized parallel stochastic
@@ -123,6 +127,9 @@ class ADPSGD(DecentralizedMethod):
 
     name = "AD-PSGD"
     needs = {"rule": "doubly"}
+    #: every tick builds the same phase up to its edge and its coin (the coin is the
+    #: tick's :meth:`segment_variants`): ticks run in compiled segments
+    rounds_repeat = True
     _run_state = DecentralizedMethod._run_state | {"_root", "_coins", "_weights"}
 
     def __init__(self, lr, graphs: GraphSequence, rule="metropolis", decay=0.0, check_mixing=True):
@@ -158,12 +165,7 @@ class ADPSGD(DecentralizedMethod):
 
     def initiator(self, r: int, nodes: np.ndarray) -> int:
         """The initiator of tick ``r`` whose edge has the sorted endpoints ``nodes``."""
-        block, coins = self._coins
-        if block != r // _COINS or coins is None:
-            assert self._root is not None  # set by start
-            coins = initiator_coins(self._root, r // _COINS)
-            self._coins = (r // _COINS, coins)
-        return int(nodes[coins[r % _COINS]])
+        return int(nodes[self._coin_block(r // _COINS)[r % _COINS]])
 
     def _pair(self, r: int, participants: np.ndarray, ctx: RunContext) -> tuple[int, int, Any]:
         """(initiator, peer, the record's edges) of tick ``r``."""
@@ -190,10 +192,31 @@ class ADPSGD(DecentralizedMethod):
             return None if not period else ("AD-PSGD", i, j, r % period)
         return ("AD-PSGD", i, j)
 
-    def segment_key(self, r: int):
-        """None: the initiator's coin is not part of a segment's key (see
-        :mod:`stochmix.algorithms.adpsgd`), so no tick runs in a compiled segment."""
-        return None
+    def segment_variants(self, first: int, nodes: np.ndarray) -> np.ndarray:
+        """The coins ``c_k`` of ticks ``first`` to ``first + B - 1`` (``nodes``: their sorted
+        endpoints, shape (B, 2)): int64 of shape (B,), the initiator's place among its
+        tick's endpoints (0: the smaller). Appended to each tick's segment key, it gives the
+        two kinds of tick (whose gradient rows differ) a compiled program each."""
+        return self._coin_range(first, nodes.shape[0])
+
+    def _coin_range(self, first: int, count: int) -> np.ndarray:
+        """The coins of ticks ``first`` to ``first + count - 1``: int64 of shape (count,)."""
+        parts, k, stop = [], int(first), int(first) + int(count)
+        while k < stop:
+            coins = self._coin_block(k // _COINS)
+            end = min(stop, (k // _COINS + 1) * _COINS)
+            parts.append(coins[k % _COINS : k % _COINS + end - k])
+            k = end
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+    def _coin_block(self, block: int) -> np.ndarray:
+        """The coins of block ``block`` (:func:`initiator_coins`), the last one kept."""
+        kept, coins = self._coins
+        if kept != block or coins is None:
+            assert self._root is not None  # set by start
+            coins = initiator_coins(self._root, block)
+            self._coins = (block, coins)
+        return coins
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         i, j, edges = self._pair(r, participants, ctx)

@@ -12,6 +12,8 @@ import networkx as nx
 import numpy as np
 import pytest
 
+import stochmix as sm
+import stochmix.engine.runner.segments as segments_module
 from stochmix import run
 from stochmix.algorithms import ADPSGD
 from stochmix.mixing import StaticSequence
@@ -126,9 +128,8 @@ def test_refuses_other_activations(process):
 
 
 def test_long_run_is_not_warned_slow_and_same_seed_same_numbers(unchecked):
-    """A long run plans one phase per (initiator, peer) and reuses it: no slow-path
-    warning; the same seed gives the same numbers (initiators included), another seed
-    others."""
+    """A long run runs its ticks in compiled segments: no slow-path warning; the same seed
+    gives the same numbers (initiators included), another seed others."""
     problem = LeastSquares.random(N, D, seed=0)
     graph = random_graph(N, 1)
     method = ADPSGD(0.2 / problem.smoothness, StaticSequence(graph))
@@ -161,24 +162,29 @@ def test_theorem_1_rate_of_the_averaged_gradient_norm(unchecked):
     means = {}
     for ticks, seeds in ((500, 8), (2000, 4), (8000, 2)):
         method = ADPSGD(n / (L * np.sqrt(ticks)), StaticSequence(graph))
-        norms = [
-            run(
-                method, problem, process, ticks, seed=s, progress=False, metrics=("gradient_norm",)
-            ).gradient_norm[:ticks]
+        # ||grad f(x̄_k)||^2 at every iteration's average model (the Result's server row;
+        # a run in compiled segments records its gradient_norm at a batch's end only)
+        models = [
+            run(method, problem, process, ticks, seed=s, progress=False, metrics=()).server
             for s in range(seeds)
         ]
-        means[ticks] = float(np.mean([(v**2).mean() for v in norms]))
+        squares = [[float(np.sum(problem.gradient(x) ** 2)) for x in m[:ticks]] for m in models]
+        means[ticks] = float(np.mean([np.mean(v) for v in squares]))
     scaled = {k: v * np.sqrt(k) for k, v in means.items()}
     print("mean ||grad f(xbar)||^2:", means, "times sqrt(K):", scaled)
     assert means[500] > means[2000] > means[8000]
     assert scaled[8000] < 2 * scaled[500], scaled
 
 
-def test_a_resumed_run_ends_bit_for_bit_where_the_uninterrupted_one_does(tmp_path, unchecked):
+def test_a_resumed_run_ends_bit_for_bit_where_the_uninterrupted_one_does(
+    tmp_path, unchecked, monkeypatch
+):
     """The initiators are a function of the seed and the tick alone: a run resumed from a
-    checkpoint takes the same ones."""
+    checkpoint takes the same ones; both run their ticks in compiled segments (learnt
+    again after every checkpoint, whatever the phases the planner kept)."""
     problem = LeastSquares.random(N, D, seed=0)
     graph = random_graph(N, 6)
+    batches = batch_sizes(monkeypatch)
 
     def go(ticks, path):
         method = ADPSGD(0.2 / problem.smoothness, StaticSequence(graph))
@@ -191,3 +197,113 @@ def test_a_resumed_run_ends_bit_for_bit_where_the_uninterrupted_one_does(tmp_pat
     assert resumed.config["resumed_from"] == 300
     np.testing.assert_array_equal(resumed.server, whole.server)
     np.testing.assert_array_equal(resumed.node_models, whole.node_models)
+    assert sum(batches) > 0.9 * (600 + 300 + 300)  # the three runs' ticks, nearly all
+
+
+# ------------------------------------------------------------------ compiled segments
+def batch_sizes(monkeypatch) -> list:
+    """The sizes of the batches of ticks that runs execute in compiled segments."""
+    found: list = []
+    original = segments_module.Segmenter.run
+
+    def counted(self, z, nodes, programs):
+        found.append(programs.size)
+        return original(self, z, nodes, programs)
+
+    monkeypatch.setattr(segments_module.Segmenter, "run", counted)
+    return found
+
+
+@pytest.mark.parametrize("seed", [0, 11])
+def test_segmented_ticks_equal_the_unsegmented_run_and_the_reference(monkeypatch, seed):
+    """Ticks run in compiled segments (one program per kind of tick: the smaller or the
+    larger endpoint initiates) give the unsegmented run's numbers to rounding (1e-12), its
+    traffic exactly (one gradient per tick, the initiator's samples: clients' sizes
+    differ), and the per-node reference's."""
+    ticks = 2000
+    problem = LeastSquares.random(N, D, rows_per_client=(5, 15), seed=seed + 2)
+    graph = random_graph(N, seed)
+    process = RandomEdge(graph)
+    x0 = np.random.default_rng(seed).normal(size=(N, D))
+    lr = 0.4 / problem.smoothness
+    plain = run(ADPSGD(lr, StaticSequence(graph)), problem, process, ticks, x0=x0, seed=seed,
+                progress=False, compiled=False)  # fmt: skip
+    batches = batch_sizes(monkeypatch)
+    fast = run(ADPSGD(lr, StaticSequence(graph)), problem, process, ticks, x0=x0, seed=seed,
+               progress=False)  # fmt: skip
+    assert sum(batches) > 0.99 * ticks
+    scale = 1 + np.abs(plain.server).max()
+    np.testing.assert_allclose(fast.server, plain.server, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(fast.node_models, plain.node_models, rtol=0, atol=1e-12 * scale)
+    for name in ("participants", "gradients", "sample_gradients", "messages", "floats", "time"):
+        np.testing.assert_array_equal(getattr(fast, name), getattr(plain, name), err_msg=name)
+    means, nodes, _ = ref.adpsgd(problem, records(process, seed, ticks), seed, x0, lr)
+    np.testing.assert_allclose(fast.server, means, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(fast.node_models, nodes, rtol=0, atol=1e-12 * scale)
+
+
+def test_a_long_run_on_100_nodes_runs_in_segments_unwarned(monkeypatch):
+    """n = 100, d = 10, 10000 ticks on a random 4-regular graph: explain says the ticks
+    run in compiled segments, the run warns of nothing, all but the few ticks that
+    verify the two programs run in batches, and it agrees with the per-node reference."""
+    n, d, ticks, seed = 100, 10, 10000, 3
+    graph = nx.random_regular_graph(4, n, seed=0)
+    problem = LeastSquares.random(n, d, seed=1)
+    process = RandomEdge(graph)
+    lr = 0.3 / problem.smoothness
+    told = sm.explain(ADPSGD(lr, StaticSequence(graph)), problem, process)
+    assert told.fast and "run in compiled segments" in str(told)
+    batches = batch_sizes(monkeypatch)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = run(ADPSGD(lr, StaticSequence(graph)), problem, process, ticks, seed=seed,
+                     progress=False)  # fmt: skip
+    assert sum(batches) >= ticks - 10
+    means, nodes, _ = ref.adpsgd(problem, records(process, seed, ticks), seed, np.zeros(d), lr)
+    scale = 1 + np.abs(means).max()
+    np.testing.assert_allclose(result.server, means, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(result.node_models, nodes, rtol=0, atol=1e-12 * scale)
+
+
+class CoinBlind(ADPSGD):
+    """AD-PSGD that leaves the coin out of its segment keys (a wrong claim: two ticks of
+    one edge with different initiators build different phases)."""
+
+    def segment_variants(self, first, nodes):
+        return None
+
+
+def test_a_segment_key_blind_to_the_coin_is_caught(monkeypatch):
+    """Without the coin in the key, the segmenter's check of each key's second tick sees
+    two different programs (for a seed whose ticks 1 and 2, the first two of the key,
+    have different initiators) and segments nothing: the run still equals the reference."""
+    seed = next(s for s in itertools.count() if ref.coins(s, 3)[1] != ref.coins(s, 3)[2])
+    problem = LeastSquares.random(N, D, seed=5)
+    graph = random_graph(N, 3)
+    process = RandomEdge(graph)
+    lr = 0.3 / problem.smoothness
+    batches = batch_sizes(monkeypatch)
+    right = run(ADPSGD(lr, StaticSequence(graph)), problem, process, 300, seed=seed,
+                progress=False)  # fmt: skip
+    assert batches  # the coin in the key: segments run
+    batches.clear()
+    blind = run(CoinBlind(lr, StaticSequence(graph)), problem, process, 300, seed=seed,
+                progress=False)  # fmt: skip
+    assert batches == []
+    means, _, _ = ref.adpsgd(problem, records(process, seed, 300), seed, np.zeros(D), lr)
+    scale = 1 + np.abs(means).max()
+    np.testing.assert_allclose(blind.server, means, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(right.server, means, rtol=0, atol=1e-12 * scale)
+
+
+def test_segment_variants_are_the_coins():
+    """ADPSGD.segment_variants gives tick k's coin c_k (the reference's), across the
+    4096-tick blocks of coins."""
+    graph = random_graph(N, 0)
+    method = ADPSGD(0.1, StaticSequence(graph))
+    layout = sm.engine.Layout(method.blocks(N))
+    method.start(sm.engine.RunContext(layout=layout, n_clients=N, dim=D, seed=7))
+    expected = ref.coins(7, 9000)
+    nodes = np.zeros((5000, 2), dtype=np.int64)
+    np.testing.assert_array_equal(method.segment_variants(4000, nodes), expected[4000:9000])
+    np.testing.assert_array_equal(method.segment_variants(17, nodes[:1]), expected[17:18])

@@ -12,9 +12,9 @@ import scipy.sparse as sp
 from stochmix import run
 from stochmix.algorithms import DGD, GradientTracking, PushPull, PushSum
 from stochmix.engine import Block, Layout, Method, NumpyBackend
-from stochmix.engine.model.blockwise import apply_blockwise_numpy
 from stochmix.engine.model.method import RunContext
 from stochmix.engine.model.phase import PhaseBuilder
+from stochmix.engine.model.whole_block import apply_blockwise_numpy
 from stochmix.engine.runner.loop import DivergenceWarning
 from stochmix.mixing import OnePeerExponential, RandomSequence
 from stochmix.mixing.rowsparse import RowSparse

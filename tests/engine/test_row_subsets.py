@@ -61,10 +61,10 @@ def test_activated_rounds_equal_the_general_path(make, p):
 
 
 def test_the_form_is_used_and_only_on_the_numpy_backend(monkeypatch):
-    from stochmix.engine.model import blockwise
+    from stochmix.engine.model import whole_block
 
     applied = []
-    real = blockwise.apply_blockwise_numpy
+    real = whole_block.apply_blockwise_numpy
 
     def counted(z, form, *args, **kwargs):
         applied.append(form.subset)

@@ -132,3 +132,37 @@ def test_a_segmented_run_resumes_from_its_checkpoint(tmp_path):
     resumed = run(1000)
     assert resumed.config["resumed_from"] == 500
     assert np.allclose(resumed.server, whole.server, rtol=1e-12, atol=1e-15)
+
+
+class _DGDByParity(algorithms.DGD):
+    """DGD whose rounds' segment variants are their parity: needless (the rounds do not
+    differ), so it only splits each key in two."""
+
+    def segment_variants(self, first, nodes):
+        return (first + np.arange(nodes.shape[0])) % 2
+
+
+def test_segment_variants_extend_the_keys(monkeypatch):
+    """A method's segment_variants is asked for the rounds that may run in segments and
+    appended to their keys: each (key, variant) is verified and gets its program (here
+    two, one per parity), and the run equals the round-by-round one."""
+    problem = problems.Quadratic.random(N, 3, seed=4)
+    graph = _graph()
+    sequence = mixing.StaticSequence(graph)
+    draws = participation.RandomEdge(graph)
+    plain = sm.run(_DGDByParity(0.02, sequence), problem, draws, 400, seed=7, compiled=False,
+                   progress=False)  # fmt: skip
+    seen: list = []
+    original = segments_module.Segmenter.run
+
+    def kept(self, z, nodes, programs):
+        seen.append((dict(self.verified), programs.size))
+        return original(self, z, nodes, programs)
+
+    monkeypatch.setattr(segments_module.Segmenter, "run", kept)
+    fast = sm.run(_DGDByParity(0.02, sequence), problem, draws, 400, seed=7, progress=False)
+    assert sum(size for _, size in seen) > 350
+    verified = seen[-1][0]
+    assert {key[-1] for key in verified} == {0, 1}  # the variant: the key's last entry
+    assert len({key[:-1] for key in verified}) == 1 and len(set(verified.values())) == 2
+    assert np.abs(fast.server - plain.server).max() <= 1e-12 * np.abs(plain.server).max()

@@ -9,7 +9,7 @@ import pytest
 import stochmix as sm
 from stochmix.algorithms import DGD, FOCUS, FedAvg, GradientTracking
 from stochmix.engine import NumpyBackend
-from stochmix.engine.model.blockwise import apply_blockwise_numpy
+from stochmix.engine.model.whole_block import apply_blockwise_numpy
 from stochmix.engine.plan.capabilities import Capabilities, capabilities
 from stochmix.engine.plan.gradients import row_gradient
 from stochmix.mixing import StaticSequence

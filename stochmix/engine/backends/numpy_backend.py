@@ -11,8 +11,9 @@ import numpy as np
 
 from ..._validate import as_float_dtype, flag_or_choice
 from ..codegen.combine_kernel import combine_kernel
-from ..model.blockwise import BlockwiseForm, Workspace, apply_blockwise_numpy
+from ..model.blockwise import BlockwiseForm
 from ..model.phase import Phase
+from ..model.whole_block import Workspace, apply_blockwise_numpy
 from .threads import resolve_threads
 
 __all__ = ["NumpyBackend"]

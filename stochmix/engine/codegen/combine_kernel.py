@@ -1,6 +1,6 @@
 """A whole-block target's terms added in one compiled pass.
 
-The whole-block path (:func:`~stochmix.engine.model.blockwise.apply_blockwise_numpy`)
+The whole-block path (:func:`~stochmix.engine.model.whole_block.apply_blockwise_numpy`)
 computes a target block as its products with the mixing matrices (SciPy's kernel) plus
 other terms: rows of blocks and the gradients, each times a number or a per-row
 coefficient. In NumPy each such term is one or two passes over the block and a final

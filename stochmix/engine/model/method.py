@@ -107,7 +107,7 @@ class Method(ABC):
             (:meth:`output`) so that a NaN or Inf there makes the model NaN or Inf: a mean
             of the block's rows, or its rows divided by others. A run checks the model
             after every round, so whole-block phases skip their own check of these blocks
-            (:func:`~stochmix.engine.model.blockwise.apply_blockwise_numpy`). None by default.
+            (:func:`~stochmix.engine.model.whole_block.apply_blockwise_numpy`). None by default.
         reports_node_average: a capability flag: :meth:`output` is the mean of the
             method's ``node_models(z, ctx)`` (one row per node) and
             :meth:`consensus_error` their mean squared distance to it, so that a sharded
@@ -208,7 +208,34 @@ class Method(ABC):
         (the default): no round of the method runs in compiled segments (see
         :mod:`stochmix.engine.runner.segments`, which checks the claim on the second round of
         each key). It is asked for rounds 0 and 1 only: every round after the first
-        shares round 1's key."""
+        shares round 1's key; what else a round's phases depend on is its
+        :meth:`segment_variants`."""
+        return None
+
+    def segment_variants(self, first: int, nodes: np.ndarray):
+        """The per-round part of the segment key of rounds ``first``, ``first + 1``, ...,
+        ``first + B - 1``, or None (the default: the rounds' phases depend only on
+        :meth:`segment_key` and where the edges sit among the nodes).
+
+        A method whose round also depends on a per-round draw that its activation record
+        does not show (AD-PSGD's initiator coin, :mod:`stochmix.algorithms.adpsgd`) returns
+        one small integer per round: the segmenter
+        (:mod:`stochmix.engine.runner.segments`) appends round t's integer to its key, so
+        rounds with different variants get different compiled programs, and checks each
+        extended key on its second round as any key (a variant that does not tell two
+        different rounds apart makes their key fail the check: never segmented). It is
+        asked for every round that could run in a segment, in order, a batch at a time.
+
+        Args:
+            first (int): the first of the rounds (0-based).
+            nodes (np.ndarray): int64 array of shape (B, k), row t the sorted active nodes
+                of round ``first + t``.
+
+        Returns:
+            np.ndarray | None: int64 array of shape (B,), the rounds' variants; equal
+            :meth:`segment_key`, edge positions and variant must mean equal phases up to
+            which nodes take part.
+        """
         return None
 
     def sent_floats(self, block: str, dim: int) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from functools import partial
 
 import numpy as np
 
@@ -112,8 +113,9 @@ def run_rounds(
                 break
         finite = step(r, participants, z)
         counted = None if traffic is None else traffic()
-        if key is not None:
-            segments.learn(key, segments.phases(), participants, counted)
+        if key is not None:  # (a cached plan's phases: built again, as a resumed run does)
+            rebuild = partial(method.round_phases, r, participants, ctx)
+            segments.learn(key, segments.phases(), participants, counted, rebuild)
         done = r + 1
         recorder.count[done] = participants.size
         if counted is not None:  # the round's (gradients, messages, floats, samples)

@@ -8,13 +8,14 @@ positions among them). So the engine writes a round in **slot form**: every row 
 reads or writes is ``base + nodes[slot]`` (``base`` the row of node 0 in its block) and
 every gradient that of ``nodes[slot]``. A :class:`Segmenter` keeps the slot form of the
 first round of each *key* (:meth:`~stochmix.engine.model.method.Method.segment_key`, the
-number of nodes and the edge positions), checks it against the second round with that
-key, built in full (a key whose rounds differ is never segmented), and from then on runs
-the rounds of verified keys without building them: a batch of up to :data:`BATCH` rounds
-is one call of a Numba loop that applies every phase of every round in order, computes
-the gradients with the problem's compiled one-client gradient
-(:meth:`~stochmix.problems.Problem.row_gradient`), and keeps the network average (the
-reported model) up to date from the rows each round changes.
+number of nodes, the edge positions and, where the method gives one, the round's
+variant, :meth:`~stochmix.engine.model.method.Method.segment_variants`), checks it against
+the second round with that key, built in full (a key whose rounds differ is never
+segmented), and from then on runs the rounds of verified keys without building them: a
+batch of up to :data:`BATCH` rounds is one call of a Numba loop that applies every phase
+of every round in order, computes the gradients with the problem's compiled one-client
+gradient (:meth:`~stochmix.problems.Problem.row_gradient`), and keeps the network average
+(the reported model) up to date from the rows each round changes.
 
 What a segmented run records: the reported model of every round, the participants,
 gradients, messages, floats and simulated time of every round, ``distance`` at every
@@ -168,6 +169,21 @@ def slot_program(phases, layout, nodes: np.ndarray, client_node: int) -> SlotPro
     return SlotProgram(**arrays)
 
 
+def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of the int64 matrix ``rows`` (B, w) and the index of each row
+    among them, as ``np.unique(rows, axis=0, return_inverse=True)`` gives them (in another
+    order): through one integer per row (its entries as mixed-radix digits) where that
+    integer fits in int64, a sort of B numbers instead of B rows."""
+    low, high = rows.min(axis=0), rows.max(axis=0)
+    spans = (high - low + 1).astype(np.float64)
+    if float(np.prod(spans)) >= 2.0**62:
+        return np.unique(rows, axis=0, return_inverse=True)
+    weights = np.cumprod(np.concatenate([[1], spans[:0:-1]]))[::-1].astype(np.int64)
+    codes = (rows - low) @ weights
+    _, first, which = np.unique(codes, return_index=True, return_inverse=True)
+    return rows[first], which.reshape(-1)
+
+
 def _pack(programs: list[SlotProgram]) -> tuple:
     """The programs' arrays concatenated, with program p's phases at ``P0[p]:P0[p+1]``
     and every range shifted into the concatenation."""
@@ -195,7 +211,8 @@ class Segmenter:
     compiled batches (see the module docstring).
 
     Args:
-        method: the run's method (``segment_key``, ``client_node``, ``model_block``).
+        method: the run's method (``segment_key``, ``segment_variants``, ``client_node``,
+            ``model_block``).
         layout: the run's layout.
         kernel: the problem's compiled gradient ``(kernel, fetch, data)``, or None.
         n_nodes: the nodes whose model rows the reported model averages.
@@ -243,7 +260,9 @@ class Segmenter:
         base = self.first_key if r == 0 else self.later_key
         if base is None:
             return None
-        return (base, nodes.size, nodes.searchsorted(record.edges).tobytes())
+        key = (base, nodes.size, nodes.searchsorted(record.edges).tobytes())
+        variant = self.method.segment_variants(r, nodes[None, :])
+        return key if variant is None else (*key, int(variant[0]))
 
     def forget(self) -> None:
         """Learn every key again from the next rounds on, as a fresh run does (after a
@@ -257,11 +276,18 @@ class Segmenter:
         """The verified program of ``key``, or None."""
         return self.verified.get(key)
 
-    def learn(self, key, phases, nodes: np.ndarray, traffic: tuple) -> None:
+    def learn(self, key, phases, nodes: np.ndarray, traffic: tuple, rebuild=None) -> None:
         """Take the slot form of a round built in full: the first of its key is kept, the
-        second must equal it (then the key is verified), else the key is never segmented."""
+        second must equal it (then the key is verified), else the key is never segmented.
+        ``phases`` None (the round's plan came from the planner's cache, which a run
+        resumed from a checkpoint does not have): ``rebuild()`` gives them, so that which
+        rounds a run learns from depends on its keys alone."""
         found = self.keys.get(key)
-        if found is False or self.program(key) is not None or phases is None:
+        if found is False or self.program(key) is not None:
+            return
+        if phases is None and rebuild is not None:
+            phases = rebuild()
+        if phases is None:
             return
         made = slot_program(phases, self.layout, nodes, self.method.client_node)
         if made is None or (made.gradients and self.kernel is None):
@@ -328,14 +354,18 @@ class Segmenter:
             return None
         count = nodes.shape[0]
         positions = (edges[..., None] > nodes[:, None, None, :]).sum(axis=-1)
-        patterns, which = np.unique(positions.reshape(count, -1), axis=0, return_inverse=True)
-        known = np.array(
-            [
-                self.verified.get((base, nodes.shape[1], np.ascontiguousarray(p).tobytes()), -1)
-                for p in patterns.reshape(len(patterns), *positions.shape[1:])
-            ],
-            dtype=np.int64,
-        )
+        flat = positions.reshape(count, -1)
+        variants = self.method.segment_variants(r, nodes)
+        if variants is not None:  # the per-round part of the key: a last column
+            flat = np.column_stack([flat, np.asarray(variants, dtype=np.int64)])
+        patterns, which = _unique_rows(flat)
+        width, size = positions[0].size, nodes.shape[1]
+        keys = [
+            (base, size, np.ascontiguousarray(p[:width]).tobytes())
+            + (() if variants is None else (int(p[width]),))
+            for p in patterns
+        ]
+        known = np.array([self.verified.get(k, -1) for k in keys], dtype=np.int64)
         programs = known[which.reshape(-1)]
         unknown = np.flatnonzero(programs < 0)
         count = int(unknown[0]) if unknown.size else count

@@ -14,10 +14,11 @@ import scipy.sparse as sp
 
 from ...._arrays import row_sums
 from ...codegen.cache import program_for
-from ...model.blockwise import BlockTarget, BlockwiseForm, apply_blockwise_numpy
+from ...model.blockwise import BlockTarget, BlockwiseForm
 from ...model.layout import Block, Layout
 from ...model.method import Method, RunContext
 from ...model.phase import Phase
+from ...model.whole_block import apply_blockwise_numpy
 from .halo import PLANS, HaloPlan, _ByIdentity, _Mixed, halo_plan
 
 __all__ = ["Shard"]
