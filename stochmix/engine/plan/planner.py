@@ -5,11 +5,12 @@ small round takes to run, and most rounds repeat an earlier round's structure. T
 planner reuses plans two ways:
 
 * **the plan cache**, keyed by :meth:`~stochmix.engine.model.method.Method.phase_key`: a
-  round whose key came before gets that round's plan. A plan is kept only once its key
-  has come *twice*, so random participation, whose sets rarely repeat, costs a hash per
-  round and no memory; rounds of more than :data:`CACHE_MAX_PARTICIPANTS` participants
-  whose key holds the participants themselves are always built (a key that names a
-  position, as a decentralized method's step in its period, is kept at any size);
+  round whose key came before gets that round's plan. A plan whose key holds the
+  participants themselves is kept only once its key has come *twice*, so random
+  participation, whose sets rarely repeat, costs a hash per round and no memory, and
+  such rounds of more than :data:`CACHE_MAX_PARTICIPANTS` participants are always built;
+  a key that names a position (a decentralized method's step in its period) is kept the
+  first time, at any size;
 * **round templates**, keyed by :meth:`~stochmix.engine.model.method.Method.template_key`:
   the plan with its participants abstracted out (:mod:`stochmix.engine.plan.template`), checked
   against a full build on the key's second round.
@@ -149,7 +150,7 @@ class RoundPlanner:
         else:
             plan = self.build(r, participants)
             fingerprint = hash(key)
-            if fingerprint not in self.seen:
+            if fingerprint not in self.seen and _heavy(key):
                 if len(self.seen) > CACHE_SEEN:
                     self.seen.clear()
                 self.seen.add(fingerprint)
