@@ -274,7 +274,10 @@ class LeastSquares(Problem):
         """A_c^T A_c x_t - A_c^T b_c + reg x_t from ``data["gram"]`` and ``data["atb"]``:
         one einsum over the Hessians."""
         g = xp.einsum("mij,mj->mi", client_rows(xp, data["gram"], idx), x)
-        g = g - client_rows(xp, data["atb"], idx)
+        if isinstance(g, np.ndarray):  # a fresh array: subtract in place (no copy)
+            np.subtract(g, client_rows(xp, data["atb"], idx), out=g)
+        else:
+            g = g - client_rows(xp, data["atb"], idx)
         if self._reg:
             g = g + self._reg * x
         return g
