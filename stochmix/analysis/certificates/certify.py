@@ -35,21 +35,36 @@ from .lmi import Solution, bisect_rate, require_cvxpy
 from .symmetry import instance_rate, make_feasibility, network_symmetry
 from .system import NotLinearError, RoundSystem, agent_systems, round_system, spectral_systems
 
-__all__ = ["ACROSS_ROUNDS_CALLS", "MAX_CLIENTS", "Certificate", "certify", "method_for_mixing"]
+__all__ = [
+    "ACROSS_ROUNDS_CALLS",
+    "ACROSS_ROUNDS_ROWS",
+    "MAX_CLIENTS",
+    "Certificate",
+    "certify",
+    "method_for_mixing",
+]
 
 #: The most clients (or nodes) the whole-round SDP takes: its Lyapunov matrix has one row
 #: per state row of the round (clients x blocks). A round that a shift of the nodes maps
 #: to itself (circulant W, symmetric patterns) is solved by Fourier blocks: about 1 s at
 #: 32 nodes on two cores (:mod:`~stochmix.analysis.certificates.symmetry`), but the full
 #: LMI's data kept for the check grows as n^4 (by count, 3.5 GB for gradient tracking on a
-#: one-peer exponential sequence of 64 nodes). Other rounds solve the full LMI: 36 s a
-#: solve at 10 nodes and 8 minutes at 20 (measured on a loaded 2-core machine).
+#: one-peer exponential sequence of 64 nodes). Other rounds solve the full one-round LMI
+#: by a structured interior-point method (:mod:`~stochmix.analysis.certificates.structured`):
+#: 0.1 to 0.5 s a solve at 10 nodes, 1 to 6 s at 20 (Clarabel: 3 to 9 s, and 505 s).
 MAX_CLIENTS = 32
 
 #: With ``across_rounds=None``, the constraints across rounds are used when no client or
 #: node asks more gradients than this in a round (the lifted SDP has an inequality per
 #: ordered pair of a part's points over two rounds: quadratic in its calls).
 ACROSS_ROUNDS_CALLS = 2
+
+#: With ``across_rounds=None``, a whole-network round without a shift symmetry uses the
+#: constraints across rounds only when their LMI (state + two rounds' calls) has at most
+#: this many rows: that SDP is solved by Clarabel as one dense LMI (about 1 s at 40 rows,
+#: 30 s at 70 on two cores), while the one-round LMI has its structured solver
+#: (:mod:`~stochmix.analysis.certificates.structured`).
+ACROSS_ROUNDS_ROWS = 40
 
 #: Entries of certificates built on this module, set by theirs when the package is imported
 #: (so that this module imports none of them): ``"mean_square"``, the mean-square
@@ -419,12 +434,16 @@ def certify(
         out.seconds = time.perf_counter() - start
         return out
     require_cvxpy()
+    whole_network = not pieces
     if across_rounds is None:
         per_part = np.unique(systems[0].clients, return_counts=True)[1]
         across_rounds = bool(per_part.max(initial=0) <= ACROSS_ROUNDS_CALLS)
+        if whole_network and symmetry is None:  # the lifted LMI is solved dense: keep it small
+            rows = systems[0].A.shape[0] + 2 * systems[0].calls
+            across_rounds = across_rounds and rows <= ACROSS_ROUNDS_ROWS
     feasibility = make_feasibility(
         systems, mu / L, pair_list, 0.0 if sigma is None else sigma, solver,
-        bool(pairs and across_rounds and mu < L), symmetry,
+        bool(pairs and across_rounds and mu < L), symmetry, whole_network,
     )  # fmt: skip
     rate_period, found = bisect_rate(feasibility, tol, lower)
     out.solves, out.seconds = feasibility.solves, time.perf_counter() - start

@@ -44,6 +44,7 @@ import numpy as np
 from ..linear.operators import run_context
 from .lifted import FLOOR, LiftedFeasibility
 from .lmi import Feasibility, Solution, require_cvxpy
+from .structured import StructuredFeasibility, structured_applies
 from .system import RoundSystem, _probe_problem
 
 __all__ = [
@@ -401,12 +402,18 @@ def make_feasibility(
     solver: str | None,
     lifted: bool,
     symmetry: Symmetry | None = None,
+    whole_network: bool = False,
 ):
     """The certificate's SDP in the class [m, 1]: the one-round LMI, or with ``lifted`` the
     constraints across rounds (the one-round LMI its fallback); reduced by ``symmetry``
-    (one system) when given."""
+    (one system) when given. ``whole_network`` without a symmetry and without a named
+    ``solver``: the one-round LMI by the structured interior-point method
+    (:class:`~stochmix.analysis.certificates.structured.StructuredFeasibility`)."""
     if symmetry is None:
-        one_round = Feasibility(systems, 1.0, m, pairs, sigma, solver)
+        if whole_network and solver is None and structured_applies(systems, sigma):
+            one_round: Feasibility = StructuredFeasibility(systems, 1.0, m, pairs, sigma, solver)
+        else:
+            one_round = Feasibility(systems, 1.0, m, pairs, sigma, solver)
         if not lifted:
             return one_round
         return LiftedFeasibility(systems, 1.0, m, systems[0].clients, sigma, solver, one_round)
