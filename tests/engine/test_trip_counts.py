@@ -185,3 +185,11 @@ def test_step_groups_is_deprecated_and_still_works():
     with pytest.warns(DeprecationWarning, match="step_groups is deprecated"):
         groups = step_groups(np.array([1, 4, 6]), np.array([2, 1, 2]))
     assert [(g.tolist(), k) for g, k in groups] == [([4], 1), ([1, 6], 2)]
+
+
+def test_explain_shows_one_segment_with_its_repetitions():
+    problem = _problem()
+    shown = sm.explain(FedAvg(LR, np.arange(N) % 3 + 1), problem, sm.participation.Full(N), 2)
+    (segment,) = shown.rounds[0].segments
+    assert segment.kind == "node-local" and segment.repeats == (N, 40, 20)
+    assert "repetitions over 60/40/20 nodes" in str(shown)

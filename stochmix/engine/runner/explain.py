@@ -62,6 +62,9 @@ class Segment:
         tail: how many of the last phases of a node-local segment only set single rows
             from the rows it summed (a server step after its aggregation).
         why: for a phase on the general path, why it is there.
+        repeats: for a node-local segment that repeats a phase a per-node number of
+            times (uneven local steps, :mod:`stochmix.engine.model.trips`), how many nodes
+            take each repetition (its prefixes, decreasing); empty otherwise.
     """
 
     kind: str
@@ -70,6 +73,7 @@ class Segment:
     runs: str
     tail: int = 0
     why: str | None = None
+    repeats: tuple[int, ...] = ()
 
     @property
     def fast(self) -> bool:
@@ -83,6 +87,9 @@ class Segment:
             names += f"; then {_grouped(self.phases[len(self.phases) - self.tail :])}"
         if self.kind == "node-local":
             head = f"node-local segment, {self.nodes} nodes, {self.runs}"
+            if self.repeats:
+                counts = "/".join(map(str, self.repeats))
+                head += f" (per-node trip counts: repetitions over {counts} nodes)"
         elif self.kind == "whole-block":
             head = "whole-block phase, one product per mixed block"
         elif self.kind == "row map":
@@ -349,7 +356,10 @@ def _segment(item, back, kernel, dim: int, whole: bool, notes) -> Segment:
         else:
             runs = "NumPy program"
         labels = item.labels or ("",) * len(item.structure.forms)
-        return Segment("node-local", labels, int(item.nodes.size), runs, item.structure.tail)
+        return Segment(
+            "node-local", labels, int(item.nodes.size), runs, item.structure.tail,
+            repeats=tuple(int(e) for e in item.extents),
+        )  # fmt: skip
     if isinstance(item, RowMap):
         return Segment("row map", (item.label,), None, "row map")
     if isinstance(item, Phase) and not general_path(item, whole):
