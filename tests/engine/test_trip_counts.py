@@ -193,3 +193,35 @@ def test_explain_shows_one_segment_with_its_repetitions():
     (segment,) = shown.rounds[0].segments
     assert segment.kind == "node-local" and segment.repeats == (N, 40, 20)
     assert "repetitions over 60/40/20 nodes" in str(shown)
+
+
+def test_threads_share_the_work_of_the_repetitions():
+    from stochmix.engine.codegen.chunks import _parts, work_before
+    from stochmix.engine.codegen.rowwise import RowwiseProgram
+
+    extents = (100, 80, 60, 40, 20)
+    assert work_before(0, extents) == 0 and work_before(100, extents) == 400
+    assert work_before(30, extents) == 30 + 4 * 30 + 20  # four prefixes cover it, one ends
+    bounds = [(lo, lo + 10) for lo in range(0, 100, 10)]
+    parts = _parts(bounds, 2, extents)
+    assert [b for part in parts for b in part] == bounds  # contiguous, in order
+    works = [sum(work_before(hi, extents) - work_before(lo, extents) for lo, hi in p)
+             for p in parts]  # fmt: skip
+    assert max(works) <= 0.6 * sum(works)  # (halves by node count: 290 against 110)
+    cuts = RowwiseProgram._bounds(None, 100, 50, extents)
+    assert cuts[0][0] == 0 and cuts[-1][1] == 100 and len(cuts) == 2
+    first = work_before(cuts[0][1], extents)
+    assert abs(first - (400 - first)) <= 6  # balanced to a node's work
+
+
+def test_a_large_uneven_round_on_two_threads_equals_the_general_path():
+    pytest.importorskip("numba")
+    n = 40_000
+    problem = sm.problems.Quadratic.random(n, 10, seed=3)
+    participation = sm.participation.UniformSample(n, 20_000)  # x d: two threads compiled
+    method = lambda: FedAvg(0.05 / problem.smoothness, RandomSteps.uniform(1, 5))  # noqa: E731
+    got = sm.run(method(), problem, participation, 3, seed=2, progress=False, compiled=True)
+    want = sm.run(method(), problem, participation, 3, seed=2, progress=False,
+                  backend=SparseOnly())  # fmt: skip
+    np.testing.assert_allclose(got.final, want.final, rtol=1e-12, atol=1e-14)
+    np.testing.assert_array_equal(got.gradients, want.gradients)

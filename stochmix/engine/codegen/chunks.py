@@ -344,8 +344,7 @@ class ChunkRuntime:
             step, workers = self._split(size, d, z.dtype.itemsize, data_per_row, workers, whole)
             bounds = self._bounds(size, step, extents)
             if workers > 1:
-                cut = -(-len(bounds) // workers)
-                parts = [bounds[k : k + cut] for k in range(0, len(bounds), cut)]
+                parts = _parts(bounds, workers, extents)
                 jobs = [
                     (part, NUMPY_ROWS.sums(z, self.outer_rows), w) for w, part in enumerate(parts)
                 ]
@@ -400,6 +399,23 @@ class ChunkRuntime:
 
 def _same(row: int) -> int:
     return row
+
+
+def work_before(t: int, extents: tuple) -> int:
+    """The work of a run's first ``t`` nodes, in node-phases: each node once, and once
+    more for each of the run's prefixes (``extents``, a repeated phase's) it lies in."""
+    return t + sum(min(t, int(e)) for e in extents)
+
+
+def _parts(bounds: list, workers: int, extents: tuple) -> list:
+    """``bounds`` (consecutive chunks) cut into at most ``workers`` contiguous parts of
+    about equal work (:func:`work_before`: with prefixes, the first nodes repeat more)."""
+    total = work_before(bounds[-1][1], extents)
+    parts: list = [[] for _ in range(workers)]
+    for lo, hi in bounds:
+        middle = work_before((lo + hi) // 2, extents)
+        parts[min(workers - 1, middle * workers // max(total, 1))].append((lo, hi))
+    return [part for part in parts if part]
 
 
 _POOLS: dict = {}

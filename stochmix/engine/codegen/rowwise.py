@@ -29,6 +29,7 @@ import numpy as np
 from ..model.phase import LocalForm
 from ..plan.gradients import numba_available, numba_unavailable
 from ..plan.steps import EndGuard, Guard
+from .chunks import work_before
 from .disk_cache import HELPERS, cache_dir, cached_function
 from .program import LocalProgram, SourceWriter
 from .row_statements import Call, Loop, Names, Put, Row, Sum, lower
@@ -258,9 +259,26 @@ class RowwiseProgram(LocalProgram):
         return max(size, 1), 1
 
     def _bounds(self, size: int, step: int, extents: tuple) -> list[tuple[int, int]]:
-        """One call per ``step`` nodes: the loop tests each node's place against the
-        extents itself."""
-        return [(lo, min(lo + step, size)) for lo in range(0, size, step)]
+        """One call per ``step`` nodes (the loop tests each node's place against the
+        extents itself); with extents, the cuts balance the work instead (the first nodes
+        run more repetitions: :func:`~stochmix.engine.codegen.chunks.work_before`)."""
+        calls = -(-size // step)
+        if not extents or calls < 2:
+            return [(lo, min(lo + step, size)) for lo in range(0, size, step)]
+        total = work_before(size, extents)
+        cuts = [0]
+        for k in range(1, calls):
+            goal = total * k // calls
+            lo, hi = cuts[-1], size  # the first node count whose work reaches the goal
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if work_before(mid, extents) < goal:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            cuts.append(lo)
+        cuts.append(size)
+        return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
 
     def _chunks(self, z, rows, bounds, extents, coefs, clients, bind, snapshot, acc, worker):
         run = self._task(z, rows, bounds, extents, coefs, clients, bind, snapshot, acc, worker)
