@@ -24,7 +24,7 @@ import numpy as np
 from .._validate import as_float, as_int, choice, show
 from ..engine import Block, Method, RunContext
 from ..engine.model.equations import Equations, dot, grad
-from .local_training import LocalTraining, repetitions, tagged
+from .local_training import LocalTraining, repeated
 
 __all__ = [
     "FedAsync",
@@ -99,7 +99,6 @@ class _Asynchronous(LocalTraining, Method):
     """What FedBuff and FedAsync share: the arrival schedule's parameters, local steps from
     the pulled rows, the pull of the launched clients after the server's update."""
 
-
     asynchronous = True  #: rounds come from the clock's arrival schedule
     reads_uploads = False  #: its rounds are arrivals: no lost uploads
 
@@ -153,18 +152,14 @@ class _Asynchronous(LocalTraining, Method):
     def _train(self, eq: Equations, record, participants: np.ndarray) -> list:
         """The arrivals' local steps from the models they pulled (their rows)."""
         x = eq.block("x")
-        phases = []
         steps = record.steps
         if steps.size and (steps == steps[0]).all():
             steps = int(steps[0])
-        trips, reps = repetitions(participants, steps)
-        step = None
-        for j, G in reps:
-            if trips is not None or step is None:  # (an int K: built once, repeated)
-                x[G] -= self.lr * grad(G)
-                step = tagged(eq.build("local step"), trips, j)
-            phases.append(step)
-        return phases
+
+        def step(G):
+            x[G] -= self.lr * grad(G)
+
+        return [phase for _, _, phase in repeated(eq, participants, steps, step)]
 
     def _pull(self, eq: Equations, launched: np.ndarray, blocks=("x",)) -> list:
         if launched.size == 0:

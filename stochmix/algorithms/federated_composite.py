@@ -24,7 +24,7 @@ from ..engine import Block, Method, RunContext
 from ..engine.model.equations import Equations, grad
 from ..engine.model.round_scalars import RoundScalar
 from .aggregation import averaged
-from .local_training import LocalTraining, repetitions, tagged
+from .local_training import LocalTraining, repeated, tagged
 from .proximal import prox_rows
 
 __all__ = ["FedDualAvg", "FedMid"]
@@ -91,14 +91,14 @@ class FedMid(_Composite):
         (x,) = eq.blocks("x")
         x[S] = x.server
         phases = [eq.build("assign")]
-        trips, reps = repetitions(S, steps)
-        step = None
-        for j, G in reps:
-            if trips is not None or step is None:  # (an int K: built once, repeated)
-                x[G] -= self.lr * grad(G)
-                step = tagged(eq.build("local step"), trips, j)
-            phases.append(step)
-            if ctx.regularizer is not None:
+
+        def step(G):
+            x[G] -= self.lr * grad(G)
+
+        for j, G, phase in repeated(eq, S, steps, step):
+            phases.append(phase)
+            if ctx.regularizer is not None:  # a prox after each step, tagged as the step is
+                trips = phase.trips[0] if phase.trips is not None else None
                 phases.append(tagged(prox_rows(ctx, x[G], x[G], self.lr, r), trips, j))
         if received.size == 0:
             return phases

@@ -16,6 +16,7 @@ from .local_steps import LocalSteps, as_local_steps
 __all__ = [
     "LocalTraining",
     "pull_and_train",
+    "repeated",
     "repetitions",
     "step_groups",
     "tagged",
@@ -67,6 +68,22 @@ def tagged(phase: Phase, trips: TripCounts | None, j: int) -> Phase:
     return phase
 
 
+def repeated(eq: Equations, participants: np.ndarray, local_steps, step,
+             label: str = "local step") -> list[tuple[int, np.ndarray, Phase]]:  # fmt: skip
+    """``[(j, G_j, phase_j), ...]``: the phase ``step(G)`` writes with ``eq``'s handles for
+    each repetition of :func:`repetitions` (built once and repeated for an int K, built
+    over each ``G_j`` and :func:`tagged` for uneven steps)."""
+    trips, reps = repetitions(participants, local_steps)
+    out: list[tuple[int, np.ndarray, Phase]] = []
+    phase = None
+    for j, G in reps:
+        if trips is not None or phase is None:
+            step(G)
+            phase = tagged(eq.build(label), trips, j)
+        out.append((j, G, phase))
+    return out
+
+
 def train(eq: Equations, participants: np.ndarray, local_steps, step, label: str = "local step",
           block: str = "x") -> list[Phase]:  # fmt: skip
     """The phases of local training: the pull ``x[S] = x.server``, then the phase that
@@ -78,17 +95,8 @@ def train(eq: Equations, participants: np.ndarray, local_steps, step, label: str
     run over S (see :mod:`stochmix.engine.model.trips`)."""
     x = eq.block(block)
     x[participants] = x.server
-    phases: list[Phase] = [eq.build("assign")]
-    if isinstance(local_steps, (int, np.integer)):
-        step(participants)
-        return phases + [eq.build(label)] * int(local_steps)
-    trips = TripCounts(participants, np.asarray(local_steps))
-    for j in range(1, trips.most + 1):
-        step(trips.members(j))
-        phase = eq.build(label)
-        phase.trips = (trips, j)
-        phases.append(phase)
-    return phases
+    pull = eq.build("assign")
+    return [pull, *(phase for _, _, phase in repeated(eq, participants, local_steps, step, label))]
 
 
 def pull_and_train(
