@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
-
 from ..plan.gradients import numba_available
-from .disk_cache import cached_function
+from .disk_cache import compiled_rows
 
 __all__ = ["combine_kernel", "kernel_source"]
 
@@ -75,13 +73,7 @@ def combine_kernel(kinds: tuple[int, ...], start: bool):
     with _LOCK:
         found = _KERNELS.get(key)
         if found is None:
-            source = kernel_source(kinds, start)
-            found = cached_function(source, None)
-            if found is None:
-                import numba
-
-                namespace: dict = {"np": np}
-                exec(compile(source, "<stochmix combine kernel>", "exec"), namespace)
-                found = numba.njit(nogil=True, boundscheck=False)(namespace["rows"])
-            _KERNELS[key] = found
+            found = _KERNELS[key] = compiled_rows(
+                kernel_source(kinds, start), None, "<stochmix combine kernel>"
+            )
     return found

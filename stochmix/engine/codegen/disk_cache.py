@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["HELPERS", "cache_dir", "cached_function"]
+__all__ = ["HELPERS", "cache_dir", "cached_function", "compiled_rows"]
 
 # The stochmix._compiled helpers the generated code calls by name (both where it is
 # compiled in memory and in the module text kept in the disk cache).
@@ -153,6 +153,8 @@ def _keep(name: str, module) -> None:
     _MODULES[name] = module
     if _FINDER not in sys.meta_path:
         sys.meta_path.append(_FINDER)
+
+
 _REFUSED: set = set()
 
 
@@ -210,3 +212,22 @@ def _write_exclusively(folder: Path, path: Path, text: str) -> None:
         if os.path.exists(scratch):
             os.unlink(scratch)
         raise
+
+
+def compiled_rows(source: str, gradient=None, name: str = "<stochmix program>"):
+    """The generated function ``rows`` of ``source`` compiled by Numba: from the disk cache
+    (:func:`cached_function`) where it can be, else in memory, with the
+    :data:`HELPERS` and the problem's ``gradient`` ``(kernel, fetch)`` (inlined) in its
+    namespace; ``name`` names the source in tracebacks."""
+    cached = cached_function(source, gradient)
+    if cached is not None:
+        return cached
+    import numba
+
+    from ... import _compiled
+
+    namespace = {"np": np, **{helper: getattr(_compiled, helper) for helper in HELPERS}}
+    if gradient is not None:
+        namespace["grad"], namespace["fetch"] = map(_compiled.inlined, gradient)
+    exec(compile(source, name, "exec"), namespace)
+    return numba.njit(nogil=True, boundscheck=False)(namespace["rows"])

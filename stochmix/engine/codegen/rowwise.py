@@ -30,7 +30,7 @@ from ..model.phase import LocalForm
 from ..plan.gradients import numba_available, numba_unavailable
 from ..plan.steps import EndGuard, Guard
 from .chunks import work_before
-from .disk_cache import HELPERS, cache_dir, cached_function
+from .disk_cache import cache_dir, compiled_rows
 from .program import LocalProgram, SourceWriter
 from .row_statements import Call, Loop, Names, Put, Row, Sum, lower
 
@@ -116,18 +116,7 @@ class RowwiseProgram(LocalProgram):
         super().__init__(forms, model_block, tail, zero=zero, scratch=scratch, levels=levels)
 
     def _compile(self, source: str):
-        cached = cached_function(source, self.gradient)
-        if cached is not None:
-            return cached
-        import numba
-
-        from ... import _compiled
-
-        namespace = {"np": np, **{name: getattr(_compiled, name) for name in HELPERS}}
-        if self.gradient is not None:
-            namespace["grad"], namespace["fetch"] = map(_compiled.inlined, self.gradient)
-        exec(compile(source, f"<stochmix rowwise program {id(self):x}>", "exec"), namespace)
-        return numba.njit(nogil=True, boundscheck=False)(namespace["rows"])
+        return compiled_rows(source, self.gradient, f"<stochmix rowwise program {id(self):x}>")
 
     # ------------------------------------------------------------------ emission
     def _emit(self, schedule) -> str:
