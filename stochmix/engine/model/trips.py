@@ -43,6 +43,7 @@ class TripCounts:
     def __init__(self, nodes: np.ndarray, counts: np.ndarray):
         self.nodes = np.asarray(nodes)
         self.counts = np.asarray(counts, dtype=np.int64)
+        self._members: dict[int, np.ndarray] = {}
         if self.counts.shape != self.nodes.shape:
             raise ValueError(
                 f"counts: one per node ({self.nodes.shape[0]}), got shape {self.counts.shape}"
@@ -71,8 +72,12 @@ class TripCounts:
         return tuple(int(v) for v in above[1:])
 
     def members(self, j: int) -> np.ndarray:
-        """``nodes[counts >= j]``, sorted: the nodes of the j-th repetition."""
-        return self.nodes[self.counts >= j]
+        """``nodes[counts >= j]``, sorted: the nodes of the j-th repetition (made once: the
+        method builds its phases over them and the planner checks the phases against them)."""
+        found = self._members.get(j)
+        if found is None:
+            found = self._members[j] = self.nodes[self.counts >= j]
+        return found
 
     def ranks(self, j: int) -> np.ndarray:
         """For the first ``extent(j)`` nodes of the order, their places in

@@ -2,12 +2,12 @@
 
 Most methods build the same phases every round up to *who* participates: the rows a phase
 touches are the participants' indices shifted by a constant (``participants + 1`` in a
-federated state) and the coefficients are the same numbers (or follow the round by a rule
-the method gives, :class:`~stochmix.engine.model.round_scalars.RoundScalar`: bound for each
-instance's round) (a per-client coefficient
+federated state) and the coefficients are the same numbers (a per-client coefficient
 array is templated when all its entries are one number: the uniform weights 1/|S| of a
 ``dot``, kept as that number and made again, as an array of the round's length, for each
-instance: the same values, the same program, the same bits). A method says so by returning
+instance: the same values, the same program, the same bits), or follow the round by a
+rule the method gives (a :class:`~stochmix.engine.model.round_scalars.RoundScalar`,
+bound for each instance's round). A method says so by returning
 a key from :meth:`~stochmix.engine.model.method.Method.template_key`. The engine then plans the
 first round with a given key (and at least two participants: with one, a participant's
 rows become single rows of the state, which a template cannot move) as usual, keeps the
@@ -180,8 +180,8 @@ def _step_traffic(unit: tuple, step: LocalStep, samples) -> tuple[int, int, int,
     where None)."""
     if unit[0] == "levels":
         total = list(_step_traffic(unit[1], step, samples))
+        clients = step.clients
         for extent, level in zip(step.extents, unit[2], strict=True):
-            clients = step.clients
             taken = samples_of(samples, clients[:extent]) if level[3] and clients is not None else 0
             part = (level[0] * extent, level[1] * extent, level[2] * extent, level[3] * taken)
             total = [a + b for a, b in zip(total, part, strict=True)]
