@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 import stochmix as sm
-import stochmix.engine.runner.segments as segments_module
 from stochmix import run
 from stochmix.algorithms import ADPSGD
 from stochmix.mixing import StaticSequence
@@ -26,6 +25,7 @@ from stochmix.participation import (
     RandomMatching,
 )
 from stochmix.problems import LeastSquares
+from tests._segments import batch_sizes
 from tests.reference import adpsgd as ref
 
 N, D, TICKS = 10, 4, 300
@@ -201,19 +201,6 @@ def test_a_resumed_run_ends_bit_for_bit_where_the_uninterrupted_one_does(
 
 
 # ------------------------------------------------------------------ compiled segments
-def batch_sizes(monkeypatch) -> list:
-    """The sizes of the batches of ticks that runs execute in compiled segments."""
-    found: list = []
-    original = segments_module.Segmenter.run
-
-    def counted(self, z, nodes, programs):
-        found.append(programs.size)
-        return original(self, z, nodes, programs)
-
-    monkeypatch.setattr(segments_module.Segmenter, "run", counted)
-    return found
-
-
 @pytest.mark.parametrize("seed", [0, 11])
 def test_segmented_ticks_equal_the_unsegmented_run_and_the_reference(monkeypatch, seed):
     """Ticks run in compiled segments (one program per kind of tick: the smaller or the

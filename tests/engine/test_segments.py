@@ -9,6 +9,7 @@ import stochmix as sm
 import stochmix.engine.runner.segments as segments_module
 from stochmix import algorithms, mixing, participation, problems
 from stochmix.engine import DivergenceWarning
+from tests._segments import batch_sizes
 
 pytest.importorskip("numba")
 
@@ -17,19 +18,6 @@ N = 10
 
 def _graph():
     return nx.cycle_graph(N)
-
-
-def _calls(monkeypatch) -> list:
-    """Count the batches the run's segments execute."""
-    found: list = []
-    original = segments_module.Segmenter.run
-
-    def counted(self, z, nodes, programs):
-        found.append(programs.size)
-        return original(self, z, nodes, programs)
-
-    monkeypatch.setattr(segments_module.Segmenter, "run", counted)
-    return found
 
 
 @pytest.mark.parametrize(
@@ -54,7 +42,7 @@ def test_segmented_run_equals_round_by_round(monkeypatch, make, process):
         else participation.RandomMatching(graph)
     )
     plain = sm.run(make(sequence), problem, draws, 400, seed=7, compiled=False, progress=False)
-    batches = _calls(monkeypatch)
+    batches = batch_sizes(monkeypatch)
     fast = sm.run(make(sequence), problem, draws, 400, seed=7, progress=False)
     assert batches, "no round ran in a segment"
     scale = np.abs(plain.server).max()
@@ -69,7 +57,7 @@ def test_segmented_run_equals_round_by_round(monkeypatch, make, process):
 def test_segments_keep_the_schedule_and_the_last_round(monkeypatch):
     problem = problems.Logistic.random(N, 3, seed=1)  # its objective is scheduled
     sequence = mixing.StaticSequence(_graph())
-    batches = _calls(monkeypatch)
+    batches = batch_sizes(monkeypatch)
     result = sm.run(
         algorithms.DGD(0.02, sequence, form="cta"), problem, participation.RandomEdge(_graph()),
         1000, seed=2, progress=False, evaluate_every=100,
@@ -84,7 +72,7 @@ def test_no_segments_where_they_cannot_run(monkeypatch):
     problem = problems.Quadratic.random(N, 3, seed=1)
     graph = _graph()
     sequence = mixing.StaticSequence(graph)
-    batches = _calls(monkeypatch)
+    batches = batch_sizes(monkeypatch)
     # a decaying step changes the coefficients every round
     sm.run(algorithms.DGD(0.02, sequence, decay=0.5), problem, participation.RandomEdge(graph),
            200, progress=False)  # fmt: skip
