@@ -116,3 +116,11 @@ def test_a_diverging_run_is_caught_with_the_kernel():
         result = sm.run(A.GradientTracking(50.0, GRAPH), problem, sm.participation.Full(N),
                         2000, seed=1, progress=False)  # fmt: skip
     assert result.server.shape[0] < 2001
+
+
+def test_the_old_import_of_the_whole_block_application_still_works():
+    from stochmix.engine.model import whole_block
+
+    with pytest.warns(DeprecationWarning, match="moved to stochmix.engine.model.whole_block"):
+        from stochmix.engine.model.blockwise import apply_blockwise_numpy
+    assert apply_blockwise_numpy is whole_block.apply_blockwise_numpy

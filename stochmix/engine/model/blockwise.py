@@ -341,3 +341,23 @@ def chained(first: BlockwiseForm, second: BlockwiseForm) -> str | None:
     if all(t.block != target.block for t in first.targets):
         return None
     return target.block
+
+
+def __getattr__(name: str):
+    """``apply_blockwise_numpy`` and ``Workspace`` moved to
+    :mod:`stochmix.engine.model.whole_block`: the old import keeps working one release,
+    with a DeprecationWarning."""
+    if name in ("apply_blockwise_numpy", "Workspace"):
+        import importlib
+        import warnings
+
+        # imported by name when asked (whole_block imports this module's forms)
+        whole_block = importlib.import_module(f"{__package__}.whole_block")
+        warnings.warn(
+            f"stochmix.engine.model.blockwise.{name} moved to "
+            f"stochmix.engine.model.whole_block.{name}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(whole_block, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
