@@ -26,6 +26,7 @@ from .._compiled import prefetch_read
 __all__ = [
     "fetch_none",
     "fetch_two",
+    "hessian_rows",
     "least_squares_gram",
     "least_squares_padded",
     "logistic_binary",
@@ -112,6 +113,33 @@ def least_squares_gram(data, c, x, out):
             s += gram[c, i, j] * x[j]
         out[i] = s - atb[c, i]
     _add_ridge(out, x, reg)
+
+
+@_compiled
+@no_type_check
+def hessian_rows(hess, vec, rows, x, after, out):
+    """Many rows at once, ``out[t] = H_c x_t - v_c`` (``after``: least squares' gram form,
+    as :func:`least_squares_gram` without the ridge) or ``out[t] = H_c (x_t - v_c)`` (a full
+    quadratic, as :func:`quadratic_full`) with ``c = rows[t]``: ``hess`` (N, d, d), ``vec``
+    (N, d), ``x`` and ``out`` (m, d). The batched form of the two kernels for the
+    vectorized formulas on NumPy arrays: each row's sum in the order of the one-row kernel
+    (``einsum`` may add in another order), read once, without a gathered copy of the
+    Hessians."""
+    m, d = x.shape
+    diff = np.empty(d)
+    for t in range(m):
+        c = rows[t]
+        if after:
+            for j in range(d):
+                diff[j] = x[t, j]
+        else:
+            for j in range(d):
+                diff[j] = x[t, j] - vec[c, j]
+        for i in range(d):
+            s = 0.0
+            for j in range(d):
+                s += hess[c, i, j] * diff[j]
+            out[t, i] = s - vec[c, i] if after else s
 
 
 @_compiled

@@ -11,7 +11,7 @@ from .._arrays import namespace
 from .._lazy import lazy_module
 from .._validate import as_float, as_int, check_finite, choice, make_rng
 from ._clients import check_counts, random_counts, stack_clients
-from ._common import NUMPY_NAMESPACE, ClientData, client_rows, float_array
+from ._common import NUMPY_NAMESPACE, ClientData, client_rows, float_array, hessian_products
 from .base import Problem
 
 __all__ = [
@@ -272,12 +272,8 @@ class LeastSquares(Problem):
 
     def _gram_formula(self, xp, data: dict, idx, x):
         """A_c^T A_c x_t - A_c^T b_c + reg x_t from ``data["gram"]`` and ``data["atb"]``:
-        one einsum over the Hessians."""
-        g = xp.einsum("mij,mj->mi", client_rows(xp, data["gram"], idx), x)
-        if isinstance(g, np.ndarray):  # a fresh array: subtract in place (no copy)
-            np.subtract(g, client_rows(xp, data["atb"], idx), out=g)
-        else:
-            g = g - client_rows(xp, data["atb"], idx)
+        one pass over the Hessians (:func:`~stochmix.problems._common.hessian_products`)."""
+        g = hessian_products(xp, data["gram"], data["atb"], idx, x, after=True)
         if self._reg:
             g = g + self._reg * x
         return g

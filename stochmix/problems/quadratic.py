@@ -7,7 +7,7 @@ from jaxtyping import Float, Real
 
 from .._lazy import lazy_module
 from .._validate import as_bool, as_float, as_int, check_finite, make_rng
-from ._common import ClientData, client_rows, float_array
+from ._common import ClientData, client_rows, float_array, hessian_products
 from .base import Problem
 
 __all__ = [
@@ -194,12 +194,11 @@ class Quadratic(Problem):
     # ----------------------------------------------------------------------- evaluation
     def gradient_formula(self, xp, data: dict, idx, x):
         """H_c (x_t - z_c) with c = idx[t]: O(d) per row for diagonal H, O(d^2) for full."""
+        if not self._diagonal:
+            return hessian_products(xp, data["hessians"], data["centers"], idx, x, after=False)
         diff = x - client_rows(xp, data["centers"], idx)
-        h = client_rows(xp, data["hessians"], idx)
-        if self._diagonal:
-            diff *= h  # in place: one temporary instead of two
-            return diff
-        return xp.einsum("mij,mj->mi", h, diff)
+        diff *= client_rows(xp, data["hessians"], idx)  # in place: one temporary, not two
+        return diff
 
     def row_gradient(self, dtype):
         from . import kernels

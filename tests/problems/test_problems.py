@@ -562,3 +562,30 @@ def test_whole_blocks_of_least_squares_clients_use_their_hessians():
     np.testing.assert_array_equal(
         own.gradients_unchecked(slice(5, 35), points), own.gradients(np.arange(5, 35), points)
     )
+
+
+@pytest.mark.parametrize("after", [True, False])
+@pytest.mark.parametrize("gathered", [True, False])
+def test_hessian_products_compiled_equals_einsum(after, gathered):
+    """The compiled pass over per-client Hessians (least squares' gram form, a full
+    quadratic) gives einsum's numbers to rounding, on chosen clients and on rows already
+    gathered; NumPy arrays of another dtype take einsum itself."""
+    from stochmix.problems._common import _hessian_kernel, hessian_products
+
+    pytest.importorskip("numba")
+    assert _hessian_kernel() is not None
+    rng = np.random.default_rng(3)
+    n, d = 40, 7
+    hess = rng.standard_normal((n, d, d))
+    vec = rng.standard_normal((n, d))
+    idx = None if gathered else rng.integers(0, n, 25)
+    x = rng.standard_normal((n if gathered else 25, d))
+    h, v = (hess, vec) if gathered else (hess[idx], vec[idx])
+    expected = np.einsum("mij,mj->mi", h, x) - v if after else np.einsum("mij,mj->mi", h, x - v)
+    got = hessian_products(np, hess, vec, idx, x, after)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-13)
+    single = hessian_products(np, hess.astype(np.float32), vec.astype(np.float32), idx,
+                              x.astype(np.float32), after)  # fmt: skip
+    assert single.dtype == np.float32
+    np.testing.assert_allclose(single, expected, rtol=1e-4, atol=1e-4)
