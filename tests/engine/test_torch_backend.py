@@ -19,6 +19,7 @@ from stochmix.algorithms import (  # noqa: E402
     PushPull,
     PushSum,
 )
+from stochmix.engine.backends import TorchBackend  # noqa: E402
 from stochmix.mixing import OnePeerExponential, RandomSequence  # noqa: E402
 from stochmix.participation import Bernoulli, Full  # noqa: E402
 from stochmix.problems import LeastSquares, Quadratic  # noqa: E402
@@ -119,3 +120,44 @@ def test_a_device_that_does_not_exist_gets_one_error_naming_it():
             run(FedAvg(0.1, 1), problem, Full(4), 2, backend="torch", device=device)
     with pytest.raises(TypeError, match="device must be a string"):
         run(FedAvg(0.1, 1), problem, Full(4), 2, backend="torch", device=5)
+
+
+class _AsOnCuda(TorchBackend):
+    """A CPU backend whose ``mixing="auto"`` decides as on CUDA (dense up to the limit),
+    counting the dense whole-block operators it builds."""
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.dense_builds = 0
+
+    def _dense(self, size: int) -> bool:
+        return self.mixing == "dense" or (self.mixing == "auto" and size <= self.dense_limit)
+
+    def _operator(self, csr, dense: bool):
+        self.dense_builds += dense
+        return super()._operator(csr, dense)
+
+
+def test_auto_mixing_stops_rebuilding_dense_operators_the_cache_cannot_hold():
+    """A periodic sequence whose dense operators exceed the cache: ``mixing="auto"`` drops
+    to sparse products once an operator it dropped is needed again (instead of rebuilding
+    every operator every round), with the same numbers; when the period fits, every
+    operator is built once and kept."""
+    n, d, rounds = 16, 3, 24
+    problem = Quadratic.random(n, d, seed=4)
+    seq = OnePeerExponential(n)  # period 4: four 16 x 16 operators of 2 KiB each
+    make = lambda: GradientTracking(0.05, OnePeerExponential(n), rule="natural")  # noqa: E731
+    reference = run(make(), problem, Full(n), rounds, progress=False, metrics=())
+    small = _AsOnCuda(cache_bytes=3 * n * n * 8)  # holds three of the four
+    got = run(make(), problem, Full(n), rounds, backend=small, progress=False, metrics=())
+    assert seq.period == 4
+    assert small._thrashed
+    assert small.dense_builds <= seq.period + 1  # one period (and the one found missing)
+    np.testing.assert_allclose(got.server, reference.server, rtol=1e-12, atol=1e-14)
+    roomy = _AsOnCuda(cache_bytes=64 * n * n * 8)
+    got = run(make(), problem, Full(n), rounds, backend=roomy, progress=False, metrics=())
+    assert not roomy._thrashed and roomy.dense_builds == seq.period
+    np.testing.assert_allclose(got.server, reference.server, rtol=1e-12, atol=1e-14)
+    forced = _AsOnCuda(mixing="dense", cache_bytes=3 * n * n * 8)  # asked for: kept dense
+    run(make(), problem, Full(n), rounds, backend=forced, progress=False, metrics=())
+    assert not forced._thrashed and forced.dense_builds >= rounds  # one a round

@@ -31,8 +31,11 @@ class TorchBackend:
     ``torch.sparse_csr`` matrix, cost O(nnz d), for large node counts; ``mixing="dense"``
     as a dense (k, m) matrix: one matmul, the fast path on a GPU for moderate node counts.
     ``"auto"`` takes dense on CUDA when the state has at most ``dense_limit`` rows, else
-    sparse. Operators are cached by their content (a phase rebuilt each round with the
-    same matrix reuses its tensors), up to ``cache_bytes`` of device memory.
+    sparse, and turns whole-block products sparse for good once the cache cannot hold a
+    sequence's dense operators (one was dropped and needed again: a periodic sequence of
+    n = 10^4 rebuilt 0.8 GB operators every round on an H200). Operators are cached by
+    their content (a phase rebuilt each round with the same matrix reuses its tensors), up
+    to ``cache_bytes`` of device memory.
 
     NaN and Inf: every rewritten value is summed into one device vector per round, read
     once when the round ends (:meth:`end_round`): one host synchronisation per round.
@@ -84,6 +87,8 @@ class TorchBackend:
         self.threads = resolve_threads(threads, self.device)  # set by run, for the run
         self._operators: OrderedDict = OrderedDict()  # content key -> tensors
         self._operator_bytes = 0
+        self._dense_built: dict[int, bool] = {}  # see _dense_thrashes
+        self._thrashed = False
         self._round = threading.local()  # the round's finiteness flag, per thread
 
     def asarray(self, array: np.ndarray):
@@ -186,10 +191,35 @@ class TorchBackend:
         """A whole-block mixing matrix (SciPy CSR) as a tensor, dense or sparse per
         :attr:`mixing` (``"auto"``: dense on CUDA up to ``dense_limit`` nodes), cached by
         the matrix object (a sequence that repeats its matrices builds each once)."""
-        dense = self._dense(matrix.shape[1])
+        dense = self._dense(matrix.shape[1]) and not (
+            self.mixing == "auto" and self._dense_thrashes(matrix)
+        )
         return self._cached(
             ("matrix", dense, _Identity(matrix)), lambda: self._operator(matrix, dense)
         )
+
+    def _dense_thrashes(self, matrix) -> bool:
+        """Whether ``mixing="auto"`` gives up dense whole-block products: once the cache
+        has dropped a dense operator that was needed again (a periodic sequence whose
+        period's dense operators exceed :attr:`cache_bytes`, which would otherwise rebuild
+        every operator every round: O(n^2) a round against O(nnz)), or when one operator
+        alone exceeds it. Sparse from then on, for this backend's runs."""
+        if self._thrashed:
+            return True
+        key = ("matrix", True, _Identity(matrix))
+        if key in self._operators:
+            return False
+        rows, cols = matrix.shape
+        itemsize = 8 if self.dtype == self.torch.float64 else 4
+        seen = self._dense_built  # id -> built densely before (an id may be reused: the
+        # worst a stale one does is to take sparse products, with the same numbers)
+        if rows * cols * itemsize > self.cache_bytes or id(matrix) in seen:
+            self._thrashed = True
+            return True
+        if len(seen) >= 4 * CACHE_ENTRIES:
+            seen.clear()
+        seen[id(matrix)] = True
+        return False
 
     def apply_blockwise(self, z, phase: Phase, gradients) -> bool:
         """Apply a phase through its whole-block form (:attr:`Phase.blockwise`), as
