@@ -154,3 +154,21 @@ def test_segment_variants_extend_the_keys(monkeypatch):
     assert {key[-1] for key in verified} == {0, 1}  # the variant: the key's last entry
     assert len({key[:-1] for key in verified}) == 1 and len(set(verified.values())) == 2
     assert np.abs(fast.server - plain.server).max() <= 1e-12 * np.abs(plain.server).max()
+
+
+def test_a_method_whose_ticks_hold_row_maps_runs_with_rounds_repeat_set():
+    """CHOCO's ticks hold a nonlinear row map (its compression): with ``rounds_repeat``
+    set, as the slow-path hint suggests, the segmenter finds no slot form for them and
+    runs each tick as planned (it used to stop the run with NonlinearPhaseError), with
+    the numbers of the run without the flag."""
+    n = 12
+    graph = nx.cycle_graph(n)
+    problem = problems.LeastSquares.random(n, 4, 6, seed=0)
+    make = lambda: algorithms.CHOCO(0.01, mixing.StaticSequence(graph, n))  # noqa: E731
+    plain = sm.run(make(), problem, participation.RandomEdge(graph), 80, progress=False,
+                   metrics=("distance",), seed=5)  # fmt: skip
+    flagged = make()
+    flagged.rounds_repeat = True
+    got = sm.run(flagged, problem, participation.RandomEdge(graph), 80, progress=False,
+                 metrics=("distance",), seed=5)  # fmt: skip
+    np.testing.assert_array_equal(got.server, plain.server)

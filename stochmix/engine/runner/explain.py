@@ -8,10 +8,14 @@ planner for their plans, without running them. What it reports is what the run w
 * the round cut into **segments**: node-local segments (a run of node-local phases over
   the participants, run as one NumPy program, one compiled Numba loop or one Torch
   program), whole-block phases (one sparse product per mixed block: the decentralized
-  methods' fast path), nonlinear row maps, and phases on the **general path** (their
-  sparse rows built and applied every round: the slow path), each with why;
+  methods' fast path), activated phases (the sparse rows of a round's active nodes: a
+  gossip tick's intended path, as cheap as its edge), nonlinear row maps, and phases on
+  the **general path** (their sparse rows built and applied every round: the slow path),
+  each with why;
 * what runs the node-local segments, and why the compiled loop is off where it is;
-* whether rounds are **templated** (planned once per ``template_key``), and why not;
+* whether rounds are **templated** (planned once per ``template_key``, as the planner keys
+  them: with a round's largest trip count or its groups), and why not; under edge
+  activation, whether the gossip ticks run in compiled segments, and why not;
 * the slow paths the planner noted (:mod:`stochmix.engine.plan.slowpath`), the same a long
   run warns about.
 
@@ -36,15 +40,17 @@ from ..plan.gradients import (
     runs_rowwise,
 )
 from ..plan.planner import NOT_TEMPLATED
+from ..plan.planner import _overrides as overrides
 from ..plan.round_plan import LocalStep, general_path
 from ..plan.slowpath import SLOW_PATH_MIN_ROUNDS, SlowPath
 from .arguments import RunOptions
 from .loop import participant_stream, prepare
-from .segments import BATCH, segmenter
+from .segments import BATCH, MAX_NODES, segmenter
 
 __all__ = ["Explanation", "RoundPlan", "Segment", "explain"]
 
 GENERAL = "general path (sparse rows, built every round)"
+ACTIVE = "sparse rows of the active nodes"
 
 
 @dataclass(frozen=True)
@@ -53,12 +59,15 @@ class Segment:
 
     Attributes:
         kind: "node-local" (a segment of node-local phases), "whole-block" (a phase
-            applied as sparse products over whole blocks), "row map" (a nonlinear phase)
-            or "general" (a phase on the general path).
+            applied as sparse products over whole blocks), "active rows" (an activated
+            phase: the sparse rows of the round's active nodes, its intended path, costing
+            what those nodes cost), "row map" (a nonlinear phase) or "general" (a phase
+            on the general path).
         phases: the labels of its phases, in order ("" for an unlabelled phase).
         nodes: how many nodes a node-local segment runs over (None for other kinds).
         runs: what applies it: "NumPy program", "compiled loop (Numba)", "Torch
-            program", "block products" (one product per mixed block), "row map" or the general path.
+            program", "block products" (one product per mixed block), the active nodes'
+            sparse rows, "row map" or the general path.
         tail: how many of the last phases of a node-local segment only set single rows
             from the rows it summed (a server step after its aggregation).
         why: for a phase on the general path, why it is there.
@@ -92,6 +101,8 @@ class Segment:
                 head += f" (per-node trip counts: repetitions over {counts} nodes)"
         elif self.kind == "whole-block":
             head = "whole-block phase, one product per mixed block"
+        elif self.kind == "active rows":
+            head = f"activated phase, {ACTIVE}"
         elif self.kind == "row map":
             head = "nonlinear row map"
         else:
@@ -208,15 +219,16 @@ _HOW = {
 
 
 def _shape(segments) -> tuple:
-    """Segments up to their node counts (which follow each round's participants)."""
-    return tuple(replace(seg, nodes=None) for seg in segments)
+    """Segments up to their node counts and per-node trip counts (which follow each
+    round's participants and draws; how many repetitions a segment has stays)."""
+    return tuple((replace(seg, nodes=None, repeats=()), len(seg.repeats)) for seg in segments)
 
 
 def _round_lines(plans) -> list[str]:
     """The rounds' part of :meth:`Explanation.__str__`: a round with new segments lists
     them; a stretch of rounds that repeat them (the same segments over each round's own
-    nodes) or have nothing to do is one line, "rounds 3-200, ...: the same segments as
-    round 2"."""
+    nodes, with its own per-node trip counts) or have nothing to do is one line, "rounds
+    3-200, ...: the same segments as round 2"."""
     lines: list[str] = []
     previous: tuple | None = None  # the shape of the last segments listed
     shown: RoundPlan | None = None  # ... and their round's plan
@@ -243,8 +255,10 @@ def _round_lines(plans) -> list[str]:
         what = "nothing to do"
         if same and shown is not None:  # (same: some segments were listed)
             moved = any(_nodes(p) != _nodes(shown) for p in stretch)
+            drawn = any(_trips(p) != _trips(shown) for p in stretch)
             what = f"the same segments as round {shown.round}"
             what += ", each over its own nodes" if moved else ""
+            what += (" and trip counts" if moved else ", each with its own trip counts") * drawn
         lines.append(f"  {rounds}, {who} participants ({how}): {what}")
         i = j
     return lines
@@ -252,6 +266,10 @@ def _round_lines(plans) -> list[str]:
 
 def _nodes(plan) -> tuple:
     return tuple(seg.nodes for seg in plan.segments)
+
+
+def _trips(plan) -> tuple:
+    return tuple(seg.repeats for seg in plan.segments)
 
 
 def explain(
@@ -304,7 +322,7 @@ def explain(
     if clock is not None:  # the rounds as the clock makes them (deadlines, arrivals)
         stream = clock.stream(stream, method, setup.ctx, seed)
     whole = hasattr(back, "apply_blockwise")
-    plans, keys = [], []
+    plans, keys, overridden = [], [], []
     for r in range(rounds):
         drawn = next(stream)
         nodes = getattr(drawn, "nodes", None)  # an Activation record, or the indices
@@ -313,6 +331,7 @@ def explain(
         else:
             participants, setup.ctx.activation = nodes, drawn
         keys.append(method.template_key(r, participants))
+        overridden.append(overrides(setup.ctx))
         plan = planner.plan(r, participants)
         segments = tuple(
             _segment(item, back, setup.rows, dim, whole, planner.notes) for item in plan
@@ -322,15 +341,18 @@ def explain(
         method=method.name,
         backend=getattr(back, "name", type(back).__name__),
         programs=_programs(back, setup, problem, dtype, rounds, dim),
-        templating=_templating(planner, keys)
-        + _ticks(method, problem, participation, setup, back, dtype, options),
+        templating=_templating(planner, keys, overridden, plans)
+        + _ticks(method, problem, participation, setup, back, dtype, options, plans),
         rounds=tuple(plans),
         slow_paths=tuple(planner.notes),
     )
 
 
-def _ticks(method, problem, participation, setup, back, dtype, options) -> str:
-    """What a run under edge activation does with its ticks ("" for other runs)."""
+def _ticks(method, problem, participation, setup, back, dtype, options, plans) -> str:
+    """What a run under edge activation does with its ticks ("" for other runs): the
+    :class:`~stochmix.engine.runner.segments.Segmenter`'s refusals as its ``key`` makes
+    them (the method's weights as the pair's mixing, rounds of more than
+    :data:`~stochmix.engine.runner.segments.MAX_NODES` nodes)."""
     if getattr(participation, "activates", "nodes") != "edges" or options.clock is not None:
         return ""
     made = segmenter(
@@ -339,6 +361,24 @@ def _ticks(method, problem, participation, setup, back, dtype, options) -> str:
     )  # fmt: skip
     if made is None:
         return "; gossip ticks: each built in full"
+    if made.edge_mixing != "pairwise":
+        return (
+            f"; gossip ticks: each run as planned below, not in compiled segments (these "
+            f"need pairwise averaging; the process mixes with {made.edge_mixing!r})"
+        )
+    large = sum(plan.participants > MAX_NODES for plan in plans)
+    if large == len(plans):
+        return (
+            f"; gossip ticks: each run as planned below, not in compiled segments (these "
+            f"take rounds of at most {MAX_NODES} nodes)"
+        )
+    if large:
+        return (
+            f"; gossip ticks: those of at most {MAX_NODES} nodes ({len(plans) - large} of "
+            f"these {len(plans)}) run, after the first two of each kind, in compiled "
+            f"segments of up to {BATCH} ticks (the method's segment_key, checked on the "
+            "second tick), the others as planned below"
+        )
     return (
         f"; gossip ticks: after the first two of each kind, run in compiled segments of up "
         f"to {BATCH} ticks (the method's segment_key, checked on the second tick), not as "
@@ -364,6 +404,8 @@ def _segment(item, back, kernel, dim: int, whole: bool, notes) -> Segment:
         return Segment("row map", (item.label,), None, "row map")
     if isinstance(item, Phase) and not general_path(item, whole):
         return Segment("whole-block", (item.label,), None, "block products")
+    if getattr(item, "row_sparse", False):  # its intended path: no slow-path note (planner)
+        return Segment("active rows", (item.label,), None, ACTIVE)
     # the notes name an unlabelled phase by its place in the round ("#k")
     named = (lambda n: n.phase == item.label) if item.label else (lambda n: n.phase[:1] == "#")
     why = next(
@@ -405,23 +447,35 @@ def _programs(back, setup, problem, dtype, rounds: int, dim: int) -> str:
     )
 
 
-def _templating(planner, keys: list) -> str:
-    """Whether the explained rounds are templated, and why not."""
+def _templating(planner, keys: list, overridden: list, plans) -> str:
+    """Whether the explained rounds are templated, and why not. ``keys``: each round's
+    ``template_key`` as the method gives it; ``overridden``: whether the round's record
+    carried what the keys cannot see (then the planner builds it in full). The planner
+    keys its templates by more than ``template_key`` (the round's largest trip count, its
+    groups): what it made and used is read from it, not looked up by these keys."""
     if all(k is None for k in keys):
-        return "off (the method gives no template_key: each round is planned in full)"
+        return "off (the method gives no template_key)"
     refused = [n for n in planner.notes if n.what == NOT_TEMPLATED]
     if refused:
         note = refused[0]
         where = f"phase {note.phase!r}: " if note.phase else ""
         return f"off ({where}{note.why})"
-    templates = [planner.templates.get(k) for k in keys if k is not None]
+    keyed = [over for k, over in zip(keys, overridden, strict=True) if k is not None]
+    if all(keyed):
+        return (
+            "off (each round's record sets what its template_key cannot see: the clock's "
+            "local steps, launches or arrivals; such rounds are built in full)"
+        )
+    templates = list(planner.templates.values())
     if any(t is False for t in templates):
         general = [n for n in planner.notes if n.what.startswith("general")]
         if general:
             return f"off (phase {general[0].phase!r} takes the general path)"
         return "off"
-    if any(t is not None and t.verified for t in templates):
+    if any(p.source == "template" for p in plans) or any(t.verified for t in templates):
         return "on (one plan per template_key, checked against a full build on its second round)"
+    if not templates:
+        return "off (rounds of fewer than two participants are built in full, by design)"
     return (
         "on, not yet checked (a template is checked against a full build on its key's "
         "second round; none came back in these rounds)"

@@ -42,6 +42,7 @@ import copy
 import numpy as np
 
 from ..model.method import Method
+from ..model.rowmap import RowMap
 
 __all__ = ["BATCH", "MAX_NODES", "NOT_SEGMENTED", "SlotProgram", "Segmenter", "unsegmented"]
 
@@ -127,9 +128,11 @@ def slot_program(phases, layout, nodes: np.ndarray, client_node: int) -> SlotPro
     for key in counts:
         parts[key].append(0)
     for phase in phases:
+        if isinstance(phase, RowMap):
+            return None  # nonlinear: no slot form (its _triplets refuse)
         triplets = getattr(phase, "_triplets", None)
         if triplets is None:
-            return None  # a row map: nonlinear
+            return None
         targets, sources, coefs, g_targets, g_clients, g_coefs, zero_rows = triplets
         rewritten = np.unique(np.concatenate([targets, g_targets, zero_rows]))
         t_base, t_slot, ok = _slots(rewritten, bases, starts, nodes)
@@ -447,8 +450,8 @@ def unsegmented(method, participation, back, layout, callback) -> str | None:
     return (
         "the method does not say that its iterations repeat, so each gossip tick builds "
         "its equations and plan (about 100x the cost of a tick run in a compiled segment); "
-        f"if every iteration after the first builds the same phases up to which nodes take "
-        f"part, {hint} (the engine checks the claim on the second tick)"
+        f"if every iteration after the first builds the same linear phases (no row map) up "
+        f"to which nodes take part, {hint} (the engine checks the claim on the second tick)"
     )
 
 
