@@ -172,3 +172,17 @@ def test_a_method_whose_ticks_hold_row_maps_runs_with_rounds_repeat_set():
     got = sm.run(flagged, problem, participation.RandomEdge(graph), 80, progress=False,
                  metrics=("distance",), seed=5)  # fmt: skip
     np.testing.assert_array_equal(got.server, plain.server)
+
+
+def test_a_method_whose_nodes_report_other_rows_says_its_ticks_are_built_in_full():
+    """K-GT's nodes report another block than their model rows, so its gossip ticks never
+    run in compiled segments: explain lists that as a slow path (it used to say nothing),
+    while a method that segments lists none."""
+    n = 12
+    graph = nx.cycle_graph(n)
+    problem = problems.LeastSquares.random(n, 4, 6, seed=0)
+    seq = mixing.StaticSequence(graph, n)
+    kgt = sm.explain(algorithms.KGT(0.01, seq, 2), problem, participation.RandomEdge(graph), 3)
+    assert any("report other rows" in note.why for note in kgt.slow_paths)
+    dgd = sm.explain(algorithms.DGD(0.01, seq), problem, participation.RandomEdge(graph), 3)
+    assert not dgd.slow_paths

@@ -431,27 +431,35 @@ def _could_segment(method, participation, back, layout, callback) -> bool:
 def unsegmented(method, participation, back, layout, callback) -> str | None:
     """Why a run that could run its gossip ticks in compiled segments does not: the
     method gives no :meth:`~stochmix.engine.model.method.Method.segment_key` (a
-    decentralized method that does not set ``rounds_repeat``), the one condition a run
-    cannot check for itself; None where segments run or could not run anyway."""
+    decentralized method that does not set ``rounds_repeat``: the hint to set it; one
+    whose step decays, or whose gradients or reports are not at its model rows, such as
+    K-GT's: said so, each tick built in full); None where segments run or could not run
+    anyway."""
     if not _could_segment(method, participation, back, layout, callback):
         return None
     if method.segment_key(1) is not None:
         return None
+    built = (
+        "each gossip tick builds its equations and plan (about 100x the cost of a tick run "
+        "in a compiled segment)"
+    )
     if type(method).points is not Method.points:
-        return None  # gradients taken elsewhere than the model rows: never segmented
+        return f"the method takes its gradients elsewhere than its model rows: {built}"
     hint = "give it a segment_key"
     if hasattr(method, "rounds_repeat"):
         probe = copy.copy(method)  # what the method would say with the flag set
         probe.__dict__.pop("_repeats", None)
         probe.rounds_repeat = True
-        if probe.segment_key(1) is None:
-            return None  # something else keeps it off (a decaying step, its reports)
+        if probe.segment_key(1) is None:  # a decaying step, or reports of other rows (K-GT)
+            return (
+                "the method's iterations change with k (a decaying step) or its nodes report "
+                f"other rows than their model block, so its ticks cannot share a program: {built}"
+            )
         hint = "set rounds_repeat = True on the class"
     return (
-        "the method does not say that its iterations repeat, so each gossip tick builds "
-        "its equations and plan (about 100x the cost of a tick run in a compiled segment); "
-        f"if every iteration after the first builds the same linear phases (no row map) up "
-        f"to which nodes take part, {hint} (the engine checks the claim on the second tick)"
+        f"the method does not say that its iterations repeat, so {built}; if every "
+        "iteration after the first builds the same linear phases (no row map) up to which "
+        f"nodes take part, {hint} (the engine checks the claim on the second tick)"
     )
 
 
