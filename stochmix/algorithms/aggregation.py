@@ -7,6 +7,7 @@ import numpy as np
 from .._validate import as_int, as_nonnegative, as_probabilities, choice
 from ..engine import RunContext
 from ..engine.model.equations import BlockRows, Expression, dot, total
+from ..engine.model.round_scalars import RoundScalar
 from ..participation import FedAUEstimator, uniform_weights
 from ..participation.estimators import FEDAU_TIMINGS
 
@@ -97,7 +98,9 @@ def round_weights(
     return inverse.of(r, participants, ctx) / ctx.n_clients
 
 
-def averaged(x: BlockRows, participants: np.ndarray, weights, server_lr: float) -> Expression:
+def averaged(
+    x: BlockRows, participants: np.ndarray, weights, server_lr: float, rule=None
+) -> Expression:
     r"""The server's row after averaging, for an equation ``x.server = averaged(x, S, q,
     eta)``:
 
@@ -111,14 +114,26 @@ def averaged(x: BlockRows, participants: np.ndarray, weights, server_lr: float) 
     :func:`~stochmix.mixing.average_rows` does, so that the numbers are its numbers).
     Equal weights are one number for every client (``q_0 * total(x[S])``), as in
     ``average_rows``. ``weights``: the participants' q_i (aligned with ``participants``,
-    nonnegative); ``participants`` must not be empty.
+    nonnegative); ``participants`` must not be empty. ``rule``: the function of the
+    participants that gave the weights (``uniform_weights``), if any: the two coefficients
+    then carry it (round scalars that read the participants), so that a round template
+    binds each round's values and rounds of any size share one template.
     """
     q = as_nonnegative(weights, "weights", participants.size)
     if q.size == 0:
         raise ValueError("averaged() needs at least one participant")
-    own = 1.0 - server_lr * float(q.sum())
+    own = _own(q, server_lr)
     if bool((q == q[0]).all()):
-        clients = (server_lr * float(q[0])) * total(x[participants])
+        each = server_lr * float(q[0])
+        if rule is not None:
+            own = RoundScalar(own, lambda r, s: _own(rule(s), server_lr), participants=True)
+            each = RoundScalar(each, lambda r, s: server_lr * float(rule(s)[0]), True)
+        clients = each * total(x[participants])
     else:
         clients = dot(server_lr * q, x[participants])
     return own * x.server + clients
+
+
+def _own(q: np.ndarray, server_lr: float) -> float:
+    """The server's own coefficient after averaging, ``1 - eta sum_S q_i``."""
+    return 1.0 - server_lr * float(q.sum())

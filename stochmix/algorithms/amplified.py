@@ -83,3 +83,5 @@ class AmplifiedFedAvg(FedAvg):
             a.server = eta * x.server + (1.0 - eta) * a.server  # the next interval starts there
             phases.append(eq.build("amplify"))
         return phases
+
+    _size_free = round_phases  # FedAvg's round and a size-free amplification

@@ -7,6 +7,7 @@ import numpy as np
 from .._hooks import call_hook
 from .._validate import as_float, choice
 from ..engine import Block, Equations, Method, RunContext
+from ..participation import uniform_weights
 from .aggregation import WEIGHT_RULES, InverseProbabilities, averaged, round_weights
 from .local_training import LocalTraining, pull_and_train
 
@@ -88,7 +89,14 @@ class FedAvg(LocalTraining, Method):
         return None if self.weights == "fedau" else self.steps_key(participants.tobytes())
 
     def template_key(self, r: int, participants: np.ndarray):
-        return participants.size if self.weights == "uniform" else None
+        # uniform weights: one template for rounds of every size (the average's
+        # coefficients are round scalars that read the participants); a subclass's own
+        # aggregate keeps the key by |S| its 1/|S| needs
+        if self.weights != "uniform":
+            return None
+        cls = type(self)
+        sized = cls.aggregate is not FedAvg.aggregate or cls.round_phases is not cls._size_free
+        return participants.size if sized else "uniform"
 
     def start(self, ctx: RunContext) -> None:
         if self.weights != "uniform":
@@ -101,7 +109,8 @@ class FedAvg(LocalTraining, Method):
         eq = Equations(ctx)
         x = eq.block("x")
         if participants.size:  # else the server keeps its model
-            x.server = averaged(x, participants, q, self.server_lr)
+            rule = uniform_weights if self.weights == "uniform" else None
+            x.server = averaged(x, participants, q, self.server_lr, rule)
         return eq.build("average")
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
@@ -117,3 +126,7 @@ class FedAvg(LocalTraining, Method):
                 "aggregate(self, r, participants, ctx, steps=None)",
             ),
         ]  # fmt: skip
+
+    #: the round whose 1/|S| coefficients are round scalars (one template for every |S|);
+    #: a subclass that writes its own round keeps templates by |S|
+    _size_free = round_phases

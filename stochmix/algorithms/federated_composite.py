@@ -23,6 +23,7 @@ from .._validate import as_float
 from ..engine import Block, Method, RunContext
 from ..engine.model.equations import Equations, grad
 from ..engine.model.round_scalars import RoundScalar
+from ..participation import uniform_weights
 from .aggregation import averaged
 from .local_training import LocalTraining, repeated, tagged
 from .proximal import prox_rows
@@ -41,7 +42,7 @@ class _Composite(LocalTraining, Method):
     @staticmethod
     def _average(x, received: np.ndarray, eta: float) -> None:
         """x_0 <- x_0 + eta / |R| sum_{i in R} (x_i - x_0), R the received uploads."""
-        x.server = averaged(x, received, np.full(received.size, 1.0 / received.size), eta)
+        x.server = averaged(x, received, uniform_weights(received), eta, uniform_weights)
 
 
 class FedMid(_Composite):
@@ -77,9 +78,10 @@ class FedMid(_Composite):
         return self.steps_key(participants.tobytes())
 
     def template_key(self, r: int, participants: np.ndarray):
-        # the same phases up to who participates, but for 1/|S| (uneven local steps: with
-        # the round's trip counts, LocalTraining.round_trips)
-        return participants.size
+        # the same phases up to who participates (1/|S| a round scalar that reads them;
+        # uneven local steps: with the round's trip counts, LocalTraining.round_trips); a
+        # subclass's own round keeps the key by |S|
+        return True if type(self).round_phases is FedMid.round_phases else participants.size
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         S = participants
@@ -151,8 +153,10 @@ class FedDualAvg(_Composite):
 
     def template_key(self, r: int, participants: np.ndarray):
         # the same phases up to who participates, but for 1/|S| and the thresholds, which
-        # follow r by a rule (round scalars: a template binds each round's); round 0 has
-        # no first prox
+        # follow the participants and r by rules (round scalars: a template binds each
+        # round's); round 0 has no first prox; a subclass's own round keys by |S|
+        if type(self).round_phases is FedDualAvg.round_phases:
+            return r == 0
         return participants.size, r == 0
 
     def threshold(self, r: int, t: int) -> float:

@@ -6,6 +6,7 @@ import numpy as np
 
 from .._validate import as_float, choice
 from ..engine import Block, Equations, Method, RunContext, grad
+from ..participation import uniform_weights
 from .aggregation import averaged
 from .local_training import LocalTraining, train
 from .proximal import map_rows
@@ -129,7 +130,11 @@ class FedProx(LocalTraining, Method):
         return self.steps_key(participants.tobytes()) if self.solver == "gradient" else None
 
     def template_key(self, r: int, participants: np.ndarray):
-        return participants.size if self.solver == "gradient" else None
+        # one template for rounds of every size: the average's coefficients read the
+        # participants (round scalars); a subclass's own round keeps the key by |S|
+        if self.solver != "gradient":
+            return None
+        return "gradient" if type(self).round_phases is FedProx.round_phases else participants.size
 
     def start(self, ctx: RunContext) -> None:
         self._prox_cache = {}
@@ -142,7 +147,7 @@ class FedProx(LocalTraining, Method):
         eq = Equations(ctx)
         (x,) = eq.blocks("x")
         if R.size:  # x_0 <- x_0 + eta / |R| sum_R (x_i - x_0)
-            x.server = averaged(x, R, np.full(R.size, 1.0 / R.size), self.server_lr)
+            x.server = averaged(x, R, uniform_weights(R), self.server_lr, uniform_weights)
         aggregate = eq.build("average")
         if self.solver == "exact":
             prox = _ExactProx(self.mu, self._prox_cache)

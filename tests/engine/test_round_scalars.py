@@ -102,3 +102,105 @@ def test_a_rule_that_lies_is_caught_by_the_check():
     want = sm.run(FedDualAvg(0.05, 3), problem, sm.participation.UniformSample(N, 20), 8,
                   seed=5, progress=False, backend=SparseOnly())  # fmt: skip
     np.testing.assert_allclose(got.final, want.final, rtol=0, atol=1e-12)
+
+
+# -- rules that read the participants: one template for rounds of every size ------------
+
+
+def _trace(sizes, n=N, seed=0):
+    """A trace whose rounds have these participant counts (random clients)."""
+    rng = np.random.default_rng(seed)
+    masks = np.zeros((len(sizes), n), dtype=bool)
+    for row, size in zip(masks, sizes, strict=True):
+        row[rng.choice(n, size, replace=False)] = True
+    return sm.participation.Trace(masks)
+
+
+def _traced(method, problem, process, rounds, **options):
+    seen = []
+    original = planner_module.RoundPlanner.plan
+
+    def plan(self, r, participants):
+        out = original(self, r, participants)
+        seen.append(self.source)
+        return out
+
+    planner_module.RoundPlanner.plan = plan
+    try:
+        result = sm.run(method, problem, process, rounds, seed=5, progress=False, **options)
+    finally:
+        planner_module.RoundPlanner.plan = original
+    return result, seen
+
+
+def test_a_rule_of_the_participants_is_bound_per_round():
+    c = RoundScalar(0.25, lambda r, s: 1.0 / s.size, participants=True)
+    assert c == 0.25 and c.at(3, np.arange(8)) == 0.125
+    assert bound(c, 3, np.arange(5)) == 0.2
+    with pytest.raises(ValueError, match="participants"):
+        c.at(3)
+
+
+SIZES = [7, 7, 12, 9, 15, 7, 20, 11, 9, 13, 8, 16]
+FEDERATED = {
+    "FedAvg": lambda: sm.algorithms.FedAvg(0.05, 3, server_lr=1.3),
+    "AmplifiedFedAvg": lambda: sm.algorithms.AmplifiedFedAvg(0.05, 2, amplification=2.0,
+                                                             period=3),  # fmt: skip
+    "FedProx": lambda: sm.algorithms.FedProx(0.05, local_steps=3, mu=0.1),
+    "FedMid": lambda: sm.algorithms.FedMid(0.05, 3),
+    "FedDualAvg": lambda: FedDualAvg(0.05, 3),
+}
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+@pytest.mark.parametrize("name", list(FEDERATED))
+def test_rounds_of_every_size_share_one_template(name, path):
+    """1/|S| and the server's own coefficient are round scalars that read the
+    participants: rounds of different sizes share one template (trusted once checked at
+    two sizes), with the general path's numbers and cost columns."""
+    if path == "torch":
+        pytest.importorskip("torch")
+    problem = _problem(sm.problems.L1(0.02))
+    if name in ("FedAvg", "AmplifiedFedAvg", "FedProx"):
+        problem = problem.smooth
+    got, sources = _traced(FEDERATED[name](), problem, _trace(SIZES), len(SIZES), **PATHS[path])
+    # rounds 0 and 1 (size 7) build and check it, round 2 (size 12) checks it at a second
+    # size; from then on every round is an instance (round 0 has a key of its own in
+    # FedDualAvg, and AmplifiedFedAvg's amplified rounds theirs)
+    assert sources.count("template") >= len(SIZES) - 6
+    assert len(set(SIZES[i] for i, s in enumerate(sources) if s == "template")) >= 5
+    want = sm.run(FEDERATED[name](), problem, _trace(SIZES), len(SIZES), seed=5,
+                  progress=False, backend=SparseOnly())  # fmt: skip
+    scale = 1.0 + float(np.abs(want.final).max())
+    assert float(np.abs(got.final - want.final).max()) <= 1e-12 * scale
+    for column in COLUMNS:
+        np.testing.assert_array_equal(getattr(got, column), getattr(want, column))
+
+
+class HiddenSize(sm.algorithms.FedAvg):
+    """FedAvg that claims one template for every |S| but averages with a plain 1/|S|
+    number (no rule): a template that trusted the claim after checking it at one size
+    would average later rounds of other sizes with the wrong weights."""
+
+    def template_key(self, r, participants):
+        return "every size"
+
+    def aggregate(self, r, participants, ctx, steps=None):
+        from stochmix.algorithms.aggregation import averaged
+        from stochmix.engine import Equations
+
+        eq = Equations(ctx)
+        x = eq.block("x")
+        q = np.full(participants.size, 1.0 / participants.size)
+        x.server = averaged(x, participants, q, self.server_lr)
+        return eq.build("average")
+
+
+def test_a_size_the_template_was_not_checked_at_is_checked_first():
+    problem = _problem(sm.problems.L1(0.02)).smooth
+    got, sources = _traced(HiddenSize(0.05, 3), problem, _trace(SIZES), len(SIZES))
+    assert sources[:3] == ["built", "built", "built"]  # built, checked at 7, then at 12
+    assert "template" not in sources  # the check at size 12 failed: never again
+    want = sm.run(sm.algorithms.FedAvg(0.05, 3), problem, _trace(SIZES), len(SIZES), seed=5,
+                  progress=False, backend=SparseOnly())  # fmt: skip
+    np.testing.assert_allclose(got.final, want.final, rtol=0, atol=1e-12)

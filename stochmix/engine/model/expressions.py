@@ -41,6 +41,7 @@ from jaxtyping import Float, Int
 from ...mixing.rowsparse import RowSparse
 from .layout import Layout
 from .phase_cache import PhaseCache
+from .round_scalars import RoundScalar
 from .terms import EVERY, _Every, _Term, _term, _with
 
 __all__ = ["BlockRows", "Expression", "Selection", "dot", "grad", "mean", "total"]
@@ -51,6 +52,12 @@ def _is_number(value) -> bool:
     if kind is float or kind is int:
         return True
     return np.ndim(value) == 0 and isinstance(value, (int, float, np.integer, np.floating))
+
+
+def _unit(num) -> bool:
+    """Whether a term's coefficient is the plain number 1 (times which a round scalar stays
+    itself: :class:`~stochmix.engine.model.round_scalars.RoundScalar`)."""
+    return type(num) is float and num == 1.0
 
 
 def _same_clients(a, b) -> bool:
@@ -84,6 +91,12 @@ class Expression:
 
     def _scaled(self, factor, what: str = "coefficient") -> Expression:
         if _is_number(factor):
+            if isinstance(factor, RoundScalar):  # its rule kept where nothing else scales
+                return Expression(
+                    tuple(_with(t, num=factor if _unit(t.num) else t.num * factor)
+                          for t in self.terms),
+                    self.clients,
+                )  # fmt: skip
             factor = float(factor)
             return Expression(tuple(_with(t, num=t.num * factor) for t in self.terms), self.clients)
         if isinstance(factor, Expression):

@@ -25,6 +25,7 @@ from jaxtyping import Int
 
 from ...mixing.rowsparse import Broadcast, Reduce, RowSparse
 from .layout import Layout
+from .round_scalars import RoundScalar
 
 __all__ = [
     "COEFFICIENT_ORDER",
@@ -253,7 +254,7 @@ class _LocalDraft:
                     self._row(target, t_rows[0]),
                     source,
                     (self._row(source, s_rows[0]), s_node),
-                    float(coef) if np.ndim(coef) == 0 else float(np.asarray(coef).ravel()[0]),
+                    _single(coef),
                 )
             )
             return
@@ -425,6 +426,13 @@ class _LocalDraft:
         )
 
 
+def _single(coef) -> float:
+    """The coefficient of a single row from a single row (a round scalar kept)."""
+    if isinstance(coef, RoundScalar):
+        return coef
+    return float(coef) if np.ndim(coef) == 0 else float(np.asarray(coef).ravel()[0])
+
+
 def _index(rows) -> np.ndarray:
     """Rows as a 1-d int64 array; an int64 vector comes back as the same object, so that
     later "same nodes?" checks can stop at identity."""
@@ -433,7 +441,10 @@ def _index(rows) -> np.ndarray:
 
 
 def _coef(coef, n: int):
-    """A number stays a number; an array is checked to align with the n nodes."""
+    """A number stays a number (a round scalar keeps its rule); an array is checked to
+    align with the n nodes."""
+    if isinstance(coef, RoundScalar):
+        return coef
     arr = np.asarray(coef, dtype=np.float64)
     if arr.ndim == 0:
         return float(arr)

@@ -173,11 +173,17 @@ class Method(ABC):
 
         "The same up to who participates" means: every index array a phase holds is the
         participants shifted by a constant (``participants + 1`` for client rows), and
-        every coefficient is the same number. FOCUS returns ``participants.size > 0``;
-        FedAvg with uniform weights returns ``participants.size`` (its ``1/|S|`` depends on
-        it). The engine then plans a round once per key and only substitutes the
-        participants afterwards (see :mod:`stochmix.engine.plan.template`); it checks the claim
-        on the second round of each key and stops templating a key that breaks it.
+        every coefficient is the same number or follows a rule the coefficient carries (a
+        :class:`~stochmix.engine.model.round_scalars.RoundScalar` of the round, or of the
+        round and its participants). FOCUS returns ``participants.size > 0``; FedAvg with
+        uniform weights returns one key for rounds of every size, its ``1/|S|`` and its
+        server's ``1 - eta`` being round scalars that read the participants (a key holding
+        ``participants.size`` is the way for numbers that depend on it without a rule). The
+        engine then plans a round once per key and only substitutes the participants
+        afterwards (see :mod:`stochmix.engine.plan.template`); it checks the claim against a
+        full build on the second round of each key, and again on the first round of
+        another size before it trusts the key at every size, and stops templating a key
+        that breaks it.
         """
         return None
 

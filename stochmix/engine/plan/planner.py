@@ -103,7 +103,7 @@ class RoundPlanner:
             # built in full, so that a run gives the same numbers with or without templates
             return self.cached(r, participants)
         template = self.templates.get(key)
-        if template is not None and template is not False and template.verified:
+        if template is not None and template is not False and template.trusted(participants):
             plan = template.instantiate(participants, bases, trips, r)
             if plan is not None:
                 self.source = "template"
@@ -117,15 +117,21 @@ class RoundPlanner:
                 plan, participants, bases, self.ctx.sample_counts, trips
             )
             self.templates[key] = found if isinstance(found, RoundTemplate) else False
+            if isinstance(found, RoundTemplate):
+                found.sizes.add(participants.size)
             whole = hasattr(self.backend, "apply_blockwise")
             # a phase on the general path has said why already (and stops the template)
             if isinstance(found, tuple) and not any(general_path(it, whole) for it in plan):
                 self.notes.add(found[0], NOT_TEMPLATED, found[1])
-        elif template is not False and not template.verified:
-            template.verified = template.matches(
+        elif template is not False and not template.trusted(participants):
+            # not checked yet, or not at a round of this size
+            verified = template.matches(
                 plan, participants, bases, self.traffic, self.ctx.sample_counts, trips, r
             )
-            if not template.verified:
+            template.verified = verified
+            if verified:
+                template.sizes.add(participants.size)
+            else:
                 self.templates[key] = False  # the method's rounds differ: never template it
                 self.notes.add(
                     "",

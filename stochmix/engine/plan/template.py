@@ -5,9 +5,11 @@ touches are the participants' indices shifted by a constant (``participants + 1`
 federated state) and the coefficients are the same numbers (a per-client coefficient
 array is templated when all its entries are one number: the uniform weights 1/|S| of a
 ``dot``, kept as that number and made again, as an array of the round's length, for each
-instance: the same values, the same program, the same bits), or follow the round by a
-rule the method gives (a :class:`~stochmix.engine.model.round_scalars.RoundScalar`,
-bound for each instance's round). A method says so by returning
+instance: the same values, the same program, the same bits), or follow the round (and
+its participants) by a rule the method gives (a
+:class:`~stochmix.engine.model.round_scalars.RoundScalar`, bound for each instance's
+round: FedAvg's ``1/|S|``, so that its rounds of every size share one template). A method
+says so by returning
 a key from :meth:`~stochmix.engine.model.method.Method.template_key`. The engine then plans the
 first round with a given key (and at least two participants: with one, a participant's
 rows become single rows of the state, which a template cannot move) as usual, keeps the
@@ -16,7 +18,10 @@ the new participants: no phases are built and nothing is compiled.
 
 The engine does not take the method's word for it: the second round with a key is also
 built in full and compared with the template's instance (same programs, coefficients and
-indices); a key whose rounds differ is never templated again in that run. An instance
+indices), and so is the first round of a size the template was not checked at, until it
+has been checked at two sizes (:meth:`RoundTemplate.trusted`: a coefficient that depends
+on ``|S|`` without a rule shows there); a key whose rounds differ is never templated
+again in that run. An instance
 whose new nodes would collide with a row the program reads or writes one at a time falls
 back to a full build.
 """
@@ -208,12 +213,21 @@ class RoundTemplate:
     def __init__(self, steps: list, traffic: list, bases: int = 0):
         self.steps = steps  # (structure, node shift, coefs, client shift, outside, labels)
         self.verified = False
+        #: the round sizes (participant counts) it was checked at, against full builds
+        self.sizes: set[int] = set()
         #: the number of extra index arrays (groups of the participants) the template's
         #: node arrays may be shifted copies of, besides the participants themselves
         self.bases = bases
         #: per step, its (gradients, messages, floats) per node: an instance's traffic is
         #: these times its steps' node counts (checked against a full build, like the rest)
         self.per_node = traffic
+
+    def trusted(self, participants: np.ndarray) -> bool:
+        """Whether an instance for ``participants`` may be used without a full build: the
+        template was checked against one, at a round of this size, or at rounds of two
+        sizes (a key without |S| is a claim that coefficients depending on |S| follow it
+        by rules: checked at a second size before it is trusted at every size)."""
+        return self.verified and (participants.size in self.sizes or len(self.sizes) >= 2)
 
     @classmethod
     def from_plan(cls, plan: list, participants: np.ndarray) -> RoundTemplate | None:
@@ -355,7 +369,7 @@ class RoundTemplate:
                 return None
             clients = self._indices(client_shift, everything, shifted)
             if r is not None and any(isinstance(c, RoundScalar) for c in coefs):
-                coefs = tuple(bound(c, r) for c in coefs)
+                coefs = tuple(bound(c, r, participants) for c in coefs)
             limited = bool(structure.levels) and max(structure.levels) >= 0
             if limited and len(extents) != max(structure.levels) + 1:
                 return None  # another number of repetitions: another structure
