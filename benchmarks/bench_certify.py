@@ -5,7 +5,10 @@
   (sigma = 0.5; the SDP does not grow with n; target < 2 s), over one matrix at n = 20
   (the ring with Metropolis weights, split by W's eigenvalues; target < 30 s) and over
   rings of 6 and 10 nodes as one whole-network SDP (a multiplier per node: what a directed
-  W, a period of several matrices or a participation pattern needs);
+  W, a period of several matrices or a participation pattern needs), and over a ring then
+  a star and a directed non-circulant W at n = 10, 14, 20 without a shift symmetry (the
+  structured interior-point SDP and its root search on the rate; issue 44: target < 30 s
+  at n = 20);
 * **soundness and tightness**: for each method and setting, the certified rate, the rate of
   the slowest quadratic a search finds (its exact rate by the library's operators; over the
   sigma-class symmetric, non-symmetric and periodic matrices, and the symmetric-only search
@@ -18,7 +21,7 @@
 Every figure from one process on this machine, L = 1, mu = 0.1. Prints the tables (the
 README's "Certified rates" section quotes them) and writes
 ``benchmarks/results-certify.json``. Run: ``.venv/bin/python benchmarks/bench_certify.py
-[--quick]`` (about two minutes).
+[--quick]`` (about four minutes).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import numpy as np
 
 from stochmix.algorithms import EXTRA, NIDS, SCAFFOLD, ExactDiffusion, FedAvg, GradientTracking
 from stochmix.analysis.certificates import certify, worst_quadratic
-from stochmix.mixing import StaticSequence
+from stochmix.mixing import PeriodicSequence, StaticSequence
 
 L, MU = 1.0, 0.1
 
@@ -63,7 +66,32 @@ def speed(quick: bool) -> list[dict]:
         name, method = _decentralized(StaticSequence(nx.cycle_graph(n)))[0]
         found = certify(method, L=L, mu=MU, participation=everyone)
         rows.append(_speed_row(name, f"ring n = {n}, whole network", found))
+    for n in (10,) if quick else (10, 14, 20):  # no shift symmetry: the structured SDP
+        pattern = PeriodicSequence([nx.cycle_graph(n), nx.star_graph(n - 1)])
+        cases = [
+            ("EXTRA (lr 0.4)", EXTRA(0.4, pattern), {}),  # the floor is not tight
+            ("gradient tracking (lr 0.05)", GradientTracking(0.05, pattern), {}),
+            (
+                "gradient tracking (lr 0.05), directed W",
+                GradientTracking(0.05, StaticSequence(nx.cycle_graph(n))),
+                {"mixing": _directed(n)},
+            ),
+        ]
+        for name, method, options in cases:
+            found = certify(method, L=L, mu=MU, **options)
+            setting = "W = (I + C + S) / 3" if options else "ring then star"
+            rows.append(_speed_row(name, f"{setting}, n = {n}, whole network", found))
     return rows
+
+
+def _directed(n, seed=3):
+    """A doubly stochastic, strongly connected, non-circulant W = (I + C + S) / 3: C a
+    random n-cycle, S a random permutation (tests/analysis/test_certificates_structured.py)."""
+    rng = np.random.default_rng(seed)
+    cycle = rng.permutation(n)
+    c = np.zeros((n, n))
+    c[cycle, np.roll(cycle, 1)] = 1.0
+    return (np.eye(n) + c + np.eye(n)[rng.permutation(n)]) / 3
 
 
 def _speed_row(name, setting, found) -> dict:

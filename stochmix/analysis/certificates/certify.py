@@ -31,7 +31,8 @@ from .exactness import (
     sigma_probe,
     structural_reason,
 )
-from .lmi import Solution, bisect_rate, require_cvxpy
+from .lmi import Solution, require_cvxpy
+from .rate import find_rate
 from .symmetry import instance_rate, make_feasibility, network_symmetry
 from .system import NotLinearError, RoundSystem, agent_systems, round_system, spectral_systems
 
@@ -445,7 +446,7 @@ def certify(
         systems, mu / L, pair_list, 0.0 if sigma is None else sigma, solver,
         bool(pairs and across_rounds and mu < L), symmetry, whole_network,
     )  # fmt: skip
-    rate_period, found = bisect_rate(feasibility, tol, lower)
+    rate_period, found = find_rate(feasibility, tol, lower)
     out.solves, out.seconds = feasibility.solves, time.perf_counter() - start
     if found is None or rate_period >= 1.0:
         out.status = "not certified"

@@ -60,6 +60,14 @@ __all__ = ["StructuredFeasibility", "structured_applies"]
 #: Newton steps at most per solve.
 MAX_STEPS = 80
 
+#: A warm start begins where an earlier solve's duality measure fell under this fraction of
+#: the first cold start's (:meth:`StructuredFeasibility.probe`).
+WARM_MU = 1e-4
+
+#: Newton steps at most after the primal iterate proves the optimum positive, for the
+#: optimum's value (:meth:`StructuredFeasibility.probe`).
+VALUE_STEPS = 12
+
 
 def structured_applies(systems: list, sigma: float) -> bool:
     """Whether :class:`StructuredFeasibility` takes these systems: one, without mixing
@@ -139,6 +147,9 @@ class StructuredFeasibility(Feasibility):
         self._gather = _Gather(r, self._a, self._b)
         self._obj = np.zeros(self._mp + k + 1)
         self._obj[-1] = -1.0  # maximise -t
+        self._value: tuple[float, float] | None = None
+        self._waypoint: tuple | None = None
+        self._warm_mu: float | None = None
 
     # ------------------------------------------------------------------ operators
     def _p_of(self, y: np.ndarray) -> np.ndarray:
@@ -194,23 +205,54 @@ class StructuredFeasibility(Feasibility):
 
     # ------------------------------------------------------------------ the method
     def solve(self, rho: float) -> Solution | None:
-        """The certificate at rate ``rho``, or None when none is found."""
+        """The certificate at rate ``rho``, or None when none is found (from the cold
+        start: the answer does not depend on earlier solves)."""
+        return self.probe(rho, value=False, warm=False)[0]
+
+    def probe(
+        self, rho: float, value: bool = True, warm: bool = True
+    ) -> tuple[Solution | None, tuple | None]:
+        """:meth:`solve` at ``rho``, and where it finds none because the primal iterate
+        proves the optimum ``t*(rho)`` positive (weak duality), with ``value`` that optimum
+        and its derivative, ``(t, dt/drho)``: the steps go on until the dual iterate's t
+        settles (to 1e-5 of itself, at most :data:`VALUE_STEPS` more steps), and the
+        derivative is the envelope theorem's, ``dt*/drho = -2 rho <F X F^T, P>`` (X the
+        LMI block's primal iterate, ``tr X = 1``). ``(None, None)`` where nothing is
+        certified and nothing proved. What :func:`~stochmix.analysis.certificates.rate.find_rate`
+        searches on.
+
+        ``warm``: start from the earlier solve's iterate where its duality measure first
+        fell under :data:`WARM_MU` times the cold start's (the central path of a nearby
+        rate), its t raised to keep the LMI's slack it had there (every iterate stays
+        dual feasible); about a third of the steps of a cold start. Only the path
+        changes: a certificate is still only an iterate the full-LMI check accepts."""
         start = time.perf_counter()
+        self._value = None
         try:
             with _one_thread():
-                return self._solve(rho)
+                found = self._solve(rho, value, warm)
         finally:
             self.solves += 1
             self.seconds += time.perf_counter() - start
+        return found, self._value
 
-    def _start(self, scales) -> np.ndarray:
+    def _start(self, scales, warm: bool) -> tuple[np.ndarray, list]:
+        """The first iterate ``(y, X)``: the earlier solve's waypoint when ``warm`` (and
+        there is one), else P = 2 I, every multiplier 1, t one above the LMI's top
+        eigenvalue, X = I."""
+        if warm and self._waypoint is not None:
+            y, xs, slack = self._waypoint
+            y = y.copy()
+            top = float(np.linalg.eigvalsh(self._adjoint(y, scales)[0])[-1]) + y[-1]
+            y[-1] = max(y[-1], top + slack)  # the LMI's top eigenvalue at this rho, + slack
+            return y, [x.copy() for x in xs]
         y = np.zeros(self._obj.size)
         y[: self._mp][self._a == self._b] = 1.0  # P = 2 I
         y[self._mp : -1] = 1.0
         y[-1] = 0.0
         lmi = self._adjoint(y, scales)[0]  # the LMI at t = 0
         y[-1] = max(float(np.linalg.eigvalsh(lmi)[-1]), -0.5) + 1.0
-        return y
+        return y, [np.eye(blk.c.shape[0]) for blk in self._blocks]
 
     def _direction(self, state, rc: list):
         """The HKM step for the complementarity residual ``rc`` (``sigma mu I - X Z``,
@@ -224,12 +266,12 @@ class StructuredFeasibility(Feasibility):
         dx = [(r - x @ d) @ zi for r, x, d, zi in zip(rc, xs, dz, zinv, strict=True)]
         return dy, dz, [(d + d.T) / 2 for d in dx]
 
-    def _solve(self, rho: float) -> Solution | None:
+    def _solve(self, rho: float, value: bool = False, warm: bool = False) -> Solution | None:
         scales = self._scales(rho)
+        proved, previous, waypoint = -1, np.inf, False
         cs = [blk.c for blk in self._blocks]
-        y = self._start(scales)
+        y, xs = self._start(scales, warm)
         zs = [c - a for c, a in zip(cs, self._adjoint(y, scales), strict=True)]
-        xs = [np.eye(c.shape[0]) for c in cs]
         nu = sum(c.shape[0] for c in cs)
         for _ in range(MAX_STEPS):
             self.steps += 1
@@ -242,12 +284,29 @@ class StructuredFeasibility(Feasibility):
             zinv = [(w + w.T) / 2 for w in zinv]
             gap = sum(float(np.sum(x * z)) for x, z in zip(xs, zs, strict=True))
             mu = gap / nu
+            if self._warm_mu is None:
+                self._warm_mu = WARM_MU * mu
+            if not waypoint and mu <= self._warm_mu:  # where the next warm start begins
+                slack = float(np.linalg.eigvalsh(zs[0])[0])  # t less the LMI's top
+                self._waypoint, waypoint = (y.copy(), [x.copy() for x in xs], slack), True
             rp = self._obj - self._apply(xs, scales)
             primal = -sum(float(np.sum(c * x)) for c, x in zip(cs, xs, strict=True))
             # weak duality: every t >= the primal bound once the primal residual is small
-            if np.abs(rp).max() < 1e-7 * (1 + np.abs(xs[0]).max()) and primal > 1e-9:
+            if proved < 0 and np.abs(rp).max() < 1e-7 * (1 + np.abs(xs[0]).max()):
+                proved = self.steps if primal > 1e-9 else -1
+                if proved >= 0 and not value:
+                    return None
+            if proved >= 0 and (
+                abs(previous - t) <= 1e-5 * t
+                or t - primal <= 1e-5 * t
+                or self.steps - proved >= VALUE_STEPS
+            ):
+                self._value = (t, self._slope(rho, xs[0], y))
                 return None
+            previous = t
             if mu < 1e-13 * max(1.0, abs(t)) and t >= 0:
+                if proved >= 0:
+                    self._value = (t, self._slope(rho, xs[0], y))
                 return None
             mat = self._schur(xs, zinv, scales)
             factor = _factor(mat)
@@ -287,6 +346,13 @@ class StructuredFeasibility(Feasibility):
         if y[-1] < 0:
             return self._check(rho, "inaccurate", y[self._mp : -1], [(self._p_of(y), None)])
         return None
+
+    def _slope(self, rho: float, x: np.ndarray, y: np.ndarray) -> float:
+        """``dt*/drho = -2 rho <F X F^T, P>`` at the iterate (X the LMI block's, scaled to
+        trace 1: the multiplier of ``t``'s own row)."""
+        f = self._parts[0][2][1]
+        x = x / max(float(np.trace(x)), 1e-300)
+        return -2.0 * rho * float(np.sum((f @ x @ f.T) * self._p_of(y)))
 
 
 def _factor(mat: np.ndarray):
