@@ -12,7 +12,7 @@ pytest.importorskip("cvxpy")
 from stochmix.algorithms import EXTRA, GradientTracking  # noqa: E402
 from stochmix.analysis.certificates import round_system  # noqa: E402
 from stochmix.analysis.certificates.lmi import Solution, bisect_rate  # noqa: E402
-from stochmix.analysis.certificates.rate import find_rate  # noqa: E402
+from stochmix.analysis.certificates.rate import CLOSING_STEPS, find_rate  # noqa: E402
 from stochmix.analysis.certificates.structured import StructuredFeasibility  # noqa: E402
 from stochmix.analysis.certificates.symmetry import instance_rate  # noqa: E402
 from stochmix.mixing import PeriodicSequence  # noqa: E402
@@ -64,6 +64,7 @@ class _Model:
 
     def __init__(self, root: float, c: float, probe: bool = True) -> None:
         self.root, self.c, self.solves, self.seconds = root, c, 0, 0.0
+        self.limits: list = []  # the step limits the search asked each solve for
         if not probe:
             self.probe = None
 
@@ -77,7 +78,8 @@ class _Model:
         gap = self.root - rho
         return None, (gap * (1 + self.c * gap), -(1 + 2 * self.c * gap))
 
-    def probe(self, rho):  # noqa: F811 - replaced by None in the instance without values
+    def probe(self, rho, limit=None):  # noqa: F811 - None in the instance without values
+        self.limits.append(limit)
         return self.probe_(rho)
 
 
@@ -89,6 +91,9 @@ def test_on_a_model_the_search_stops_within_the_tolerance_above_the_rate(root, l
     assert found is not None
     assert root <= rate <= root + TOL * (1 - root) * 1.01
     assert model.solves <= 10  # bisection: about 25 to 30
+    # only the solves that close the bracket, after a certificate within two
+    # tolerances, are cut short
+    assert model.limits[0] is None and set(model.limits) <= {None, CLOSING_STEPS}
     plain = _Model(root, c)
     bisect_rate(plain, TOL, lower)
     assert model.solves < plain.solves

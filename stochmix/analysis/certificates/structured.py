@@ -210,7 +210,7 @@ class StructuredFeasibility(Feasibility):
         return self.probe(rho, value=False, warm=False)[0]
 
     def probe(
-        self, rho: float, value: bool = True, warm: bool = True
+        self, rho: float, value: bool = True, warm: bool = True, limit: int | None = None
     ) -> tuple[Solution | None, tuple | None]:
         """:meth:`solve` at ``rho``, and where it finds none because the primal iterate
         proves the optimum ``t*(rho)`` positive (weak duality), with ``value`` that optimum
@@ -225,12 +225,17 @@ class StructuredFeasibility(Feasibility):
         fell under :data:`WARM_MU` times the cold start's (the central path of a nearby
         rate), its t raised to keep the LMI's slack it had there (every iterate stays
         dual feasible); about a third of the steps of a cold start. Only the path
-        changes: a certificate is still only an iterate the full-LMI check accepts."""
+        changes: a certificate is still only an iterate the full-LMI check accepts.
+
+        ``limit``: at most this many Newton steps (default :data:`MAX_STEPS`): a solve the
+        search expects to certify nothing (just below its estimate of the rate) is cut
+        short; finding nothing only ever moves the search's lower end, never what it
+        returns."""
         start = time.perf_counter()
         self._value = None
         try:
             with _one_thread():
-                found = self._solve(rho, value, warm)
+                found = self._solve(rho, value, warm, limit or MAX_STEPS)
         finally:
             self.solves += 1
             self.seconds += time.perf_counter() - start
@@ -266,14 +271,16 @@ class StructuredFeasibility(Feasibility):
         dx = [(r - x @ d) @ zi for r, x, d, zi in zip(rc, xs, dz, zinv, strict=True)]
         return dy, dz, [(d + d.T) / 2 for d in dx]
 
-    def _solve(self, rho: float, value: bool = False, warm: bool = False) -> Solution | None:
+    def _solve(
+        self, rho: float, value: bool = False, warm: bool = False, limit: int = MAX_STEPS
+    ) -> Solution | None:
         scales = self._scales(rho)
         proved, previous, waypoint = -1, np.inf, False
         cs = [blk.c for blk in self._blocks]
         y, xs = self._start(scales, warm)
         zs = [c - a for c, a in zip(cs, self._adjoint(y, scales), strict=True)]
         nu = sum(c.shape[0] for c in cs)
-        for _ in range(MAX_STEPS):
+        for _ in range(limit):
             self.steps += 1
             t = y[-1]
             if t < 0:
