@@ -40,6 +40,11 @@ def _problem(regularizer):
 
 
 def _sources(method, problem, rounds, **options):
+    """The run over 20 of the N clients a round, and where each round's plan came from."""
+    return _traced(method, problem, sm.participation.UniformSample(N, 20), rounds, **options)
+
+
+def _traced(method, problem, process, rounds, **options):
     """The run, and where each round's plan came from."""
     seen = []
     original = planner_module.RoundPlanner.plan
@@ -51,8 +56,7 @@ def _sources(method, problem, rounds, **options):
 
     planner_module.RoundPlanner.plan = plan
     try:
-        result = sm.run(method, problem, sm.participation.UniformSample(N, 20), rounds,
-                        seed=5, progress=False, **options)  # fmt: skip
+        result = sm.run(method, problem, process, rounds, seed=5, progress=False, **options)
     finally:
         planner_module.RoundPlanner.plan = original
     return result, seen
@@ -116,23 +120,6 @@ def _trace(sizes, n=N, seed=0):
     return sm.participation.Trace(masks)
 
 
-def _traced(method, problem, process, rounds, **options):
-    seen = []
-    original = planner_module.RoundPlanner.plan
-
-    def plan(self, r, participants):
-        out = original(self, r, participants)
-        seen.append(self.source)
-        return out
-
-    planner_module.RoundPlanner.plan = plan
-    try:
-        result = sm.run(method, problem, process, rounds, seed=5, progress=False, **options)
-    finally:
-        planner_module.RoundPlanner.plan = original
-    return result, seen
-
-
 def test_a_rule_of_the_participants_is_bound_per_round():
     c = RoundScalar(0.25, lambda r, s: 1.0 / s.size, participants=True)
     assert c == 0.25 and c.at(3, np.arange(8)) == 0.125
@@ -144,8 +131,9 @@ def test_a_rule_of_the_participants_is_bound_per_round():
 SIZES = [7, 7, 12, 9, 15, 7, 20, 11, 9, 13, 8, 16]
 FEDERATED = {
     "FedAvg": lambda: sm.algorithms.FedAvg(0.05, 3, server_lr=1.3),
-    "AmplifiedFedAvg": lambda: sm.algorithms.AmplifiedFedAvg(0.05, 2, amplification=2.0,
-                                                             period=3),  # fmt: skip
+    "AmplifiedFedAvg": lambda: sm.algorithms.AmplifiedFedAvg(
+        0.05, 2, amplification=2.0, period=3
+    ),  # fmt: skip
     "FedProx": lambda: sm.algorithms.FedProx(0.05, local_steps=3, mu=0.1),
     "FedMid": lambda: sm.algorithms.FedMid(0.05, 3),
     "FedDualAvg": lambda: FedDualAvg(0.05, 3),
