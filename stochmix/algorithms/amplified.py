@@ -6,7 +6,7 @@ import numpy as np
 
 from .._validate import as_float, as_int
 from ..engine import Block, Equations, RunContext
-from .fedavg import FedAvg
+from .fedavg import _SIZE_FREE, FedAvg
 
 __all__ = [
     "AmplifiedFedAvg",
@@ -84,4 +84,5 @@ class AmplifiedFedAvg(FedAvg):
             phases.append(eq.build("amplify"))
         return phases
 
-    _size_free = round_phases  # FedAvg's round and a size-free amplification
+
+_SIZE_FREE.add(AmplifiedFedAvg)  # FedAvg's round and an amplification free of |S|

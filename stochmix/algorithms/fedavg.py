@@ -90,13 +90,12 @@ class FedAvg(LocalTraining, Method):
 
     def template_key(self, r: int, participants: np.ndarray):
         # uniform weights: one template for rounds of every size (the average's
-        # coefficients are round scalars that read the participants); a subclass's own
-        # aggregate keeps the key by |S| its 1/|S| needs
+        # coefficients are round scalars that read the participants); a subclass keeps
+        # the key by |S| (any of its hooks, round_steps, uploads, sent, aggregate, may read
+        # |S| without a rule)
         if self.weights != "uniform":
             return None
-        cls = type(self)
-        sized = cls.aggregate is not FedAvg.aggregate or cls.round_phases is not cls._size_free
-        return participants.size if sized else "uniform"
+        return "uniform" if type(self) in _SIZE_FREE else participants.size
 
     def start(self, ctx: RunContext) -> None:
         if self.weights != "uniform":
@@ -127,6 +126,8 @@ class FedAvg(LocalTraining, Method):
             ),
         ]  # fmt: skip
 
-    #: the round whose 1/|S| coefficients are round scalars (one template for every |S|);
-    #: a subclass that writes its own round keeps templates by |S|
-    _size_free = round_phases
+
+#: The classes whose rounds write every coefficient that depends on |S| as a round scalar
+#: (one template for rounds of every size); built-in subclasses that keep it add
+#: themselves. A user's subclass is not in it: its hooks may read |S| without a rule.
+_SIZE_FREE: set = {FedAvg}

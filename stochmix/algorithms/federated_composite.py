@@ -80,8 +80,8 @@ class FedMid(_Composite):
     def template_key(self, r: int, participants: np.ndarray):
         # the same phases up to who participates (1/|S| a round scalar that reads them;
         # uneven local steps: with the round's trip counts, LocalTraining.round_trips); a
-        # subclass's own round keeps the key by |S|
-        return True if type(self).round_phases is FedMid.round_phases else participants.size
+        # subclass keeps the key by |S| (its hooks may read |S| without a rule)
+        return True if type(self) is FedMid else participants.size
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         S = participants
@@ -155,7 +155,7 @@ class FedDualAvg(_Composite):
         # the same phases up to who participates, but for 1/|S| and the thresholds, which
         # follow the participants and r by rules (round scalars: a template binds each
         # round's); round 0 has no first prox; a subclass's own round keys by |S|
-        if type(self).round_phases is FedDualAvg.round_phases:
+        if type(self) is FedDualAvg:
             return r == 0
         return participants.size, r == 0
 

@@ -131,10 +131,11 @@ class FedProx(LocalTraining, Method):
 
     def template_key(self, r: int, participants: np.ndarray):
         # one template for rounds of every size: the average's coefficients read the
-        # participants (round scalars); a subclass's own round keeps the key by |S|
+        # participants (round scalars); a subclass keeps the key by |S| (its hooks may
+        # read |S| without a rule)
         if self.solver != "gradient":
             return None
-        return "gradient" if type(self).round_phases is FedProx.round_phases else participants.size
+        return "gradient" if type(self) is FedProx else participants.size
 
     def start(self, ctx: RunContext) -> None:
         self._prox_cache = {}

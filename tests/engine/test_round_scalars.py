@@ -192,3 +192,43 @@ def test_a_size_the_template_was_not_checked_at_is_checked_first():
     want = sm.run(sm.algorithms.FedAvg(0.05, 3), problem, _trace(SIZES), len(SIZES), seed=5,
                   progress=False, backend=SparseOnly())  # fmt: skip
     np.testing.assert_allclose(got.final, want.final, rtol=0, atol=1e-12)
+
+
+def test_float32_rounds_compute_alike_from_a_template_or_built_in_full():
+    """A round scalar is a float subclass, which NumPy does not treat as a weak scalar:
+    programs get plain floats (``plain``), so float32 rounds from a template and rounds
+    built in full give the same bits."""
+    problem = _problem(sm.problems.L1(0.02)).smooth
+    process = _trace(SIZES)
+    got, sources = _traced(sm.algorithms.FedAvg(0.05, 3, server_lr=1.3), problem, process,
+                           len(SIZES), dtype=np.float32, compiled=False)  # fmt: skip
+    assert "template" in sources
+    want = sm.run(Untemplated(0.05, 3, server_lr=1.3), problem, _trace(SIZES), len(SIZES),
+                  seed=5, progress=False, dtype=np.float32, compiled=False)  # fmt: skip
+    np.testing.assert_array_equal(got.server, want.server)
+
+
+class Untemplated(sm.algorithms.FedAvg):
+    def template_key(self, r, participants):
+        return None
+
+
+class SizeSteps(sm.algorithms.FedAvg):
+    """A user's FedAvg whose local steps depend on |S| (a hook the average's round scalars
+    know nothing of): its key keeps |S|, so a template never serves another size."""
+
+    def round_steps(self, r, participants, ctx):
+        return 1 if participants.size < 10 else 3
+
+
+def test_a_subclass_keeps_the_key_by_size():
+    assert SizeSteps(0.05, 3).template_key(0, np.arange(7)) == 7
+    assert sm.algorithms.FedAvg(0.05, 3).template_key(0, np.arange(7)) == "uniform"
+    problem = _problem(sm.problems.L1(0.02)).smooth
+    sizes = [4, 4, 6, 5, 20, 20, 3, 25, 12, 12, 2, 30]
+    got, _ = _traced(SizeSteps(0.05, 3), problem, _trace(sizes), len(sizes))
+    want = sm.run(type("Plain", (SizeSteps,), {"template_key": lambda s, r, p: None})(0.05, 3),
+                  problem, _trace(sizes), len(sizes), seed=5, progress=False)  # fmt: skip
+    np.testing.assert_array_equal(got.server, want.server)
+    for column in COLUMNS:
+        np.testing.assert_array_equal(getattr(got, column), getattr(want, column))

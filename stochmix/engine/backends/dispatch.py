@@ -18,6 +18,7 @@ import os
 from ..codegen.cache import program_for, rowwise_for, variant
 from ..model.method import Method, RunContext
 from ..model.phase import Phase
+from ..model.round_scalars import plain
 from ..model.rowmap import RowMap, apply_map
 from ..plan.capabilities import Capabilities, capabilities
 from ..plan.gradients import RowGradient, chunk_gradients, gradients_at, pure_formula, runs_rowwise
@@ -139,7 +140,7 @@ class OneProcess:
             z,
             item.nodes,
             layout,
-            item.coefs,
+            plain(item.coefs),
             item.clients,
             grads,
             self.data,

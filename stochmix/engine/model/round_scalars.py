@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["RoundScalar", "bound"]
+__all__ = ["RoundScalar", "bound", "plain"]
 
 
 class RoundScalar(float):
@@ -63,3 +63,14 @@ def bound(value, r: int, participants: np.ndarray | None = None):
     """``value`` in round ``r`` (of ``participants``): a :class:`RoundScalar`'s rule there,
     else ``value``."""
     return value.at(r, participants) if isinstance(value, RoundScalar) else value
+
+
+def plain(values: tuple) -> tuple:
+    """``values`` with every :class:`RoundScalar` as the exact float it stands for (the
+    same tuple when none is): what a program computes with. NumPy treats only an exact
+    Python float as a weak scalar, so ``float32 array * RoundScalar`` would compute in
+    float64 where ``float32 array * float`` stays float32: a round whose coefficients came
+    from a template (bound to floats) and one built in full must compute alike."""
+    if not any(type(v) is RoundScalar for v in values):
+        return values
+    return tuple(float(v) if type(v) is RoundScalar else v for v in values)

@@ -18,6 +18,7 @@ from ...model.blockwise import BlockTarget, BlockwiseForm
 from ...model.layout import Block, Layout
 from ...model.method import Method, RunContext
 from ...model.phase import Phase
+from ...model.round_scalars import plain
 from ...model.whole_block import apply_blockwise_numpy
 from .halo import PLANS, HaloPlan, _ByIdentity, _Mixed, halo_plan
 
@@ -192,9 +193,9 @@ class Shard:
         self._snap = program.snapshot(z, self.at)
         rows = [self.local(r) for r in global_rows]
         ok, acc = program.accumulate(
-            z, rows, item.nodes.size, item.coefs, item.clients, bind, data, self._snap
+            z, rows, item.nodes.size, plain(item.coefs), item.clients, bind, data, self._snap
         )
-        ok = program.finish(z, acc, self._snap, item.coefs, self.at) and ok
+        ok = program.finish(z, acc, self._snap, plain(item.coefs), self.at) and ok
         self._snap = None
         return ok
 
@@ -217,7 +218,8 @@ class Shard:
             part = nodes[a:b]
             rows = [self.local(r) for r in program.node_rows(part, self.layout)]
             coefs = tuple(
-                c[a:b] if np.ndim(c) and np.shape(c)[0] == nodes.size else c for c in item.coefs
+                c[a:b] if np.ndim(c) and np.shape(c)[0] == nodes.size else c
+                for c in plain(item.coefs)
             )
             clients = None if item.clients is None else item.clients[a:b]
             ok, acc = program.accumulate(
@@ -236,7 +238,7 @@ class Shard:
         if program.outer_rows:
             total = self.reduce(parts, "sums")
             acc = {r: total[j] for j, r in enumerate(program.outer_rows)}
-        ok = program.finish(z, acc, self._snap, item.coefs, self.at)
+        ok = program.finish(z, acc, self._snap, plain(item.coefs), self.at)
         self._snap = None
         return finite and ok
 
@@ -252,7 +254,7 @@ class Shard:
             segs = list(range(back.segments))  # the owner holds every node of the run
             finite, parts = self._partials(program, item, z, bind, data, ctx, segs)
             acc = {r: v for r, v in zip(program.outer_rows, _tree(parts), strict=True)}
-            finite = program.finish(z, acc, self._snap, item.coefs, self.at) and finite
+            finite = program.finish(z, acc, self._snap, plain(item.coefs), self.at) and finite
             self._snap = None
             values[:] = z[self.local(shared)]
         if shared.size:
