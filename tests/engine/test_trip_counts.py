@@ -225,3 +225,45 @@ def test_a_large_uneven_round_on_two_threads_equals_the_general_path():
                   backend=SparseOnly())  # fmt: skip
     np.testing.assert_allclose(got.final, want.final, rtol=1e-12, atol=1e-14)
     np.testing.assert_array_equal(got.gradients, want.gradients)
+
+
+class _BuiltInFull(FedAvg):
+    def template_key(self, r, participants):
+        return None
+
+
+def _masks(rounds, n):
+    masks = np.zeros((len(rounds), n), dtype=bool)
+    for row, members in zip(masks, rounds, strict=True):
+        row[members] = True
+    return sm.participation.Trace(masks)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        # trip order = sorted order in the rounds that make and check the template, then
+        # reversed: the repeated steps' nodes fit both "the participants" and "the
+        # participants in trip order"
+        ("trips", np.array([3, 1, 1, 3, 1, 1, 1, 1]), [[0, 1], [0, 2], [1, 3]]),
+        # groups (gradients with random draws: one run per repetition): the group {K_i >=
+        # 2} holds every participant in the first rounds, then not
+        ("groups", np.array([2, 3, 3, 2, 3, 3, 1, 3, 3]), [[0, 1, 2], [3, 4, 5], [6, 7, 8]]),
+    ],
+)
+def test_a_node_array_that_fits_two_ways_is_told_apart_by_a_full_build(case):
+    """A template's node array that fits several bases in the rounds seen so far is used
+    only where the fits agree; a later round where they differ is built in full, which
+    keeps the fit that holds (it used to run the repeated steps on the wrong clients)."""
+    kind, counts, rounds = case
+    n = counts.size
+    problem = sm.problems.LeastSquares.random(n, 4, rows_per_client=3, seed=1)
+    if kind == "groups":
+        problem = sm.problems.Noisy(problem, sigma=0.0, seed=3)
+    steps = sm.algorithms.ClientSteps(counts)
+    got = sm.run(FedAvg(0.05, steps), problem, _masks(rounds, n), len(rounds), seed=0,
+                 progress=False)  # fmt: skip
+    want = sm.run(_BuiltInFull(0.05, steps), problem, _masks(rounds, n), len(rounds), seed=0,
+                  progress=False)  # fmt: skip
+    np.testing.assert_array_equal(got.server, want.server)
+    np.testing.assert_array_equal(got.gradients, want.gradients)

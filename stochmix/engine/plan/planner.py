@@ -109,6 +109,9 @@ class RoundPlanner:
                 self.source = "template"
                 self.traffic = template.traffic(plan, self.ctx.sample_counts)
                 return plan
+            plan = self.cached(r, participants)
+            template.narrow(plan, participants, bases, trips)  # arrays that fit two ways
+            return plan
         plan = self.cached(r, participants)
         if template is None:
             if len(self.templates) >= TEMPLATES:
@@ -125,6 +128,7 @@ class RoundPlanner:
                 self.notes.add(found[0], NOT_TEMPLATED, found[1])
         elif template is not False and not template.trusted(participants):
             # not checked yet, or not at a round of this size
+            template.narrow(plan, participants, bases, trips)
             verified = template.matches(
                 plan, participants, bases, self.traffic, self.ctx.sample_counts, trips, r
             )

@@ -120,17 +120,34 @@ def _fixed(found, indices):
     return _Fixed(indices)
 
 
+#: What :meth:`RoundTemplate._indices` gives for an :class:`_Either` whose fits differ.
+_AMBIGUOUS = object()
+
+
+class _Either(tuple):
+    """Several ``(b, k)`` that fit a node array in the rounds seen so far (the
+    participants in trip order happened to be sorted, a group happened to hold every
+    participant): an instance uses them only where they give the same array, and each
+    full build of a later round keeps those that fit it (:meth:`RoundTemplate.narrow`)."""
+
+
 def _locate(indices, bases: tuple):
-    """``(b, k)`` with ``indices == bases[b] + k`` (the first base that fits), a marker
-    ("none", "empty") as :func:`_shift` gives, or None."""
+    """``(b, k)`` with ``indices == bases[b] + k``, an :class:`_Either` of every such
+    pair when more than one base fits, a marker ("none", "empty") as :func:`_shift` gives,
+    or None."""
+    found = []
     for b, base in enumerate(bases):
         if base.size == 0:
             continue
         k = _shift(indices, base)
         if k is None:
             continue
-        return k if isinstance(k, str) else (b, k)
-    return None
+        if isinstance(k, str):
+            return k
+        found.append((b, k))
+    if not found:
+        return None
+    return found[0] if len(found) == 1 else _Either(found)
 
 
 def _per_node(step: LocalStep) -> tuple | None:
@@ -365,9 +382,11 @@ class RoundTemplate:
         shifted: dict = {}
         for structure, node_shift, coefs, client_shift, outside, labels in self.steps:
             nodes = self._indices(node_shift, everything, shifted)
+            clients = self._indices(client_shift, everything, shifted)
+            if nodes is _AMBIGUOUS or clients is _AMBIGUOUS:
+                return None  # built in full, which tells the fits apart (narrow)
             if nodes.size and any(bool((nodes == node).any()) for node in outside):
                 return None
-            clients = self._indices(client_shift, everything, shifted)
             if r is not None and any(isinstance(c, RoundScalar) for c in coefs):
                 coefs = tuple(bound(c, r, participants) for c in coefs)
             limited = bool(structure.levels) and max(structure.levels) >= 0
@@ -388,8 +407,44 @@ class RoundTemplate:
             )  # fmt: skip
         return plan
 
+    def narrow(self, plan: list, participants: np.ndarray, bases: tuple = (), trips=None):
+        """Keep, of each node or client array's several fits (:class:`_Either`), those that
+        give the arrays of ``plan``, the round built in full for ``participants``."""
+        if trips is not None:
+            bases = (*bases, participants[trips.order])
+        if len(plan) != len(self.steps) or len(bases) != self.bases:
+            return
+        everything = (participants, *bases)
+        cache: dict = {}
+        steps = []
+        for step, built in zip(self.steps, plan, strict=True):
+            if not isinstance(built, LocalStep):
+                return
+            structure, nodes, coefs, clients, outside, labels = step
+            nodes = self._kept(nodes, built.nodes, everything, cache)
+            clients = self._kept(clients, built.clients, everything, cache)
+            steps.append((structure, nodes, coefs, clients, outside, labels))
+        self.steps = steps
+
+    @staticmethod
+    def _kept(shift, built, everything: tuple, cache):
+        if not isinstance(shift, _Either) or built is None:
+            return shift
+        kept = [
+            one for one in shift
+            if np.array_equal(RoundTemplate._indices(one, everything, cache), built)
+        ]  # fmt: skip
+        if not kept:
+            return shift  # none fits: instances stay refused, each round built in full
+        return kept[0] if len(kept) == 1 else _Either(kept)
+
     @staticmethod
     def _indices(shift, everything: tuple, cache):
+        if isinstance(shift, _Either):  # only where every fit gives the same array
+            arrays = [RoundTemplate._indices(one, everything, cache) for one in shift]
+            if arrays and all(np.array_equal(arrays[0], a) for a in arrays[1:]):
+                return arrays[0]
+            return _AMBIGUOUS
         if isinstance(shift, _Fixed):
             return shift.indices
         if shift == "none":
