@@ -39,6 +39,7 @@ __all__ = [
     "NOT_TEMPLATED",
     "RoundPlanner",
     "TEMPLATES",
+    "record_overrides",
 ]
 
 CACHE_SIZE = 1024  # rounds' plans kept for reuse (see Method.phase_key)
@@ -86,7 +87,7 @@ class RoundPlanner:
         """The plan of round ``r`` (sorted int64 ``participants``): from its template when
         the method has a verified one for the round, else cached or built."""
         self.phases = None  # the round's phases, where it is built in full
-        key = None if _overrides(self.ctx) else self.method.template_key(r, participants)
+        key = None if record_overrides(self.ctx) else self.method.template_key(r, participants)
         bases: tuple = ()
         trips = None
         if key is not None and self.caps.trips:  # a phase repeated by per-node counts
@@ -149,7 +150,7 @@ class RoundPlanner:
         """The round's plan from the plan cache, or built (and kept if its key came
         twice)."""
         key = None
-        if not _overrides(self.ctx):
+        if not record_overrides(self.ctx):
             key = self.method.phase_key(r, participants)
         if key is None or (participants.size > CACHE_MAX_PARTICIPANTS and _heavy(key)):
             return self.build(r, participants)
@@ -200,7 +201,7 @@ def _heavy(key) -> bool:
     return False
 
 
-def _overrides(ctx: RunContext) -> bool:
+def record_overrides(ctx: RunContext) -> bool:
     """Whether the round's record carries what a method's keys cannot see (a clock's
     local-step counts, an asynchronous round's launches, the uploads that arrived): such
     rounds are built in full."""

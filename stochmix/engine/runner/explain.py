@@ -39,8 +39,7 @@ from ..plan.gradients import (
     row_gradient,
     runs_rowwise,
 )
-from ..plan.planner import NOT_TEMPLATED
-from ..plan.planner import _overrides as overrides
+from ..plan.planner import NOT_TEMPLATED, record_overrides
 from ..plan.round_plan import LocalStep, general_path
 from ..plan.slowpath import SLOW_PATH_MIN_ROUNDS, SlowPath
 from .arguments import RunOptions
@@ -331,7 +330,7 @@ def explain(
         else:
             participants, setup.ctx.activation = nodes, drawn
         keys.append(method.template_key(r, participants))
-        overridden.append(overrides(setup.ctx))
+        overridden.append(record_overrides(setup.ctx))
         plan = planner.plan(r, participants)
         segments = tuple(
             _segment(item, back, setup.rows, dim, whole, planner.notes) for item in plan

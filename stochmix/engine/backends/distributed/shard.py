@@ -161,6 +161,9 @@ class Shard:
 
     # ------------------------------------------------------------------ node-local runs
     def local_step(self, item, z, bind, data, ctx) -> bool:
+        coefs = plain(item.coefs)  # what the programs compute with (round scalars as floats)
+        if coefs is not item.coefs:
+            item = replace(item, coefs=coefs)
         program, nodes = program_for(item.structure), item.nodes
         if nodes.size and int(nodes.max()) < self.first:
             return self._shared_step(program, item, z, bind, data)
@@ -193,9 +196,9 @@ class Shard:
         self._snap = program.snapshot(z, self.at)
         rows = [self.local(r) for r in global_rows]
         ok, acc = program.accumulate(
-            z, rows, item.nodes.size, plain(item.coefs), item.clients, bind, data, self._snap
+            z, rows, item.nodes.size, item.coefs, item.clients, bind, data, self._snap
         )
-        ok = program.finish(z, acc, self._snap, plain(item.coefs), self.at) and ok
+        ok = program.finish(z, acc, self._snap, item.coefs, self.at) and ok
         self._snap = None
         return ok
 
@@ -218,8 +221,7 @@ class Shard:
             part = nodes[a:b]
             rows = [self.local(r) for r in program.node_rows(part, self.layout)]
             coefs = tuple(
-                c[a:b] if np.ndim(c) and np.shape(c)[0] == nodes.size else c
-                for c in plain(item.coefs)
+                c[a:b] if np.ndim(c) and np.shape(c)[0] == nodes.size else c for c in item.coefs
             )
             clients = None if item.clients is None else item.clients[a:b]
             ok, acc = program.accumulate(
@@ -238,7 +240,7 @@ class Shard:
         if program.outer_rows:
             total = self.reduce(parts, "sums")
             acc = {r: total[j] for j, r in enumerate(program.outer_rows)}
-        ok = program.finish(z, acc, self._snap, plain(item.coefs), self.at)
+        ok = program.finish(z, acc, self._snap, item.coefs, self.at)
         self._snap = None
         return finite and ok
 
@@ -254,7 +256,7 @@ class Shard:
             segs = list(range(back.segments))  # the owner holds every node of the run
             finite, parts = self._partials(program, item, z, bind, data, ctx, segs)
             acc = {r: v for r, v in zip(program.outer_rows, _tree(parts), strict=True)}
-            finite = program.finish(z, acc, self._snap, plain(item.coefs), self.at) and finite
+            finite = program.finish(z, acc, self._snap, item.coefs, self.at) and finite
             self._snap = None
             values[:] = z[self.local(shared)]
         if shared.size:
