@@ -77,7 +77,8 @@ def find_rate(
     """The smallest certified rate in [0, 1] to ``tol`` relative to ``1 - rho``, as
     :func:`~stochmix.analysis.certificates.lmi.bisect_rate` (same arguments, same
     answer to the tolerance), by the root search of the module docstring when
-    ``feasibility`` has ``probe(rho) -> (Solution | None, (t, dt/drho) | None)`` (the
+    ``feasibility`` has ``probe(rho, limit=None) -> (Solution | None, (t, dt/drho) |
+    None)`` (``limit``: Newton steps at most, None for the solver's own: the
     structured SDP), by bisection otherwise. ``lower`` (a rate no certificate beats) is
     the bracket's first lo; the first solves gallop up from it as bisection's do (``lower
     + 2^j tol (1 - lower) / 2``, j = 0, 1, 2: a rate tight at the floor takes one or two),
@@ -91,7 +92,7 @@ def find_rate(
 
     def at(rho: float, limit: int | None = None) -> bool:
         nonlocal lo, hi, best
-        found, value = probe(rho, limit=limit) if limit else probe(rho)
+        found, value = probe(rho, limit=limit)
         if found is not None:
             hi, best = rho, found
             return True
