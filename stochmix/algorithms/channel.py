@@ -93,7 +93,7 @@ class ChannelNoise(Wrapper):
     def _noise(self, label: str, target: str, term, r: int, ctx: RunContext):
         """The row map adding ``scale * sum_{j != i} W_ij n_ij`` to every row of
         ``target``, with n drawn for the transmission of ``term.source`` by ``W``."""
-        w, scale, sigma = term.matrix, float(term.coef), self.sigma
+        w, scale, sigma = term.rows_matrix(), float(term.coef), self.sigma
         received = received_noise_operator(w)
 
         def add_noise(values, info):

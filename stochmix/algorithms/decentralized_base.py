@@ -295,6 +295,23 @@ class DecentralizedMethod(Method):
             return None
         return ("every node", first, r % period, participants.size)
 
+    def template_key(self, r: int, participants: np.ndarray):
+        """``("active nodes", first iteration?, k mod period)`` under node activation
+        when the iterations repeat (:meth:`segment_key`) and the graph sequence is
+        periodic: such iterations build the same phases up to which nodes are active (the
+        same W_k, rows A of it), so the engine plans each position of the period once and
+        then substitutes each iteration's active nodes (:mod:`stochmix.engine.plan.
+        subset_template`), checked against full builds as every template is; None
+        otherwise (an iteration in which every node is active; edge activation, a
+        decaying step, an aperiodic sequence)."""
+        first = self.segment_key(r)
+        period = self.graphs.period
+        if first is None or not period or self.__dict__.get("_activation") != "nodes":
+            return None
+        if participants.size == self.graphs.n_nodes:  # every node: whole blocks, built
+            return None
+        return ("active nodes", first, r % period)
+
     def round_equations(self, participants: np.ndarray, ctx: RunContext) -> Equations:
         """The equations of this iteration, activated for its active nodes.
 

@@ -81,13 +81,14 @@ def pulled(op: RowSparse, nodes: Int[np.ndarray, " a"]) -> RowSparse:
     """The rows ``nodes`` of ``op``, as the operator ``D W + (I - D)`` restricted to the
     rows it changes (sorted, distinct ``nodes``).
 
-    Cost: O(|nodes| x degree)."""
+    Cost: O(1) for an operator that sets every row (:meth:`RowSparse.rows_of`: its rows
+    are read where they lie, and sliced only when something asks for the CSR), else
+    O(|nodes| x degree)."""
     if _closed(op, nodes):
         return op
     if _is_whole(op):
-        values = op.values[nodes]
-    else:
-        values = _full_csr(op)[nodes]
+        return RowSparse.rows_of(op, nodes)  # sliced only when something asks
+    values = _full_csr(op)[nodes]
     out = RowSparse(op.size, nodes, sp.csr_array(values))
     out.reusable = False
     return out

@@ -205,8 +205,33 @@ class RowSparse:
         out._values, out._entries, out.pattern = matrix, None, None
         return out
 
+    @classmethod
+    def rows_of(cls, whole: RowSparse, rows: Int[np.ndarray, " k"]) -> RowSparse:
+        """The rows ``rows`` (sorted, distinct, unchecked) of ``whole``, an operator that
+        sets every row, as a RowSparse that sets them, with the rest of the identity: the
+        operator ``D W + (I - D)`` of an activated pull (:func:`~stochmix.mixing.
+        activation.pulled`).
+
+        Nothing is copied when it is made: :attr:`parent` keeps ``whole``, so that a
+        kernel multiplies by the rows of ``whole.values`` where they lie, and the sliced
+        CSR (:attr:`values`) and the triplets are made only when something asks for
+        them (the analysis, a backend that multiplies by the CSR itself). Cost: O(1).
+        Always a plain RowSparse, whatever class it is called on.
+        """
+        out = RowSparse.__new__(RowSparse)
+        out.size, out.rows, out.identity_elsewhere = int(whole.size), rows, True
+        out._values, out._entries, out.pattern = None, None, None
+        out.parent = whole
+        out.reusable = False
+        return out
+
+    #: the whole operator whose rows this one takes (:meth:`rows_of`), or None
+    parent: RowSparse | None = None
+
     @property
     def values(self) -> sp.csr_array:
+        if self._values is None and self.parent is not None and self._entries is None:
+            self._values = sp.csr_array(self.parent.values[self.rows])
         if self._values is None:
             rows, cols, vals = self.entries()
             self._values = csr_from_triplets(
@@ -219,7 +244,7 @@ class RowSparse:
         row order."""
         found = self._entries
         if found is None:
-            v = self._values
+            v = self.values
             assert v is not None  # a RowSparse holds its values, its entries or both
             local = np.repeat(np.arange(v.shape[0]), np.diff(v.indptr))
             found = (self.rows[local], v.indices.astype(np.int64, copy=False), v.data)

@@ -17,7 +17,7 @@ import pytest
 import stochmix as sm
 from stochmix import algorithms as A
 from stochmix.engine.backends.numpy_backend import NumpyBackend
-from stochmix.engine.codegen.combine_kernel import combine_kernel, kernel_source
+from stochmix.engine.codegen.combine_kernel import combine_kernel, kernel_source, rows_kernel
 from stochmix.mixing import StaticSequence
 
 pytest.importorskip("numba")
@@ -64,6 +64,83 @@ def test_the_kernel_computes_the_numpy_statements_bit_for_bit(kinds, start):
     assert kernel(out, *((first,) if start else ()), *sources, scalars, rows) is False
 
 
+@pytest.mark.parametrize(
+    ("scales", "kinds", "indexed"),
+    [((1.0,), (), ()), ((0.5,), (1,), (True,)), ((1.0, -2.0), (2, 3), (True, False)),
+     ((), (3, 0), (False, True)), ((-1.0,), (0, 1, 2), (False, True, True))],
+)  # fmt: skip
+def test_the_rows_kernel_computes_sliced_products_and_gathers_bit_for_bit(
+    scales, kinds, indexed
+):
+    """Rows A of whole CSR matrices times their sources, scaled, plus terms read through
+    row indices: the same bits as slicing W[A], SciPy's product and gathered copies."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(len(kinds) + 3 * len(scales))
+    n, d = 40, 3
+    select = np.sort(rng.choice(n, 17, replace=False))
+    m = select.size
+    z = rng.standard_normal((3 * n, d))
+    matrices = [sp.random_array((n, n), density=0.2, rng=rng, format="csr") for _ in scales]
+    sources = [z[u * n : (u + 1) * n] for u in range(len(scales))]
+    args: list = []
+    for w, x in zip(matrices, sources, strict=True):
+        args += [w.indptr, w.indices, w.data, x]
+    terms, index = [], []
+    for flag in indexed:
+        if flag:
+            index.append(rng.choice(3 * n, m))
+            args += [z, index[-1]]
+            terms.append(z[index[-1]])
+        else:
+            terms.append(rng.standard_normal((m, d)))
+            args.append(terms[-1])
+    scalars = rng.standard_normal(len(kinds))
+    per_row = rng.standard_normal((len(kinds), m))
+    kernel = rows_kernel(tuple(c != 1.0 for c in scales), tuple(kinds), tuple(indexed))
+    out = np.empty((m, d))
+    assert kernel(out, select, *args, scalars, np.asarray(scales), per_row) is True
+    start = None
+    for w, x, c in zip(matrices, sources, scales, strict=True):
+        product = sp.csr_array(w[select]) @ x
+        if c != 1.0:
+            product *= c
+        start = product if start is None else start + product
+    want = _numpy(kinds, start, terms, scalars, per_row)
+    np.testing.assert_array_equal(out, want)
+    # written straight into rows of the state (a target that nothing reads after it)
+    direct = rows_kernel(tuple(c != 1.0 for c in scales), tuple(kinds), tuple(indexed), True)
+    state, into = np.full((2 * m, d), 7.0), rng.permutation(2 * m)[:m]
+    assert direct(state, into, select, *args, scalars, np.asarray(scales), per_row) is True
+    np.testing.assert_array_equal(state[into], want)
+    assert (np.delete(state, into, axis=0) == 7.0).all()
+    z[:] = np.nan
+    for term in terms:
+        term[:] = np.nan
+    assert kernel(out, select, *args, scalars, np.asarray(scales), per_row) is False
+
+
+def test_an_activated_round_never_slices_the_mixing_matrix(monkeypatch):
+    """The active rows of W are read where they lie: no round makes the sliced CSR."""
+    from stochmix.mixing.rowsparse import RowSparse
+
+    sliced = []
+    values = RowSparse.values
+
+    def watched(self):
+        if self.parent is not None and self._values is None:
+            sliced.append(self.rows.size)
+        return values.fget(self)
+
+    monkeypatch.setattr(RowSparse, "values", property(watched))
+    problem = sm.problems.LeastSquares.random(N, 4, rows_per_client=3, seed=1)
+    process = sm.participation.Bernoulli(0.5, N)
+    result = sm.run(METHODS["activated gradient tracking"](), problem, process, 20, seed=1,
+                    progress=False)  # fmt: skip
+    assert result.server.shape[0] == 21
+    assert sliced == []
+
+
 def test_the_source_names_each_term_once():
     source = kernel_source((2, 1, 3), True)
     assert source.startswith("def rows(out, start, s0, s1, s2, c, rc):")
@@ -98,7 +175,12 @@ def test_runs_with_the_kernel_equal_runs_without_bit_for_bit(name, monkeypatch):
         asked.append(kinds)
         return combine_kernel(kinds, start)
 
+    def counted_rows(scaled, kinds, indexed, direct=False):
+        asked.append(("rows", kinds))
+        return rows_kernel(scaled, kinds, indexed, direct)
+
     monkeypatch.setattr(numpy_backend, "combine_kernel", counted)
+    monkeypatch.setattr(numpy_backend, "rows_kernel", counted_rows)
     problem = sm.problems.LeastSquares.random(N, 4, rows_per_client=3, seed=1)
     full = sm.participation.Full(N)
     process = sm.participation.Bernoulli(0.5, N) if name.startswith("activated") else full
@@ -106,6 +188,8 @@ def test_runs_with_the_kernel_equal_runs_without_bit_for_bit(name, monkeypatch):
     want = sm.run(METHODS[name](), problem, process, 30, seed=1, progress=False,
                   backend=Unfused())  # fmt: skip
     assert asked  # the kernel ran (and the unfused backend never asks)
+    # an activated round's rows: one pass over the active rows, W's rows read unsliced
+    assert all(kind[0] == "rows" for kind in asked) == name.startswith("activated")
     np.testing.assert_array_equal(got.server, want.server)
     np.testing.assert_array_equal(got.final, want.final)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..._validate import as_float_dtype, flag_or_choice
-from ..codegen.combine_kernel import combine_kernel
+from ..codegen.combine_kernel import combine_kernel, rows_kernel, scatter_kernel
 from ..model.blockwise import BlockwiseForm
 from ..model.phase import Phase
 from ..model.whole_block import Workspace, apply_blockwise_numpy
@@ -80,6 +80,8 @@ class NumpyBackend:
             handed=handed,
             workspace=workspace,
             fused=combine_kernel if self.fused_combine else None,
+            rows_kernel=rows_kernel if self.fused_combine else None,
+            scatter=scatter_kernel() if self.fused_combine else None,
         )
 
 

@@ -13,6 +13,15 @@ source, compiled once per machine through the disk cache of
 A term's kind: 0 ``v + s``, 1 ``v - s``, 2 ``v + c s`` (c a number), 3 ``v + c_i s`` (a
 coefficient per row); the first term starts the value when there is no product to start
 from (kind 0 ``s``, 1 ``-s``, 2 and 3 the product).
+
+A form on some rows of its blocks (an activated round's active nodes A: :attr:`~stochmix.
+engine.model.blockwise.BlockwiseForm.subset`) gets :func:`rows_kernel`: the products of
+the rows A of whole mixing matrices, read where they lie in the matrices' CSR arrays, and
+the other terms read through their row indices, all in one pass over A (mixing inside the
+program: nothing is sliced or gathered), with the rows a few active nodes ahead asked of
+the memory early (the reads are scattered: latency, not arithmetic, is their cost). Each
+product is summed in the CSR row's order from 0.0 and then scaled, as SciPy's kernel and
+the NumPy statements do: the same bits.
 """
 
 from __future__ import annotations
@@ -22,7 +31,13 @@ import threading
 from ..plan.gradients import numba_available
 from .disk_cache import compiled_rows
 
-__all__ = ["combine_kernel", "kernel_source"]
+__all__ = [
+    "combine_kernel",
+    "kernel_source",
+    "rows_kernel",
+    "rows_kernel_source",
+    "scatter_kernel",
+]
 
 _KERNELS: dict = {}
 _LOCK = threading.Lock()
@@ -76,4 +91,127 @@ def combine_kernel(kinds: tuple[int, ...], start: bool):
             found = _KERNELS[key] = compiled_rows(
                 kernel_source(kinds, start), None, "<stochmix combine kernel>"
             )
+    return found
+
+
+def rows_kernel_source(
+    scaled: tuple[bool, ...], kinds: tuple[int, ...], indexed: tuple, direct: bool = False
+) -> str:
+    """The source of ``rows(out, [orow,] sel, ip0, ix0, dv0, x0, ..., s0[, i0], ..., c, ms,
+    rc)``
+    for a target on the rows ``sel`` of its block: a product per entry of ``scaled``
+    (``x_u`` the source block, ``ip/ix/dv`` the whole matrix's CSR arrays, times ``ms[u]``
+    where scaled), then the terms of ``kinds`` (:func:`kernel_source`), each read at row
+    ``i_t[k]`` of ``s_t`` where ``indexed[t]``, else at row k; the value of row k is
+    written into row k of ``out``, or ``direct``, into row ``orow[k]`` of ``out`` (the
+    state itself). Returns whether every entry written is finite."""
+    names = ["out", *(["orow"] if direct else []), "sel"]
+    for u in range(len(scaled)):
+        names += [f"ip{u}", f"ix{u}", f"dv{u}", f"x{u}"]
+    for t, flag in enumerate(indexed):
+        names += [f"s{t}", *([f"i{t}"] if flag else [])]
+    names += ["c", "ms", "rc"]
+
+    def term(kind: int, t: int) -> str:
+        s = f"s{t}[{'g' + str(t) if indexed[t] else 'k'}, j]"
+        return (s, f"-{s}", f"c[{t}] * {s}", f"rc[{t}, k] * {s}")[kind]
+
+    lines = [
+        f"def rows({', '.join(names)}):",
+        "    m = sel.shape[0]",
+        "    d = out.shape[1]",
+        "    bad = False",
+    ]
+    lines += [f"    t{u} = np.empty(d)" for u in range(len(scaled))]
+    # loads started ahead (they never change a value): the next rows' CSR offsets, the
+    # rows their products read, the rows the indexed terms read
+    lines += ["    for k in range(m):"]
+    if scaled:
+        lines += ["        if k + 16 < m:", "            later = np.int64(sel[k + 16])"]
+        lines += [f"            prefetch_read(ip{u}, later)" for u in range(len(scaled))]
+    if scaled or any(indexed):
+        lines += ["        if k + 8 < m:", "            ahead = sel[k + 8]"]
+        for u in range(len(scaled)):
+            lines += [
+                f"            for q in range(ip{u}[ahead], ip{u}[ahead + 1]):",
+                f"                prefetch_read(x{u}, np.int64(ix{u}[q]))",
+            ]
+        lines += [
+            f"            prefetch_read(s{t}, np.int64(i{t}[k + 8]))"
+            for t, flag in enumerate(indexed)
+            if flag
+        ]
+    lines += ["        r = sel[k]"]
+    lines += [f"        g{t} = i{t}[k]" for t, flag in enumerate(indexed) if flag]
+    for u in range(len(scaled)):
+        lines += [
+            "        for j in range(d):",
+            f"            t{u}[j] = 0.0",
+            f"        for q in range(ip{u}[r], ip{u}[r + 1]):",
+            f"            a = dv{u}[q]",
+            f"            col = ix{u}[q]",
+            "            for j in range(d):",
+            f"                t{u}[j] += a * x{u}[col, j]",
+        ]
+    value = None
+    for u, flag in enumerate(scaled):
+        product = f"t{u}[j] * ms[{u}]" if flag else f"t{u}[j]"
+        value = product if value is None else f"({value} + {product})"
+    for t, kind in enumerate(kinds):
+        if value is None:
+            value = term(kind, t)
+        else:
+            op = " - " if kind == 1 else " + "
+            value = f"({value}{op}{term(0 if kind == 1 else kind, t)})"
+    lines += [
+        "        for j in range(d):",
+        f"            v = {value}",
+        f"            out[{'orow[k]' if direct else 'k'}, j] = v",
+        "            bad |= v - v != 0.0",
+        "    return not bad",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def rows_kernel(
+    scaled: tuple[bool, ...], kinds: tuple[int, ...], indexed: tuple, direct: bool = False
+):
+    """The compiled kernel of :func:`rows_kernel_source` for this shape, or None without
+    Numba."""
+    key = ("rows", scaled, kinds, indexed, direct)
+    found = _KERNELS.get(key)
+    if found is not None:
+        return found
+    if not numba_available():
+        return None
+    with _LOCK:
+        found = _KERNELS.get(key)
+        if found is None:
+            found = _KERNELS[key] = compiled_rows(
+                rows_kernel_source(scaled, kinds, indexed, direct), None, "<stochmix rows kernel>"
+            )
+    return found
+
+
+_SCATTER = """def rows(z, rows, values):
+    for k in range(rows.shape[0]):
+        r = rows[k]
+        for j in range(values.shape[1]):
+            z[r, j] = values[k, j]
+    return True
+"""
+
+
+def scatter_kernel():
+    """``rows(z, rows, values)``: ``z[rows] = values`` compiled (a NumPy fancy assignment
+    of the same values, faster for the thousands of short rows of an activated round), or
+    None without Numba."""
+    found = _KERNELS.get("scatter")
+    if found is None and numba_available():
+        with _LOCK:
+            found = _KERNELS.get("scatter")
+            if found is None:
+                found = _KERNELS["scatter"] = compiled_rows(
+                    _SCATTER, None, "<stochmix scatter kernel>"
+                )
     return found

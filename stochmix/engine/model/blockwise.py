@@ -47,8 +47,12 @@ class BlockTerm:
         source: the source block's name (None for "grad").
         rows: the source block's rows of Z (None for "grad"): a slice, or for a "block"
             term of a form on some rows (:attr:`BlockwiseForm.subset`) their index array.
-        matrix: the ``(rows_T, rows_S)`` CSR matrix of a "mix" term, else None.
+        matrix: the ``(rows_T, rows_S)`` CSR matrix of a "mix" term, else None; in a
+            form on some rows, with ``select``, the whole operator's ``(n, rows_S)`` CSR.
         coef: a number, or an array with one value per row of the target (not "mix").
+        select: in a form on some rows (:attr:`BlockwiseForm.subset`), the rows of
+            ``matrix`` that the product takes: the term is ``coef * (matrix[select] @
+            S)``, read where the rows lie (:meth:`rows_matrix` slices them). None: all.
     """
 
     kind: str
@@ -56,6 +60,13 @@ class BlockTerm:
     rows: slice | np.ndarray | None
     matrix: sp.csr_array | None
     coef: float | np.ndarray
+    select: np.ndarray | None = None
+
+    def rows_matrix(self) -> sp.csr_array | None:
+        """The matrix the product multiplies by: ``matrix``, or its rows ``select``."""
+        if self.select is None or self.matrix is None:
+            return self.matrix
+        return sp.csr_array(self.matrix[self.select])
 
 
 @dataclass(frozen=True)
@@ -91,8 +102,9 @@ class BlockwiseForm:
             takes from the previous phase: ``W`` times the handed rows is written
             straight into the state's rows of T, with no copy through a temporary.
         subset: the form rewrites the same rows A (block-local, sorted) of every target,
-            not whole blocks: an activated round's active nodes. Its "mix" matrices are
-            the rows A of W (``(|A|, rows_S)``), its "block" terms read rows A of their
+            not whole blocks: an activated round's active nodes. Its "mix" terms take
+            the rows A of W (``(|A|, rows_S)``; where W sets every row, the whole W
+            with :attr:`BlockTerm.select` A, read unsliced), its "block" terms read rows A of their
             source, its gradients are those of clients A; every target is computed before
             any is written. Backends apply it where they say they can
             (:attr:`~stochmix.engine.plan.capabilities.Capabilities.row_subsets`).
@@ -229,12 +241,18 @@ def _subset_form(layout: Layout, deferred: list) -> BlockwiseForm | None:
             _, target, source, operator, scale = op
             if operator.rows.size == operator.size or not same(operator.rows):
                 return None
-            values = operator.values
-            if values.shape != (operator.rows.size, layout.block(source).rows):
+            if operator.size != layout.block(source).rows:
                 return None
-            terms.setdefault(target, []).append(
-                BlockTerm("mix", source, layout.slice(source), values, float(scale))
+            parent = getattr(operator, "parent", None)
+            term = (
+                BlockTerm("mix", source, layout.slice(source), operator.values, float(scale))
+                if parent is None  # rows read where they lie, not sliced
+                else BlockTerm(
+                    "mix", source, layout.slice(source), parent.values, float(scale),
+                    operator.rows,
+                )  # fmt: skip
             )
+            terms.setdefault(target, []).append(term)
         elif kind == "combine":
             _, target, t_rows, source, s_rows, coef = op
             t, s_ = _as_index(t_rows), _as_index(s_rows)

@@ -327,7 +327,13 @@ class _LocalDraft:
             self.outer.append((row, "row", self._row(source, pattern.row), own))
             return
         values = op._values
-        if op._entries is None and values is not None and values.nnz != op.rows.size:
+        if op.parent is not None and op._entries is None and values is None:
+            # rows of a whole operator (an activated pull): their entry counts, unsliced
+            values = op.parent.values
+            several = bool((np.diff(values.indptr)[op.rows] != 1).any())
+        else:
+            several = op._entries is None and values is not None and values.nnz != op.rows.size
+        if several:
             # not one entry per row: what the entries would show
             self.fail(f"it applies a matrix that mixes rows of several nodes into {target!r}")
             return

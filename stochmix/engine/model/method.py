@@ -267,7 +267,10 @@ class Method(ABC):
 
     def points(self, z, ctx: RunContext, clients: np.ndarray):
         """Where each requested client's gradient is taken: its model row by default."""
-        return z[ctx.layout.rows(self.model_block, clients + self.client_node)]
+        rows = ctx.layout.rows(self.model_block, clients + self.client_node)
+        if isinstance(z, np.ndarray):  # (NumPy's take gathers rows faster than indexing)
+            return z.take(rows, axis=0)
+        return z[rows]
 
     def output(self, z, ctx: RunContext):
         """The model the method reports: the server row (row 0 of ``model_block``)."""

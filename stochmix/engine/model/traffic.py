@@ -35,6 +35,9 @@ activation only the active nodes' pulls and pushes count.
 
 from __future__ import annotations
 
+import weakref
+from functools import partial
+
 import numpy as np
 
 __all__ = [
@@ -142,10 +145,38 @@ def _cross(op, shift: int) -> int:
     found = memo.get(shift)
     if found is None and getattr(op, "hops", None) is not None:
         found = memo[shift] = int(op.hops) * _cross(op.base, shift)
+    parent = getattr(op, "parent", None)
+    if found is None and parent is not None and shift == 0:
+        # rows of a whole operator (an activated pull): its per-row counts, unsliced
+        found = memo[shift] = int(row_cross(parent.values)[op.rows].sum())
     if found is None:
         rows, cols, vals = op.entries()
         found = memo[shift] = int(np.count_nonzero((rows + shift != cols) & (vals != 0)))
     return found
+
+
+_ROW_CROSS: dict = {}  # id(matrix) -> (a weak reference to it, its counts)
+
+
+def row_cross(matrix) -> np.ndarray:
+    """Per row of a square CSR ``matrix`` (a mixing matrix over every node), its nonzero
+    entries off the diagonal: the messages its row i receives. Kept while the matrix
+    lives (matrices are not changed in place once made)."""
+    key = id(matrix)
+    found = _ROW_CROSS.get(key)
+    if found is not None and found[0]() is matrix:
+        return found[1]
+    rows = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
+    off = (matrix.indices != rows) & (matrix.data != 0)
+    running = np.concatenate(([0], np.cumsum(off, dtype=np.int64)))
+    counts = running[matrix.indptr[1:]] - running[matrix.indptr[:-1]]
+    counts.flags.writeable = False
+    _ROW_CROSS[key] = (weakref.ref(matrix, partial(_forget_row_cross, key)), counts)
+    return counts
+
+
+def _forget_row_cross(key: int, _reference) -> None:
+    _ROW_CROSS.pop(key, None)
 
 
 def phase_traffic(layout, deferred: list) -> PhaseTraffic:

@@ -117,9 +117,11 @@ class RoundPlanner:
         if template is None:
             if len(self.templates) >= TEMPLATES:
                 self.templates.clear()
+            method, dim = self.method, self.ctx.dim
             found = RoundTemplate.attempt(
-                plan, participants, bases, self.ctx.sample_counts, trips
-            )
+                plan, participants, bases, self.ctx.sample_counts, trips,
+                floats_of=lambda block: method.sent_floats(block, dim), built=self.traffic,
+            )  # fmt: skip
             self.templates[key] = found if isinstance(found, RoundTemplate) else False
             if isinstance(found, RoundTemplate):
                 found.sizes.add(participants.size)

@@ -24,6 +24,11 @@ on ``|S|`` without a rule shows there); a key whose rounds differ is never templ
 again in that run. An instance
 whose new nodes would collide with a row the program reads or writes one at a time falls
 back to a full build.
+
+An activated round (node activation: a decentralized method's phases on the active nodes'
+rows) is templated the same way, its mixing phases kept as
+:class:`~stochmix.engine.plan.subset_template.SubsetRecipe` s (the active nodes are the
+participants).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import numpy as np
 from ..model.round_scalars import RoundScalar, bound
 from ..model.traffic import samples_of
 from .round_plan import LocalStep
+from .subset_template import SubsetRecipe
 
 __all__ = [
     "RoundTemplate",
@@ -225,7 +231,8 @@ _UNEVEN_TRAFFIC = (
 class RoundTemplate:
     """A plan of :class:`~stochmix.engine.plan.round_plan.LocalStep` s whose nodes and clients
     are the participants shifted by constants (or a few fixed nodes, such as the server's)
-    and whose coefficients are numbers."""
+    and whose coefficients are numbers, and of phases on the participants' rows
+    (:class:`~stochmix.engine.plan.subset_template.SubsetRecipe`: an activated round's)."""
 
     def __init__(self, steps: list, traffic: list, bases: int = 0):
         self.steps = steps  # (structure, node shift, coefs, client shift, outside, labels)
@@ -254,8 +261,9 @@ class RoundTemplate:
 
     @classmethod
     def attempt(
-        cls, plan: list, participants: np.ndarray, bases: tuple = (), samples=None, trips=None
-    ) -> RoundTemplate | tuple[str, str] | None:
+        cls, plan: list, participants: np.ndarray, bases: tuple = (), samples=None, trips=None,
+        floats_of=None, built: tuple | None = None,
+    ) -> RoundTemplate | tuple[str, str] | None:  # fmt: skip
         """The template of a planned round; or, when the plan is not one, ``(label, why)``:
         the phase that stops it (its label, "" for the round) and why, in words; None for
         rounds of fewer than two participants (never templated, by design).
@@ -266,7 +274,11 @@ class RoundTemplate:
         counts each round's traffic per node. ``samples``: the run's sample counts (see
         :func:`~stochmix.engine.model.traffic.sample_counts`). ``trips``: the round's
         :class:`~stochmix.engine.model.trips.TripCounts`, for plans whose runs repeat a
-        phase (their nodes are then the participants in the trips' order, shifted)."""
+        phase (their nodes are then the participants in the trips' order, shifted).
+        ``floats_of(block)``: the floats a row of ``block`` costs on the wire (the method's
+        ``sent_floats``), for plans with phases on the active nodes' rows (without it such
+        plans are not templated); ``built``: the round's traffic, as its full build
+        counted it (else the sum of its steps')."""
         if trips is not None:
             bases = (*bases, participants[trips.order])
         if participants.size < 2 or any(b.size < 2 for b in bases):
@@ -274,22 +286,31 @@ class RoundTemplate:
         if bases:
             found = cls._attempt_groups(plan, participants, bases)
         else:
-            found = cls._attempt_plain(plan, participants)
+            found = cls._attempt_plain(plan, participants, floats_of)
         if isinstance(found, RoundTemplate):
-            built = tuple(sum(int(item.traffic[j]) for item in plan) for j in range(4))
-            if found.traffic(plan, samples) != built:
+            if built is None:
+                built = tuple(sum(int(item.traffic[j]) for item in plan) for j in range(4))
+            if found.traffic(plan, samples) != tuple(built):
                 return "", _UNEVEN_TRAFFIC
         return found
 
     @classmethod
-    def _attempt_plain(cls, plan: list, participants: np.ndarray):
+    def _attempt_plain(cls, plan: list, participants: np.ndarray, floats_of=None):
         """:meth:`attempt` without groups: every node and client array is the
         participants shifted."""
-        steps, per_node = [], []
+        steps: list = []
+        per_node: list = []
         for item in plan:
             if not isinstance(item, LocalStep):
-                # a phase on the general path, a whole-block product or a row map
-                return getattr(item, "label", ""), "it is not part of a node-local segment"
+                # a phase on the active rows, the general path, a whole block or a row map
+                recipe: SubsetRecipe | str = "it is not part of a node-local segment"
+                if floats_of is not None:
+                    recipe = SubsetRecipe.attempt(item, participants, floats_of)
+                if isinstance(recipe, str):
+                    return getattr(item, "label", ""), recipe
+                steps.append(recipe)
+                per_node.append(None)
+                continue
             coefs = tuple(_coefficient(c) for c in item.coefs)
             if None in coefs:  # per-node coefficients that depend on who participates
                 label = _label_of_slot(item, coefs.index(None))
@@ -356,8 +377,13 @@ class RoundTemplate:
         each step's traffic per node times its nodes, its sample gradients from its
         clients' ``samples`` (the run's sample counts; 1 per gradient where None)."""
         total = [0, 0, 0, 0]
-        for step, unit in zip(plan, self.per_node, strict=True):
-            for j, value in enumerate(_step_traffic(unit, step, samples)):
+        for step, unit, recipe in zip(plan, self.per_node, self.steps, strict=True):
+            counted = (
+                recipe.traffic(step, samples)
+                if isinstance(recipe, SubsetRecipe)
+                else _step_traffic(unit, step, samples)
+            )
+            for j, value in enumerate(counted):
                 total[j] += value
         return total[0], total[1], total[2], total[3]
 
@@ -380,7 +406,11 @@ class RoundTemplate:
         everything = (participants, *bases)
         plan: list = []
         shifted: dict = {}
-        for structure, node_shift, coefs, client_shift, outside, labels in self.steps:
+        for step in self.steps:
+            if isinstance(step, SubsetRecipe):
+                plan.append(step.instance(participants))
+                continue
+            structure, node_shift, coefs, client_shift, outside, labels = step
             nodes = self._indices(node_shift, everything, shifted)
             clients = self._indices(client_shift, everything, shifted)
             if nodes is _AMBIGUOUS or clients is _AMBIGUOUS:
@@ -416,8 +446,11 @@ class RoundTemplate:
             return
         everything = (participants, *bases)
         cache: dict = {}
-        steps = []
+        steps: list = []
         for step, built in zip(self.steps, plan, strict=True):
+            if isinstance(step, SubsetRecipe):
+                steps.append(step)
+                continue
             if not isinstance(built, LocalStep):
                 return
             structure, nodes, coefs, clients, outside, labels = step
@@ -468,7 +501,11 @@ class RoundTemplate:
             return False
         if traffic is not None and self.traffic(mine, samples) != tuple(traffic):
             return False
-        for a, b in zip(mine, plan, strict=True):
+        for a, b, step in zip(mine, plan, self.steps, strict=True):
+            if isinstance(step, SubsetRecipe):
+                if not SubsetRecipe.same(a, b):
+                    return False
+                continue
             if not isinstance(b, LocalStep) or a.structure != b.structure:
                 return False
             if not _same_coefficients(a.coefs, b.coefs) or a.outside != b.outside:
