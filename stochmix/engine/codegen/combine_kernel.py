@@ -123,12 +123,18 @@ def rows_kernel_source(
         "    bad = False",
     ]
     lines += [f"    t{u} = np.empty(d)" for u in range(len(scaled))]
-    # loads started ahead (they never change a value): the next rows' CSR offsets, the
-    # rows their products read, the rows the indexed terms read
+    # loads started ahead (they never change a value): the CSR offsets of a row 16 ahead,
+    # its entries 12 ahead, the rows its products and indexed terms read 8 ahead
     lines += ["    for k in range(m):"]
     if scaled:
         lines += ["        if k + 16 < m:", "            later = np.int64(sel[k + 16])"]
         lines += [f"            prefetch_read(ip{u}, later)" for u in range(len(scaled))]
+        lines += ["        if k + 12 < m:", "            soon = sel[k + 12]"]
+        for u in range(len(scaled)):
+            lines += [
+                f"            prefetch_read(ix{u}, np.int64(ip{u}[soon]))",
+                f"            prefetch_read(dv{u}, np.int64(ip{u}[soon]))",
+            ]
     if scaled or any(indexed):
         lines += ["        if k + 8 < m:", "            ahead = sel[k + 8]"]
         for u in range(len(scaled)):
