@@ -120,6 +120,39 @@ def test_the_rows_kernel_computes_sliced_products_and_gathers_bit_for_bit(
     assert kernel(out, select, *args, scalars, np.asarray(scales), per_row) is False
 
 
+@pytest.mark.parametrize(
+    ("scales", "kinds"), [((1.0,), ()), ((0.5,), (1,)), ((1.0, -2.0), (2, 3)), ((), (3, 0))]
+)
+def test_the_whole_block_kernel_computes_products_and_terms_bit_for_bit(scales, kinds):
+    """Every row of whole CSR matrices times their sources, scaled, plus terms in place:
+    the same bits as SciPy's products, their scaling and the terms added one by one."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(5 + len(kinds) + 3 * len(scales))
+    n, d = 40, 3
+    matrices = [sp.random_array((n, n), density=0.2, rng=rng, format="csr") for _ in scales]
+    sources = [rng.standard_normal((n, d)) for _ in scales]
+    terms = [rng.standard_normal((n, d)) for _ in kinds]
+    args: list = []
+    for w, x in zip(matrices, sources, strict=True):
+        args += [w.indptr, w.indices, w.data, x]
+    scalars = rng.standard_normal(len(kinds))
+    per_row = rng.standard_normal((len(kinds), n))
+    flags = tuple(c != 1.0 for c in scales)
+    kernel = rows_kernel(flags, tuple(kinds), (False,) * len(kinds), False, True)
+    out = np.empty((n, d))
+    assert kernel(out, *args, *terms, scalars, np.asarray(scales), per_row) is True
+    start = None
+    for w, x, c in zip(matrices, sources, scales, strict=True):
+        product = w @ x
+        if c != 1.0:
+            product *= c
+        start = product if start is None else start + product
+    np.testing.assert_array_equal(out, _numpy(kinds, start, terms, scalars, per_row))
+    (sources or terms)[0][4, 1] = np.inf
+    assert kernel(out, *args, *terms, scalars, np.asarray(scales), per_row) is False
+
+
 def test_an_activated_round_never_slices_the_mixing_matrix(monkeypatch):
     """The active rows of W are read where they lie: no round makes the sliced CSR."""
     from stochmix.mixing.rowsparse import RowSparse
@@ -175,9 +208,9 @@ def test_runs_with_the_kernel_equal_runs_without_bit_for_bit(name, monkeypatch):
         asked.append(kinds)
         return combine_kernel(kinds, start)
 
-    def counted_rows(scaled, kinds, indexed, direct=False):
+    def counted_rows(scaled, kinds, indexed, direct=False, whole=False):
         asked.append(("rows", kinds))
-        return rows_kernel(scaled, kinds, indexed, direct)
+        return rows_kernel(scaled, kinds, indexed, direct, whole)
 
     monkeypatch.setattr(numpy_backend, "combine_kernel", counted)
     monkeypatch.setattr(numpy_backend, "rows_kernel", counted_rows)
@@ -188,8 +221,9 @@ def test_runs_with_the_kernel_equal_runs_without_bit_for_bit(name, monkeypatch):
     want = sm.run(METHODS[name](), problem, process, 30, seed=1, progress=False,
                   backend=Unfused())  # fmt: skip
     assert asked  # the kernel ran (and the unfused backend never asks)
-    # an activated round's rows: one pass over the active rows, W's rows read unsliced
-    assert all(kind[0] == "rows" for kind in asked) == name.startswith("activated")
+    # every target in one pass, products included (whole blocks and an activated
+    # round's active rows alike): the separate terms-only kernel is never needed
+    assert all(kind[0] == "rows" for kind in asked)
     np.testing.assert_array_equal(got.server, want.server)
     np.testing.assert_array_equal(got.final, want.final)
 

@@ -95,22 +95,29 @@ def combine_kernel(kinds: tuple[int, ...], start: bool):
 
 
 def rows_kernel_source(
-    scaled: tuple[bool, ...], kinds: tuple[int, ...], indexed: tuple, direct: bool = False
+    scaled: tuple[bool, ...],
+    kinds: tuple[int, ...],
+    indexed: tuple,
+    direct: bool = False,
+    whole: bool = False,
 ) -> str:
-    """The source of ``rows(out, [orow,] sel, ip0, ix0, dv0, x0, ..., s0[, i0], ..., c, ms,
-    rc)``
-    for a target on the rows ``sel`` of its block: a product per entry of ``scaled``
-    (``x_u`` the source block, ``ip/ix/dv`` the whole matrix's CSR arrays, times ``ms[u]``
-    where scaled), then the terms of ``kinds`` (:func:`kernel_source`), each read at row
-    ``i_t[k]`` of ``s_t`` where ``indexed[t]``, else at row k; the value of row k is
-    written into row k of ``out``, or ``direct``, into row ``orow[k]`` of ``out`` (the
-    state itself). Returns whether every entry written is finite."""
-    names = ["out", *(["orow"] if direct else []), "sel"]
+    """The source of ``rows(out, [orow,] [sel,] ip0, ix0, dv0, x0, ..., s0[, i0], ..., c,
+    ms, rc)`` for a target on the rows ``sel`` of its block (``whole``: on every row, in
+    order, with no ``sel``, and ``m`` the rows of ``out``): a product per entry of
+    ``scaled`` (``x_u`` the source block, ``ip/ix/dv`` the whole matrix's CSR arrays, times
+    ``ms[u]`` where scaled), then the terms of ``kinds`` (:func:`kernel_source`), each
+    read at row ``i_t[k]`` of ``s_t`` where ``indexed[t]``, else at row k; the value of
+    row k is written into row k of ``out``, or ``direct``, into row ``orow[k]`` of ``out``
+    (the state itself). Returns whether every entry written is finite."""
+    names = ["out", *(["orow"] if direct else []), *([] if whole else ["sel"])]
     for u in range(len(scaled)):
         names += [f"ip{u}", f"ix{u}", f"dv{u}", f"x{u}"]
     for t, flag in enumerate(indexed):
         names += [f"s{t}", *([f"i{t}"] if flag else [])]
     names += ["c", "ms", "rc"]
+
+    def row(k: str) -> str:  # the matrix row of target row k
+        return k if whole else f"sel[{k}]"
 
     def term(kind: int, t: int) -> str:
         s = f"s{t}[{'g' + str(t) if indexed[t] else 'k'}, j]"
@@ -118,25 +125,26 @@ def rows_kernel_source(
 
     lines = [
         f"def rows({', '.join(names)}):",
-        "    m = sel.shape[0]",
+        f"    m = {'out.shape[0]' if whole else 'sel.shape[0]'}",
         "    d = out.shape[1]",
         "    bad = False",
     ]
     lines += [f"    t{u} = np.empty(d)" for u in range(len(scaled))]
     # loads started ahead (they never change a value): the CSR offsets of a row 16 ahead,
-    # its entries 12 ahead, the rows its products and indexed terms read 8 ahead
+    # its entries 12 ahead, the rows its products and indexed terms read 8 ahead (rows in
+    # order stream through the hardware's own prefetcher: only the scattered reads)
     lines += ["    for k in range(m):"]
-    if scaled:
-        lines += ["        if k + 16 < m:", "            later = np.int64(sel[k + 16])"]
+    if scaled and not whole:
+        lines += ["        if k + 16 < m:", f"            later = np.int64({row('k + 16')})"]
         lines += [f"            prefetch_read(ip{u}, later)" for u in range(len(scaled))]
-        lines += ["        if k + 12 < m:", "            soon = sel[k + 12]"]
+        lines += ["        if k + 12 < m:", f"            soon = {row('k + 12')}"]
         for u in range(len(scaled)):
             lines += [
                 f"            prefetch_read(ix{u}, np.int64(ip{u}[soon]))",
                 f"            prefetch_read(dv{u}, np.int64(ip{u}[soon]))",
             ]
     if scaled or any(indexed):
-        lines += ["        if k + 8 < m:", "            ahead = sel[k + 8]"]
+        lines += ["        if k + 8 < m:", f"            ahead = {row('k + 8')}"]
         for u in range(len(scaled)):
             lines += [
                 f"            for q in range(ip{u}[ahead], ip{u}[ahead + 1]):",
@@ -147,7 +155,9 @@ def rows_kernel_source(
             for t, flag in enumerate(indexed)
             if flag
         ]
-    lines += ["        r = sel[k]"]
+        if lines[-1].endswith("ahead = k + 8"):  # nothing to ask for that far ahead
+            lines = lines[:-2]
+    lines += [f"        r = {row('k')}"]
     lines += [f"        g{t} = i{t}[k]" for t, flag in enumerate(indexed) if flag]
     for u in range(len(scaled)):
         lines += [
@@ -180,11 +190,15 @@ def rows_kernel_source(
 
 
 def rows_kernel(
-    scaled: tuple[bool, ...], kinds: tuple[int, ...], indexed: tuple, direct: bool = False
+    scaled: tuple[bool, ...],
+    kinds: tuple[int, ...],
+    indexed: tuple,
+    direct: bool = False,
+    whole: bool = False,
 ):
     """The compiled kernel of :func:`rows_kernel_source` for this shape, or None without
     Numba."""
-    key = ("rows", scaled, kinds, indexed, direct)
+    key = ("rows", scaled, kinds, indexed, direct, whole)
     found = _KERNELS.get(key)
     if found is not None:
         return found
@@ -193,9 +207,8 @@ def rows_kernel(
     with _LOCK:
         found = _KERNELS.get(key)
         if found is None:
-            found = _KERNELS[key] = compiled_rows(
-                rows_kernel_source(scaled, kinds, indexed, direct), None, "<stochmix rows kernel>"
-            )
+            source = rows_kernel_source(scaled, kinds, indexed, direct, whole)
+            found = _KERNELS[key] = compiled_rows(source, None, "<stochmix rows kernel>")
     return found
 
 

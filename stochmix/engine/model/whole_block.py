@@ -9,6 +9,7 @@ from functools import partial
 
 import numpy as np
 
+from .block_pass import apply_compiled
 from .blockwise import BlockTerm, BlockwiseForm
 
 __all__ = ["Workspace", "apply_blockwise_numpy"]
@@ -110,17 +111,20 @@ def apply_blockwise_numpy(
     :mod:`stochmix.engine.codegen.combine_kernel`; used with a workspace): the same
     operations in the same order, so the same bits.
 
-    ``rows_kernel``: ``(scaled, kinds, indexed, direct) -> kernel or None``, the compiled
-    kernels of a form on some rows (:attr:`BlockwiseForm.subset`; see :func:`~stochmix.engine.
-    codegen.combine_kernel.rows_kernel`; used with a workspace): each target in one pass
-    over its rows, the products read from the whole matrices' rows, nothing sliced or
-    gathered; the same bits. ``scatter(z, rows, values)``: writes ``z[rows] = values``
-    for them (a compiled loop; by default NumPy's assignment)."""
+    ``rows_kernel``: ``(scaled, kinds, indexed, direct, whole) -> kernel or None``, the
+    compiled kernels of :mod:`~stochmix.engine.model.block_pass` (used with a workspace):
+    each target in one pass over its rows, products included, nothing sliced or gathered;
+    the same bits. ``scatter(z, rows, values)``: writes ``z[rows] = values`` for a form on
+    some rows (a compiled loop; by default NumPy's assignment). Where a target has a shape
+    no kernel takes (a float32 state, a matrix of another dtype), the form is applied as
+    above."""
     scratch = None
     if workspace is not None and product is None and z.dtype == np.float64:
         scratch = workspace.scratch
-    if form.subset and scratch is not None and rows_kernel is not None:
-        done = _apply_subset(form, z, gradients, scratch, rows_kernel, scatter or _assign)
+    if scratch is not None and rows_kernel is not None:
+        done = apply_compiled(
+            form, z, gradients, scratch, rows_kernel, scatter or _assign, handed
+        )
         if done is not None:
             return done
     product = _product if product is None else product
@@ -344,106 +348,6 @@ def _scaled_add(acc, values, coef, scratch=None):
     else:
         acc += coef * values
     return acc
-
-
-def _float_rows(values) -> bool:
-    return (
-        isinstance(values, np.ndarray)
-        and values.dtype == np.float64
-        and values.ndim == 2
-        and values.flags.c_contiguous
-    )
-
-
-def _apply_subset(
-    form: BlockwiseForm, z, gradients, scratch, rows_kernel, scatter
-) -> bool | None:
-    """A form on some rows applied by compiled kernels (see :func:`apply_blockwise_numpy`):
-    every target computed into the workspace, then written into its rows of ``z``; whether
-    every new entry is finite, or None where a target has a shape no kernel takes (the
-    caller then applies the form the NumPy way; nothing was written)."""
-    computed = []
-    finite = True
-    later_reads = _read_later(form)
-    for place, (target, _, check) in enumerate(form.order):
-        terms = target.terms
-        mixes = [t for t in terms if t.kind == "mix"]
-        others = terms[len(mixes) :]
-        size = target.rows.size
-        select = mixes[0].select if mixes else target.rows
-        args: list = []
-        for term in mixes:
-            matrix = term.matrix
-            if term.select is None or not (
-                term.select is select or np.array_equal(term.select, select)
-            ):
-                return None
-            source = z[term.rows]
-            if matrix.format != "csr" or matrix.dtype != np.float64 or not _float_rows(source):
-                return None
-            args += [matrix.indptr, matrix.indices, matrix.data, source]
-        kinds: list[int] = []
-        scalars: list[float] = []
-        indexed: list[bool] = []
-        per_row: list[tuple[int, np.ndarray]] = []
-        for t, term in enumerate(others):
-            if term.kind == "mix":
-                return None
-            if term.kind == "grad":
-                if not _float_rows(gradients) or gradients.shape[0] != size:
-                    return None
-                args.append(gradients)
-                indexed.append(False)
-            else:  # a block's rows, read where they lie
-                if not isinstance(term.rows, np.ndarray):
-                    return None
-                args += [z, term.rows]
-                indexed.append(True)
-            coef = term.coef
-            if isinstance(coef, np.ndarray):
-                kinds.append(3)
-                per_row.append((t, coef))
-                scalars.append(0.0)
-            elif coef == 1.0 or coef == -1.0:
-                kinds.append(0 if coef == 1.0 else 1)
-                scalars.append(0.0)
-            else:
-                kinds.append(2)
-                scalars.append(float(coef))
-        scaled = tuple(term.coef != 1.0 for term in mixes)
-        # written into the state as it is computed where nothing reads the rows it
-        # overwrites: no target after it, none of its own products (a node's own row,
-        # read before it is written, is fine)
-        direct = target.block not in later_reads[place] and all(
-            term.source != target.block for term in mixes
-        )
-        kernel = rows_kernel(scaled, tuple(kinds), tuple(indexed), direct)
-        if kernel is None:
-            return None
-        rows_array = np.zeros((len(kinds), size)) if per_row else np.empty((len(kinds), 0))
-        for t, coef in per_row:
-            rows_array[t] = coef
-        out = z if direct else scratch(z, target.block, size)("acc")
-        ok = kernel(
-            out, *((target.rows,) if direct else ()), select, *args, np.asarray(scalars),
-            np.asarray([float(term.coef) for term in mixes]), rows_array,
-        )  # fmt: skip
-        finite = finite and (not check or bool(ok))
-        if not direct:
-            computed.append((target.rows, out))
-    for rows, out in computed:  # a phase is simultaneous: written when all are computed
-        scatter(z, rows, out)
-    return finite
-
-
-def _read_later(form: BlockwiseForm) -> list[set]:
-    """Per target of ``form.order``, the blocks that the targets after it read."""
-    reads: list[set] = [set() for _ in form.order]
-    seen: set = set()
-    for place in range(len(form.order) - 1, -1, -1):
-        reads[place] = set(seen)
-        seen.update(term.source for term in form.order[place][0].terms if term.source)
-    return reads
 
 
 def _assign(z, rows, values) -> None:

@@ -149,18 +149,16 @@ class SubsetRecipe:
         """An instance's (gradients, messages, floats, sample gradients)."""
         form = item.blockwise
         assert form is not None  # an instance has its form
-        active = form.targets[0].terms[0].select if form.clients is None else form.clients
-        if active is None:  # no products, no gradients: the rows of its first target
-            return 0, 0, 0, 0
         counted: dict = {}
         floats = 0
         for target in form.targets:
             for term in target.terms:
-                if term.kind != "mix":
+                if term.kind != "mix" or term.select is None:
                     continue
                 found = counted.get(id(term.matrix))
-                if found is None:
-                    found = counted[id(term.matrix)] = int(row_cross(term.matrix)[active].sum())
+                if found is None:  # its rows A: one message per entry off the diagonal
+                    rows = row_cross(term.matrix)[term.select]
+                    found = counted[id(term.matrix)] = int(rows.sum())
                 floats += int(found * self.floats[term.source])
         messages = sum(counted.values())
         if form.clients is None:

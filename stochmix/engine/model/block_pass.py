@@ -1,0 +1,175 @@
+"""A whole-block form applied by compiled passes, one per target block.
+
+A target block T of a :class:`~stochmix.engine.model.blockwise.BlockwiseForm` is
+
+    T[rows] <- sum_u s_u (W_u[rows] @ S_u) + sum_t c_t S_t[rows] + c_g G
+
+over every row of T (a whole block) or the active rows A (a form on some rows, an
+activated round). :func:`apply_compiled` computes each target in one pass over its rows
+by a kernel of :mod:`stochmix.engine.codegen.combine_kernel` (``rows_kernel``): it reads
+each matrix row where it lies in the matrix's CSR arrays (never a slice of W), the other
+blocks' rows in place or through their indices, the gradients, and checks what it writes
+for NaN and Inf. Each product is summed in the row's CSR order from 0.0 and then scaled,
+as SciPy's kernel and the NumPy statements of :mod:`~stochmix.engine.model.whole_block` do:
+the same operations in the same order, the same bits.
+
+A phase is simultaneous: every target reads the state as it was. A target is written
+into the state as it is computed where no target after it reads its block and none of its
+own products does (a row's own entries are read before they are written); the others are
+computed into the workspace and written when every target is computed. A block handed to
+the next phase (:func:`~stochmix.engine.model.blockwise.chained`) is kept in the
+workspace, and the phase that takes it multiplies it straight into the state.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .blockwise import BlockwiseForm
+
+__all__ = ["apply_compiled"]
+
+
+def _float_rows(values) -> bool:
+    return (
+        isinstance(values, np.ndarray)
+        and values.dtype == np.float64
+        and values.ndim == 2
+        and values.flags.c_contiguous
+    )
+
+
+def _read_later(form: BlockwiseForm) -> list[set]:
+    """Per target of ``form.order``, the blocks that the targets after it read."""
+    reads: list[set] = [set() for _ in form.order]
+    seen: set = set()
+    for place in range(len(form.order) - 1, -1, -1):
+        reads[place] = set(seen)
+        seen.update(term.source for term in form.order[place][0].terms if term.source)
+    return reads
+
+
+def _size(rows) -> int:
+    return rows.stop - rows.start if isinstance(rows, slice) else rows.size
+
+
+def _pass(form: BlockwiseForm, z, gradients, rows_kernel, handed, place: int, later: set):
+    """The kernel and arguments of one target (``form.order[place]``), and where it writes
+    ("direct": into the state; "later": into the workspace, written at the end; "hand":
+    handed to the next phase), or None where no kernel takes its shape."""
+    target, _, check = form.order[place]
+    terms = target.terms
+    if not terms:  # a block cleared: NumPy's zeros
+        return None
+    mixes = [t for t in terms if t.kind == "mix"]
+    others = terms[len(mixes) :]
+    size = _size(target.rows)
+    whole = not form.subset
+    select = None if whole else (mixes[0].select if mixes else target.rows)
+    args: list = []
+    for term in mixes:
+        matrix = term.matrix
+        if whole:
+            if term.select is not None or matrix.shape[0] != size:
+                return None
+        elif select is None or term.select is None or not (
+            term.select is select or np.array_equal(term.select, select)
+        ):
+            return None
+        if form.take is not None and term.source == form.take:
+            source = handed.get((id(z), form.take))
+        else:
+            source = z[term.rows]
+        if matrix.format != "csr" or matrix.dtype != np.float64 or not _float_rows(source):
+            return None
+        args += [matrix.indptr, matrix.indices, matrix.data, source]
+    kinds: list[int] = []
+    scalars: list[float] = []
+    indexed: list[bool] = []
+    per_row: list[tuple[int, np.ndarray]] = []
+    for t, term in enumerate(others):
+        if term.kind == "mix":
+            return None
+        if term.kind == "grad":
+            if not _float_rows(gradients) or gradients.shape[0] != size:
+                return None
+            args.append(gradients)
+            indexed.append(False)
+        elif isinstance(term.rows, slice):  # a whole block's rows, in place
+            args.append(z[term.rows])
+            indexed.append(False)
+        else:  # rows of a block, read through their indices
+            args += [z, term.rows]
+            indexed.append(True)
+        coef = term.coef
+        if isinstance(coef, np.ndarray):
+            kinds.append(3)
+            per_row.append((t, coef))
+            scalars.append(0.0)
+        elif coef == 1.0 or coef == -1.0:
+            kinds.append(0 if coef == 1.0 else 1)
+            scalars.append(0.0)
+        else:
+            kinds.append(2)
+            scalars.append(float(coef))
+    if form.take is None and target.block == form.hand_off:
+        where = "hand"
+    elif target.block not in later and all(
+        term.source != target.block or term.source == form.take for term in mixes
+    ):
+        where = "direct"
+    else:
+        where = "later"
+    scaled = tuple(term.coef != 1.0 for term in mixes)
+    direct = where == "direct" and not whole  # (a whole block's rows: a view of the state)
+    kernel = rows_kernel(scaled, tuple(kinds), tuple(indexed), direct, whole)
+    if kernel is None:
+        return None
+    rows_array = np.zeros((len(kinds), size)) if per_row else np.empty((len(kinds), 0))
+    for t, coef in per_row:
+        rows_array[t] = coef
+    tail = (np.asarray(scalars), np.asarray([float(t.coef) for t in mixes]), rows_array)
+    head = () if whole else (select,)
+    return kernel, (*head, *args, *tail), where, check
+
+
+def apply_compiled(
+    form: BlockwiseForm, z, gradients, scratch, rows_kernel, scatter, handed
+) -> bool | None:
+    """Apply ``form`` to the float64 state ``z`` by compiled passes (see the module
+    docstring): whether every new entry checked is finite, or None where a target has a
+    shape no kernel takes (nothing is written then; the caller applies the form another
+    way). ``scratch(z, block, rows)``: the workspace's arrays; ``scatter(z, rows,
+    values)``: ``z[rows] = values``; ``handed``: the blocks phases hand on."""
+    if form.take is not None and (id(z), form.take) not in handed:
+        return None
+    later = _read_later(form)
+    passes = []
+    for place in range(len(form.order)):
+        found = _pass(form, z, gradients, rows_kernel, handed, place, later[place])
+        if found is None:
+            return None
+        passes.append(found)
+    if form.take is not None:
+        handed.pop((id(z), form.take))
+    finite = True
+    written = []
+    for (target, _, _), (kernel, args, where, check) in zip(form.order, passes, strict=True):
+        rows = target.rows
+        if where == "direct":
+            out = z[rows] if isinstance(rows, slice) else z
+            head = () if isinstance(rows, slice) else (rows,)
+        else:
+            out, head = scratch(z, target.block, _size(rows))("acc"), ()
+        ok = kernel(out, *head, *args)
+        finite = finite and (not check or bool(ok))
+        if where == "hand":
+            handed[id(z), target.block] = out
+        elif where == "later":
+            written.append((rows, out))
+    for rows, out in written:  # a phase is simultaneous: written when all are computed
+        if isinstance(rows, slice):
+            z[rows] = out
+        else:
+            scatter(z, rows, out)
+    return finite
