@@ -99,7 +99,7 @@ def test_the_rows_kernel_computes_sliced_products_and_gathers_bit_for_bit(
     per_row = rng.standard_normal((len(kinds), m))
     kernel = rows_kernel(tuple(c != 1.0 for c in scales), tuple(kinds), tuple(indexed))
     out = np.empty((m, d))
-    assert kernel(out, select, *args, scalars, np.asarray(scales), per_row) is True
+    assert kernel(out, select, *args, scalars, np.asarray(scales), per_row, True) is True
     start = None
     for w, x, c in zip(matrices, sources, scales, strict=True):
         product = sp.csr_array(w[select]) @ x
@@ -111,13 +111,13 @@ def test_the_rows_kernel_computes_sliced_products_and_gathers_bit_for_bit(
     # written straight into rows of the state (a target that nothing reads after it)
     direct = rows_kernel(tuple(c != 1.0 for c in scales), tuple(kinds), tuple(indexed), True)
     state, into = np.full((2 * m, d), 7.0), rng.permutation(2 * m)[:m]
-    assert direct(state, into, select, *args, scalars, np.asarray(scales), per_row) is True
+    assert direct(state, into, select, *args, scalars, np.asarray(scales), per_row, False) is True
     np.testing.assert_array_equal(state[into], want)
     assert (np.delete(state, into, axis=0) == 7.0).all()
     z[:] = np.nan
     for term in terms:
         term[:] = np.nan
-    assert kernel(out, select, *args, scalars, np.asarray(scales), per_row) is False
+    assert kernel(out, select, *args, scalars, np.asarray(scales), per_row, True) is False
 
 
 @pytest.mark.parametrize(
@@ -141,7 +141,7 @@ def test_the_whole_block_kernel_computes_products_and_terms_bit_for_bit(scales, 
     flags = tuple(c != 1.0 for c in scales)
     kernel = rows_kernel(flags, tuple(kinds), (False,) * len(kinds), False, True)
     out = np.empty((n, d))
-    assert kernel(out, *args, *terms, scalars, np.asarray(scales), per_row) is True
+    assert kernel(out, *args, *terms, scalars, np.asarray(scales), per_row, True) is True
     start = None
     for w, x, c in zip(matrices, sources, scales, strict=True):
         product = w @ x
@@ -150,7 +150,7 @@ def test_the_whole_block_kernel_computes_products_and_terms_bit_for_bit(scales, 
         start = product if start is None else start + product
     np.testing.assert_array_equal(out, _numpy(kinds, start, terms, scalars, per_row))
     (sources or terms)[0][4, 1] = np.inf
-    assert kernel(out, *args, *terms, scalars, np.asarray(scales), per_row) is False
+    assert kernel(out, *args, *terms, scalars, np.asarray(scales), per_row, True) is False
 
 
 def test_an_activated_round_never_slices_the_mixing_matrix(monkeypatch):
@@ -198,9 +198,18 @@ METHODS = {
 }
 
 
+@pytest.mark.parametrize("large", [False, True], ids=["state in cache", "large state"])
 @pytest.mark.parametrize("name", list(METHODS))
-def test_runs_with_the_kernel_equal_runs_without_bit_for_bit(name, monkeypatch):
+def test_runs_with_the_kernel_equal_runs_without_bit_for_bit(name, large, monkeypatch):
+    """Runs through the compiled passes equal runs through SciPy's products and NumPy's
+    statements bit for bit: whole blocks of a small state (SciPy's product, then the
+    terms' pass), of a large one (here: any size counts as large; one pass per target,
+    products included) and an activated round's active rows (one pass, always)."""
     from stochmix.engine.backends import numpy_backend
+    from stochmix.engine.model import whole_block
+
+    if large:
+        monkeypatch.setattr(whole_block, "PREFETCH_BYTES", 0)
 
     asked = []
 
@@ -208,9 +217,9 @@ def test_runs_with_the_kernel_equal_runs_without_bit_for_bit(name, monkeypatch):
         asked.append(kinds)
         return combine_kernel(kinds, start)
 
-    def counted_rows(scaled, kinds, indexed, direct=False, whole=False):
+    def counted_rows(scaled, kinds, indexed, direct=False, whole=False, width=0):
         asked.append(("rows", kinds))
-        return rows_kernel(scaled, kinds, indexed, direct, whole)
+        return rows_kernel(scaled, kinds, indexed, direct, whole, width)
 
     monkeypatch.setattr(numpy_backend, "combine_kernel", counted)
     monkeypatch.setattr(numpy_backend, "rows_kernel", counted_rows)
@@ -221,9 +230,8 @@ def test_runs_with_the_kernel_equal_runs_without_bit_for_bit(name, monkeypatch):
     want = sm.run(METHODS[name](), problem, process, 30, seed=1, progress=False,
                   backend=Unfused())  # fmt: skip
     assert asked  # the kernel ran (and the unfused backend never asks)
-    # every target in one pass, products included (whole blocks and an activated
-    # round's active rows alike): the separate terms-only kernel is never needed
-    assert all(kind[0] == "rows" for kind in asked)
+    one_pass = large or name.startswith("activated")
+    assert all((kind[0] == "rows") == one_pass for kind in asked)
     np.testing.assert_array_equal(got.server, want.server)
     np.testing.assert_array_equal(got.final, want.final)
 

@@ -100,21 +100,28 @@ def rows_kernel_source(
     indexed: tuple,
     direct: bool = False,
     whole: bool = False,
+    width: int = 0,
 ) -> str:
     """The source of ``rows(out, [orow,] [sel,] ip0, ix0, dv0, x0, ..., s0[, i0], ..., c,
-    ms, rc)`` for a target on the rows ``sel`` of its block (``whole``: on every row, in
+    ms, rc, far)`` for a target on the rows ``sel`` of its block (``whole``: on every row, in
     order, with no ``sel``, and ``m`` the rows of ``out``): a product per entry of
     ``scaled`` (``x_u`` the source block, ``ip/ix/dv`` the whole matrix's CSR arrays, times
     ``ms[u]`` where scaled), then the terms of ``kinds`` (:func:`kernel_source`), each
     read at row ``i_t[k]`` of ``s_t`` where ``indexed[t]``, else at row k; the value of
     row k is written into row k of ``out``, or ``direct``, into row ``orow[k]`` of ``out``
-    (the state itself). Returns whether every entry written is finite."""
+    (the state itself). ``width``: the rows' length d written into the source as a
+    number (the compiler then unrolls the loops over a row and keeps a product's row in
+    registers), or 0: read from ``out``. ``far``: whether to prefetch (data far out of the
+    caches; for data in them the extra loads cost more than they save). Returns whether
+    every entry written is finite (an entry's ``v - v`` is 0 for finite v and NaN
+    otherwise: their sum is 0 exactly when every entry is finite, a check that costs an
+    add where a test and a branch would stop the loop from being vectorized)."""
     names = ["out", *(["orow"] if direct else []), *([] if whole else ["sel"])]
     for u in range(len(scaled)):
         names += [f"ip{u}", f"ix{u}", f"dv{u}", f"x{u}"]
     for t, flag in enumerate(indexed):
         names += [f"s{t}", *([f"i{t}"] if flag else [])]
-    names += ["c", "ms", "rc"]
+    names += ["c", "ms", "rc", "far"]
 
     def row(k: str) -> str:  # the matrix row of target row k
         return k if whole else f"sel[{k}]"
@@ -126,8 +133,8 @@ def rows_kernel_source(
     lines = [
         f"def rows({', '.join(names)}):",
         f"    m = {'out.shape[0]' if whole else 'sel.shape[0]'}",
-        "    d = out.shape[1]",
-        "    bad = False",
+        f"    d = {width}" if width else "    d = out.shape[1]",
+        "    bad = 0.0",
     ]
     lines += [f"    t{u} = np.empty(d)" for u in range(len(scaled))]
     # loads started ahead (they never change a value): the CSR offsets of a row 16 ahead,
@@ -135,16 +142,16 @@ def rows_kernel_source(
     # order stream through the hardware's own prefetcher: only the scattered reads)
     lines += ["    for k in range(m):"]
     if scaled and not whole:
-        lines += ["        if k + 16 < m:", f"            later = np.int64({row('k + 16')})"]
+        lines += ["        if far and k + 16 < m:", f"            later = np.int64({row('k + 16')})"]
         lines += [f"            prefetch_read(ip{u}, later)" for u in range(len(scaled))]
-        lines += ["        if k + 12 < m:", f"            soon = {row('k + 12')}"]
+        lines += ["        if far and k + 12 < m:", f"            soon = {row('k + 12')}"]
         for u in range(len(scaled)):
             lines += [
                 f"            prefetch_read(ix{u}, np.int64(ip{u}[soon]))",
                 f"            prefetch_read(dv{u}, np.int64(ip{u}[soon]))",
             ]
     if scaled or any(indexed):
-        lines += ["        if k + 8 < m:", f"            ahead = {row('k + 8')}"]
+        lines += ["        if far and k + 8 < m:", f"            ahead = {row('k + 8')}"]
         for u in range(len(scaled)):
             lines += [
                 f"            for q in range(ip{u}[ahead], ip{u}[ahead + 1]):",
@@ -183,8 +190,8 @@ def rows_kernel_source(
         "        for j in range(d):",
         f"            v = {value}",
         f"            out[{'orow[k]' if direct else 'k'}, j] = v",
-        "            bad |= v - v != 0.0",
-        "    return not bad",
+        "            bad += v - v",
+        "    return bad == 0.0",
     ]
     return "\n".join(lines) + "\n"
 
@@ -195,10 +202,11 @@ def rows_kernel(
     indexed: tuple,
     direct: bool = False,
     whole: bool = False,
+    width: int = 0,
 ):
     """The compiled kernel of :func:`rows_kernel_source` for this shape, or None without
     Numba."""
-    key = ("rows", scaled, kinds, indexed, direct, whole)
+    key = ("rows", scaled, kinds, indexed, direct, whole, width)
     found = _KERNELS.get(key)
     if found is not None:
         return found
@@ -207,7 +215,7 @@ def rows_kernel(
     with _LOCK:
         found = _KERNELS.get(key)
         if found is None:
-            source = rows_kernel_source(scaled, kinds, indexed, direct, whole)
+            source = rows_kernel_source(scaled, kinds, indexed, direct, whole, width)
             found = _KERNELS[key] = compiled_rows(source, None, "<stochmix rows kernel>")
     return found
 

@@ -27,7 +27,17 @@ import numpy as np
 
 from .blockwise import BlockwiseForm
 
-__all__ = ["apply_compiled"]
+__all__ = ["PREFETCH_BYTES", "WIDTH_MAX", "apply_compiled"]
+
+#: Rows of at most this many entries get kernels with their length compiled in (one
+#: kernel per length met; longer rows share kernels that read it).
+WIDTH_MAX = 16
+
+#: States of at least this many bytes are read with prefetching (the rows a few nodes
+#: ahead asked of the memory early); smaller ones sit in the caches, where the extra
+#: loads cost more than they save (measured: 0.53 against 0.62 ms for 10^4 nodes, d = 10;
+#: 11.8 against 13.9 ms for 10^5).
+PREFETCH_BYTES = 8 << 20
 
 
 def _float_rows(values) -> bool:
@@ -122,13 +132,20 @@ def _pass(form: BlockwiseForm, z, gradients, rows_kernel, handed, place: int, la
         where = "later"
     scaled = tuple(term.coef != 1.0 for term in mixes)
     direct = where == "direct" and not whole  # (a whole block's rows: a view of the state)
-    kernel = rows_kernel(scaled, tuple(kinds), tuple(indexed), direct, whole)
+    # short rows: their length compiled in (loops unrolled, a product's row in registers)
+    width = z.shape[1] if z.shape[1] <= WIDTH_MAX else 0
+    kernel = rows_kernel(scaled, tuple(kinds), tuple(indexed), direct, whole, width)
     if kernel is None:
         return None
     rows_array = np.zeros((len(kinds), size)) if per_row else np.empty((len(kinds), 0))
     for t, coef in per_row:
         rows_array[t] = coef
-    tail = (np.asarray(scalars), np.asarray([float(t.coef) for t in mixes]), rows_array)
+    tail = (
+        np.asarray(scalars),
+        np.asarray([float(t.coef) for t in mixes]),
+        rows_array,
+        z.nbytes >= PREFETCH_BYTES,
+    )
     head = () if whole else (select,)
     return kernel, (*head, *args, *tail), where, check
 

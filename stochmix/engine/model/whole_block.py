@@ -9,7 +9,7 @@ from functools import partial
 
 import numpy as np
 
-from .block_pass import apply_compiled
+from .block_pass import PREFETCH_BYTES, apply_compiled
 from .blockwise import BlockTerm, BlockwiseForm
 
 __all__ = ["Workspace", "apply_blockwise_numpy"]
@@ -114,14 +114,19 @@ def apply_blockwise_numpy(
     ``rows_kernel``: ``(scaled, kinds, indexed, direct, whole) -> kernel or None``, the
     compiled kernels of :mod:`~stochmix.engine.model.block_pass` (used with a workspace):
     each target in one pass over its rows, products included, nothing sliced or gathered;
-    the same bits. ``scatter(z, rows, values)``: writes ``z[rows] = values`` for a form on
-    some rows (a compiled loop; by default NumPy's assignment). Where a target has a shape
-    no kernel takes (a float32 state, a matrix of another dtype), the form is applied as
-    above."""
+    the same bits; for a form on some rows, and for whole blocks of a state of at least
+    :data:`~stochmix.engine.model.block_pass.PREFETCH_BYTES` (a smaller one sits in the
+    caches, where SciPy's product and the terms' pass are as fast). ``scatter(z, rows,
+    values)``: writes ``z[rows] = values`` for a form on some rows (a compiled loop; by
+    default NumPy's assignment). Where a target has a shape no kernel takes (a float32
+    state, a matrix of another dtype), the form is applied as above."""
     scratch = None
     if workspace is not None and product is None and z.dtype == np.float64:
         scratch = workspace.scratch
-    if scratch is not None and rows_kernel is not None:
+    # whole blocks of a state that sits in the caches: SciPy's product and the terms' pass
+    # below are as fast (the same bits either way)
+    compiled = form.subset or z.nbytes >= PREFETCH_BYTES
+    if scratch is not None and rows_kernel is not None and compiled:
         done = apply_compiled(
             form, z, gradients, scratch, rows_kernel, scatter or _assign, handed
         )
