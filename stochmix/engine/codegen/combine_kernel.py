@@ -142,7 +142,10 @@ def rows_kernel_source(
     # order stream through the hardware's own prefetcher: only the scattered reads)
     lines += ["    for k in range(m):"]
     if scaled and not whole:
-        lines += ["        if far and k + 16 < m:", f"            later = np.int64({row('k + 16')})"]
+        lines += [
+            "        if far and k + 16 < m:",
+            f"            later = np.int64({row('k + 16')})",
+        ]
         lines += [f"            prefetch_read(ip{u}, later)" for u in range(len(scaled))]
         lines += ["        if far and k + 12 < m:", f"            soon = {row('k + 12')}"]
         for u in range(len(scaled)):
