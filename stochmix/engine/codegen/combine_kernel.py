@@ -79,18 +79,19 @@ def kernel_source(kinds: tuple[int, ...], start: bool) -> str:
 def combine_kernel(kinds: tuple[int, ...], start: bool):
     """The compiled kernel for terms of these ``kinds`` (from a start value or not), or
     None without Numba."""
-    key = (kinds, start)
+    return _compiled((kinds, start), lambda: kernel_source(kinds, start), "combine kernel")
+
+
+def _compiled(key, source, name: str):
+    """The kernel kept under ``key``, compiled from ``source()`` when first asked (through
+    the disk cache), or None without Numba."""
     found = _KERNELS.get(key)
-    if found is not None:
+    if found is not None or not numba_available():
         return found
-    if not numba_available():
-        return None
     with _LOCK:
         found = _KERNELS.get(key)
         if found is None:
-            found = _KERNELS[key] = compiled_rows(
-                kernel_source(kinds, start), None, "<stochmix combine kernel>"
-            )
+            found = _KERNELS[key] = compiled_rows(source(), None, f"<stochmix {name}>")
     return found
 
 
@@ -210,17 +211,11 @@ def rows_kernel(
     """The compiled kernel of :func:`rows_kernel_source` for this shape, or None without
     Numba."""
     key = ("rows", scaled, kinds, indexed, direct, whole, width)
-    found = _KERNELS.get(key)
-    if found is not None:
-        return found
-    if not numba_available():
-        return None
-    with _LOCK:
-        found = _KERNELS.get(key)
-        if found is None:
-            source = rows_kernel_source(scaled, kinds, indexed, direct, whole, width)
-            found = _KERNELS[key] = compiled_rows(source, None, "<stochmix rows kernel>")
-    return found
+    return _compiled(
+        key,
+        lambda: rows_kernel_source(scaled, kinds, indexed, direct, whole, width),
+        "rows kernel",
+    )
 
 
 _SCATTER = """def rows(z, rows, values):
@@ -236,12 +231,4 @@ def scatter_kernel():
     """``rows(z, rows, values)``: ``z[rows] = values`` compiled (a NumPy fancy assignment
     of the same values, faster for the thousands of short rows of an activated round), or
     None without Numba."""
-    found = _KERNELS.get("scatter")
-    if found is None and numba_available():
-        with _LOCK:
-            found = _KERNELS.get("scatter")
-            if found is None:
-                found = _KERNELS["scatter"] = compiled_rows(
-                    _SCATTER, None, "<stochmix scatter kernel>"
-                )
-    return found
+    return _compiled("scatter", lambda: _SCATTER, "scatter kernel")

@@ -27,7 +27,7 @@ import numpy as np
 
 from .blockwise import BlockwiseForm
 
-__all__ = ["PREFETCH_BYTES", "WIDTH_MAX", "apply_compiled"]
+__all__ = ["PREFETCH_BYTES", "WIDTH_MAX", "apply_compiled", "term_kind"]
 
 #: Rows of at most this many entries get kernels with their length compiled in (one
 #: kernel per length met; longer rows share kernels that read it).
@@ -47,6 +47,17 @@ def _float_rows(values) -> bool:
         and values.ndim == 2
         and values.flags.c_contiguous
     )
+
+
+def term_kind(coef) -> tuple[int, float]:
+    """A term's kind for the compiled kernels (:mod:`~stochmix.engine.codegen.
+    combine_kernel`) and the number it passes: 0 ``+ s``, 1 ``- s``, 2 ``+ c s`` with the
+    number c, 3 ``+ c_i s`` with a coefficient per row (passed apart)."""
+    if isinstance(coef, np.ndarray):
+        return 3, 0.0
+    if coef == 1.0 or coef == -1.0:
+        return (0 if coef == 1.0 else 1), 0.0
+    return 2, float(coef)
 
 
 def _read_later(form: BlockwiseForm) -> list[set]:
@@ -111,17 +122,11 @@ def _pass(form: BlockwiseForm, z, gradients, rows_kernel, handed, place: int, la
         else:  # rows of a block, read through their indices
             args += [z, term.rows]
             indexed.append(True)
-        coef = term.coef
-        if isinstance(coef, np.ndarray):
-            kinds.append(3)
-            per_row.append((t, coef))
-            scalars.append(0.0)
-        elif coef == 1.0 or coef == -1.0:
-            kinds.append(0 if coef == 1.0 else 1)
-            scalars.append(0.0)
-        else:
-            kinds.append(2)
-            scalars.append(float(coef))
+        kind, scalar = term_kind(term.coef)
+        kinds.append(kind)
+        scalars.append(scalar)
+        if kind == 3:
+            per_row.append((t, term.coef))
     if form.take is None and target.block == form.hand_off:
         where = "hand"
     elif target.block not in later and all(

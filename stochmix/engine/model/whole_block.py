@@ -9,7 +9,7 @@ from functools import partial
 
 import numpy as np
 
-from .block_pass import PREFETCH_BYTES, apply_compiled
+from .block_pass import PREFETCH_BYTES, apply_compiled, term_kind
 from .blockwise import BlockTerm, BlockwiseForm
 
 __all__ = ["Workspace", "apply_blockwise_numpy"]
@@ -288,17 +288,11 @@ def _combine_fused(terms: tuple, z, gradients, out, scratch, fused):
             and values.flags.c_contiguous
         ):
             return None
-        coef = term.coef
-        if isinstance(coef, np.ndarray):
-            kinds.append(3)
-            per_row.append((len(sources), coef))
-            scalars.append(0.0)
-        elif coef == 1.0 or coef == -1.0:
-            kinds.append(0 if coef == 1.0 else 1)
-            scalars.append(0.0)
-        else:
-            kinds.append(2)
-            scalars.append(float(coef))
+        kind, scalar = term_kind(term.coef)
+        kinds.append(kind)
+        scalars.append(scalar)
+        if kind == 3:
+            per_row.append((len(sources), term.coef))
         sources.append(values)
     kernel = fused(tuple(kinds), bool(mixes))
     if kernel is None:
