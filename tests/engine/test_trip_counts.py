@@ -2,8 +2,10 @@
 
 A federated round with local steps K_i is the pull over S, the step repeated over the
 nested sets ``{i : K_i >= j}``, and the upload. The engine runs all of it as one run over
-S in decreasing-count order, each repetition limited to a prefix (a guarded region of the
-program). What must hold: the order and prefixes are right (against a brute-force count);
+S, each repetition a guarded region of the program: bound by count (S in its order, each
+node with its K_i: the Numba loop), or by prefix (S in decreasing-count order, each
+repetition on a prefix: the programs of chunks). What must hold: the order and prefixes
+are right (against a brute-force count), the two bindings are the same run;
 the numbers and every cost column equal the general path's (each phase through its sparse
 rows) on the NumPy programs, the Numba loop and Torch, templated or not, with counts of 0;
 a round is one run; a backend without the capability and gradients that draw random
@@ -133,7 +135,50 @@ def test_an_uneven_round_is_one_run_and_templated():
         assert step.extents[0] == step.nodes.size and list(step.extents) == sorted(
             step.extents, reverse=True
         )
+        # bound by count: the participants in their order, each with its trips
+        assert step.counts is not None and (np.diff(step.nodes) > 0).all()
+        assert [int((step.counts > j).sum()) for j in range(5)] == list(step.extents)
     assert [source for source, _ in seen][2:] == ["template"] * 3
+
+
+def test_by_prefix_orders_the_nodes_and_cuts_each_repetitions_coefficients():
+    seen = _plans(FedAvg(LR, np.arange(N) % 4 + 1), rounds=3)
+    for _, plan in seen:
+        (step,) = plan
+        prefixed = step.by_prefix()
+        assert prefixed.counts is None and prefixed.extents == step.extents
+        assert prefixed.by_prefix() is prefixed
+        order = np.argsort(-step.counts, kind="stable")
+        np.testing.assert_array_equal(prefixed.nodes, step.nodes[order])
+        np.testing.assert_array_equal(prefixed.clients, step.clients[order])
+        structure = step.structure
+        body = len(structure.forms) - structure.tail
+        slot = 0
+        for k, lf in enumerate(structure.forms):
+            level = structure.levels[k] if k < body else -1
+            for _ in lf.coefficients:
+                c, p = step.coefs[slot], prefixed.coefs[slot]
+                if np.ndim(c) and k < body:
+                    assert np.shape(c)[0] == step.nodes.size  # by count: every node
+                    want = np.asarray(c)[order]
+                    cut = want if level < 0 else want[: step.extents[level]]
+                    np.testing.assert_array_equal(p, cut)
+                else:
+                    assert p is c
+                slot += 1
+
+
+def test_a_per_node_coefficient_of_a_repetition_is_read_at_its_node():
+    # weights per client inside the repeated step: a run bound by count gives each node
+    # its own value (the prefix binding reads them in the prefix order); both equal the
+    # general path on every path (test_uneven_rounds_equal_the_general_path runs them)
+    from stochmix.engine.plan.round_plan import _over_all
+
+    values = np.array([1.0, 2.0, 3.0])
+    members = np.array([False, True, True, False, True])
+    np.testing.assert_array_equal(_over_all(values, members, 5), [1.0, 1.0, 2.0, 1.0, 3.0])
+    same = _over_all(np.full(3, 0.5), members, 5)
+    assert (same == 0.5).all()  # equal values stay equal (templates read them as one number)
 
 
 class NoTrips(NumpyBackend):
@@ -212,6 +257,28 @@ def test_threads_share_the_work_of_the_repetitions():
     assert cuts[0][0] == 0 and cuts[-1][1] == 100 and len(cuts) == 2
     first = work_before(cuts[0][1], extents)
     assert abs(first - (400 - first)) <= 6  # balanced to a node's work
+
+
+def test_threads_share_the_work_of_a_run_bound_by_count():
+    from stochmix.engine.codegen.chunks import ByCount, work_before
+    from stochmix.engine.codegen.rowwise import RowwiseProgram
+
+    rng = np.random.default_rng(0)
+    # counts that grow along the nodes: halves by node count would be far apart
+    counts = np.sort(rng.integers(0, 9, 100_000))
+    exact = np.concatenate(([0], np.cumsum(counts)))
+    reps = ByCount(counts)
+    for t in (0, 1, 195, 196, 50_000, 99_999, 100_000):
+        assert abs(work_before(t, reps) - (t + exact[t])) <= 8  # pro rata within a step
+    assert work_before(100_000, reps) == 100_000 + exact[-1]
+    cuts = RowwiseProgram._bounds(None, 100_000, 50_000, reps)
+    assert cuts[0][0] == 0 and cuts[-1][1] == 100_000 and len(cuts) == 2
+    first = cuts[0][1] + exact[cuts[0][1]]
+    total = 100_000 + exact[-1]
+    assert abs(first - (total - first)) <= 0.001 * total
+    assert cuts[0][1] > 55_000  # (the later nodes weigh more)
+    small = ByCount(np.array([3, 0, 2, 5]))  # exact for small runs
+    assert [work_before(t, small) for t in range(5)] == [0, 4, 5, 8, 14]
 
 
 def test_a_large_uneven_round_on_two_threads_equals_the_general_path():

@@ -130,12 +130,18 @@ class OneProcess:
         if zero is not None and (zero.known or layout.scratch):
             program = variant(program, item.nodes, zero)
         planned = program  # every dialect below runs this one's schedule
+        rowwise = False
         if caps.own_programs:  # the backend's own dialect (Torch)
             program = self.backend.local_program(program)
         elif kernel is not None and runs_rowwise(
             caps.compiled, kernel, item.nodes.size, z.shape[1]
         ):
             program, grads = rowwise_for(program, (kernel.kernel, kernel.fetch)), kernel
+            rowwise = True
+        # the row-wise loop takes repeated phases by count, programs of chunks by prefix
+        by_count = {"counts": item.counts} if rowwise and item.counts is not None else {}
+        if not by_count:
+            item = item.by_prefix()
         ok = program.run(
             z,
             item.nodes,
@@ -147,6 +153,7 @@ class OneProcess:
             WORKERS if self.pure else 1,
             whole=not self.pure,
             extents=item.extents,
+            **by_count,
         )
         if zero is not None:
             zero.after_program(planned, item.nodes)

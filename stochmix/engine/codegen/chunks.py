@@ -123,6 +123,35 @@ class RowOps:
 NUMPY_ROWS = RowOps()
 
 
+class ByCount:
+    """A run's repeated phases bound by count (see :mod:`stochmix.engine.model.trips`):
+    each node's trips, ``counts`` (int64, one per node of the run, in its order)."""
+
+    def __init__(self, counts):
+        self.counts = np.ascontiguousarray(counts, dtype=np.int64)
+        self._done: np.ndarray | None = None
+
+    #: steps of the table of trips done (:meth:`work_before`), at most
+    STEPS = 512
+
+    def work_before(self, t: int) -> int:
+        """The trips of the first ``t`` nodes: exact at multiples of the table's step (a
+        table of at most :attr:`STEPS` sums, made once), pro rata between them; work is
+        balanced to a fraction of a percent."""
+        size = self.counts.size
+        grid = max(1, size // self.STEPS)
+        if self._done is None:
+            edges = np.arange(0, size, grid)
+            sums = np.add.reduceat(self.counts, edges) if size else np.zeros(0, np.int64)
+            self._done = np.concatenate(([0], np.cumsum(sums)))
+        whole, part = divmod(min(t, size), grid)
+        done = int(self._done[min(whole, self._done.size - 1)])
+        if part and whole + 1 < self._done.size:  # the rest of its step, pro rata
+            length = min(grid, size - whole * grid)
+            done += (int(self._done[whole + 1]) - done) * part // length
+        return done
+
+
 class ChunkRuntime:
     """How a program runs (mixed into :class:`~stochmix.engine.codegen.program.LocalProgram`):
     its generated chunk function applied over a round's nodes, then the outer rows and the
@@ -166,7 +195,7 @@ class ChunkRuntime:
         per_row = itemsize * (d * (2 * len(self.blocks) + 3) + data_per_row)
         return max(MIN_CHUNK_ROWS, (budget or BUFFER_BYTES) // max(1, per_row))
 
-    def _bounds(self, size: int, step: int, extents: tuple) -> list[tuple[int, int]]:
+    def _bounds(self, size: int, step: int, extents) -> list[tuple[int, int]]:
         """The chunks ``(lo, hi)`` of a round of ``size`` nodes: ``step`` nodes each, also
         cut at each of the run's ``extents`` (so that a chunk lies inside a prefix the run
         limits a phase to, or outside it)."""
@@ -250,12 +279,15 @@ class ChunkRuntime:
         workers: int = 1,
         whole: bool = False,
         extents: tuple = (),
+        counts=None,
     ) -> bool:
         """Apply the run to ``z`` in place for ``nodes`` with the round's coefficient
         values ``coefs`` (in signature order) and gradient ``clients``; ``bind(clients,
         like)`` returns the chunk's gradient function. False if a written entry is not
         finite. ``extents``: the prefixes of ``nodes`` that the run's limited phases run
-        at (its program's ``levels`` number them).
+        at (its program's ``levels`` number them); ``counts``: instead, each node's trips
+        (a run bound by count, which only the row-wise programs take; see
+        :mod:`stochmix.engine.model.trips`).
 
         With ``workers`` > 1 and enough chunks, the chunks are split into that many
         contiguous parts run on threads (NumPy releases the GIL inside its loops); each
@@ -281,9 +313,16 @@ class ChunkRuntime:
             snapshot,
             workers,
             whole,
-            extents,
+            extents if counts is None else self._by_count(counts),
         )
         return self.finish(z, acc, snapshot, coefs) and finite
+
+    def _by_count(self, counts):
+        """What :meth:`accumulate` takes for a run bound by count (see :meth:`run`)."""
+        raise ValueError(
+            "counts: these programs run repeated phases on prefixes of the nodes; bind the "
+            "step by prefix (LocalStep.by_prefix)"
+        )
 
     def snapshot(self, z, at=None, ops: RowOps = NUMPY_ROWS) -> dict:
         """The single rows the run reads, as they are now (row -> copy); ``at(row)``
@@ -331,7 +370,7 @@ class ChunkRuntime:
         snapshot: dict,
         workers: int = 1,
         whole: bool = False,
-        extents: tuple = (),
+        extents: tuple | ByCount = (),
     ) -> tuple[bool, dict]:
         """Run the chunks over ``size`` nodes whose rows per block slot are ``rows`` (see
         :meth:`node_rows`), writing their rows of ``z``; returns (whether every written
@@ -401,13 +440,16 @@ def _same(row: int) -> int:
     return row
 
 
-def work_before(t: int, extents: tuple) -> int:
+def work_before(t: int, extents) -> int:
     """The work of a run's first ``t`` nodes, in node-phases: each node once, and once
-    more for each of the run's prefixes (``extents``, a repeated phase's) it lies in."""
+    more for each of the run's prefixes (``extents``, a repeated phase's) it lies in, or
+    for each of its trips (``extents`` a :class:`ByCount`)."""
+    if isinstance(extents, ByCount):
+        return t + extents.work_before(t)
     return t + sum(min(t, int(e)) for e in extents)
 
 
-def _parts(bounds: list, workers: int, extents: tuple) -> list:
+def _parts(bounds: list, workers: int, extents: tuple | ByCount) -> list:
     """``bounds`` (consecutive chunks) cut into at most ``workers`` contiguous parts of
     about equal work (:func:`work_before`: with prefixes, the first nodes repeat more)."""
     total = work_before(bounds[-1][1], extents)

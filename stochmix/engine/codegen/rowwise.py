@@ -29,7 +29,7 @@ import numpy as np
 from ..model.phase import LocalForm
 from ..plan.gradients import numba_available, numba_unavailable
 from ..plan.steps import EndGuard, Guard
-from .chunks import work_before
+from .chunks import ByCount, work_before
 from .disk_cache import cache_dir, compiled_rows
 from .program import LocalProgram, SourceWriter
 from .row_statements import Call, Loop, Names, Put, Row, Sum, lower
@@ -68,7 +68,7 @@ class RowsCall:
     S: np.ndarray  #: the snapshot of the single rows, (singles, d)
     A: np.ndarray  #: the outer rows' sums, (outer rows, d)
     gd: tuple  #: the problem's data, as its compiled gradient takes it
-    ext: np.ndarray  #: the run's extents: a limited phase runs at nodes[:ext[level]]
+    cnt: np.ndarray  #: per node, its trips: a phase of level j runs where cnt > j (or empty)
 
 
 ROWS_PARAMETERS = tuple(f.name for f in fields(RowsCall))
@@ -138,7 +138,7 @@ class RowwiseProgram(LocalProgram):
         plain = not self.lowered
         for statement in lower(schedule.steps, schedule.stores, schedule.checks, names, plain):
             if isinstance(statement, Guard):
-                w.open(f"if t < ext[{statement.level}]:")
+                w.open(f"if cnt[t] > {statement.level}:")
             elif isinstance(statement, EndGuard):
                 w.close()
             elif isinstance(statement, Loop):
@@ -247,12 +247,17 @@ class RowwiseProgram(LocalProgram):
             return -(-size // workers), workers
         return max(size, 1), 1
 
-    def _bounds(self, size: int, step: int, extents: tuple) -> list[tuple[int, int]]:
-        """One call per ``step`` nodes (the loop tests each node's place against the
-        extents itself); with extents, the cuts balance the work instead (the first nodes
-        run more repetitions: :func:`~stochmix.engine.codegen.chunks.work_before`)."""
+    def _by_count(self, counts) -> ByCount:
+        return ByCount(counts)
+
+    def _bounds(self, size: int, step: int, extents) -> list[tuple[int, int]]:
+        """One call per ``step`` nodes (the loop tests each node's trips itself); with
+        repeated phases, the cuts balance the work instead (nodes with more trips weigh
+        more: :func:`~stochmix.engine.codegen.chunks.work_before`)."""
         calls = -(-size // step)
-        if not extents or calls < 2:
+        if not isinstance(extents, ByCount):  # bound by prefix: the same, by count
+            extents = _counted(size, extents)
+        if not extents.counts.size or calls < 2:
             return [(lo, min(lo + step, size)) for lo in range(0, size, step)]
         total = work_before(size, extents)
         cuts = [0]
@@ -280,6 +285,8 @@ class RowwiseProgram(LocalProgram):
         if not len(bounds):
             return _finite
         lo, hi = int(bounds[0][0]), int(bounds[-1][1])
+        if not isinstance(extents, ByCount):
+            extents = _counted(hi, extents)
         d = z.shape[1]
         scalars, arrays, singles = self._values(coefs, snapshot, d, z.dtype)
         sums = np.zeros((len(self.outer_rows), d), dtype=z.dtype)
@@ -294,7 +301,7 @@ class RowwiseProgram(LocalProgram):
             S=singles,
             A=sums,
             gd=bind[2],
-            ext=np.asarray(extents, dtype=np.int64),
+            cnt=extents.counts,
         )
         arguments = [getattr(call, name) for name in ROWS_PARAMETERS]
         function, outer = self._function, self.outer_rows
@@ -356,3 +363,14 @@ def _aligned_vectors(names: list[str]) -> list[str]:
 
 
 __all__ = ["RowwiseProgram", "cache_dir", "numba_available", "numba_unavailable"]
+
+
+_NONE = ByCount(np.empty(0, dtype=np.int64))
+
+
+def _counted(size: int, extents) -> ByCount:
+    """A run's prefixes (``extents``, each a limited phase's) as each node's trips."""
+    if not len(extents):
+        return _NONE
+    place = np.arange(size)
+    return ByCount(sum((place < int(e)).astype(np.int64) for e in extents))

@@ -6,17 +6,25 @@ phases, that is the pull over the participants S, then for ``j = 1 .. max K`` th
 over ``S_j = {i in S : K_i >= j}`` (sorted, nested: ``S_1 ⊇ S_2 ⊇ ...``), then whatever
 follows over S (the upload and the server's sum). Every path of the engine can run these
 phases as they are; a :class:`TripCounts` tags them so that the planner runs them as
-**one** run of node-local phases instead of one run per step count: the run's nodes are
-S ordered by decreasing count (stable: by index within a count), so that each ``S_j`` is
-a prefix of that order, and the j-th step is limited to the first ``|S_j|`` nodes (a
-guarded region of the compiled program: the NumPy and Torch programs cut their chunks at
-the prefixes' ends and skip the region in chunks past it, the Numba loop tests each node's
-place). A round then streams each participant's rows through memory once, whatever the
-counts, and the phases' structure no longer depends on which counts occur (only on the
-largest), so rounds share one program and one template.
+**one** run of node-local phases instead of one run per step count, the j-th step a
+region of the program limited to the nodes of ``S_j``. A run is bound in one of two forms:
+
+* **by count** (what the planner binds, and what the Numba loop runs): the nodes of S in
+  their order, each with its count; the loop goes over S once and enters the j-th step's
+  region at the nodes whose count is at least j. Nothing is reordered, so the loop reads
+  the state in the order of its rows, as a round with one K does.
+* **by prefix** (made from the first for the NumPy and Torch programs, which work on
+  chunks of nodes): S ordered by decreasing count (stable: by index within a count), so
+  that each ``S_j`` is a prefix of that order; the programs cut their chunks at the
+  prefixes' ends and skip the region in chunks past it.
+
+A round then streams each participant's rows through memory once, whatever the counts,
+and the phases' structure no longer depends on which counts occur (only on the largest),
+so rounds share one program and one template.
 
 The arithmetic at each node is the same as with one run per count; sums over the nodes
-(the server's aggregate) are added in the new order, so results agree to rounding.
+(the server's aggregate) are added in another order (the nodes' by count, the prefix
+order by prefix), so results agree to rounding.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from functools import cached_property
 
 import numpy as np
 
-__all__ = ["TripCounts"]
+__all__ = ["TripCounts", "descending"]
 
 
 class TripCounts:
@@ -58,11 +66,7 @@ class TripCounts:
     def order(self) -> np.ndarray:
         """Positions of the nodes by decreasing count, by position within a count:
         ``nodes[order][:extent(j)]`` is ``nodes[counts >= j]`` as a set."""
-        below = self.most - self.counts  # small nonnegative keys: a radix sort
-        for dtype in (np.uint8, np.uint16):
-            if self.most <= np.iinfo(dtype).max:
-                return np.argsort(below.astype(dtype), kind="stable")
-        return np.argsort(below, kind="stable")
+        return descending(self.counts, self.most)
 
     @cached_property
     def extents(self) -> tuple[int, ...]:
@@ -85,3 +89,15 @@ class TripCounts:
         read in the run's order."""
         place = np.cumsum(self.counts >= j) - 1
         return place[self.order[: self.extents[j - 1]]]
+
+
+def descending(counts: np.ndarray, most: int | None = None) -> np.ndarray:
+    """Positions of ``counts`` by decreasing count, by position within a count (a stable
+    radix sort of small keys); ``most``: their largest (found when None)."""
+    if most is None:
+        most = int(counts.max()) if counts.size else 0
+    below = most - counts
+    for dtype in (np.uint8, np.uint16):
+        if most <= np.iinfo(dtype).max:
+            return np.argsort(below.astype(dtype), kind="stable")
+    return np.argsort(below, kind="stable")

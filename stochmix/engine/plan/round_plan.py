@@ -38,7 +38,7 @@ from ..model.method import Method, RunContext
 from ..model.phase import LocalForm, Phase
 from ..model.rowmap import RowMap
 from ..model.traffic import round_traffic
-from ..model.trips import TripCounts
+from ..model.trips import TripCounts, descending
 from .capabilities import Capabilities, capabilities
 from .schedule import Schedule, plan_schedule
 from .slowpath import SlowPaths
@@ -357,11 +357,46 @@ class LocalStep:
     #: (gradient evaluations, messages, floats, sample gradients) of the run's phases
     #: (for templates)
     traffic: tuple | None = None
-    #: the prefixes of ``nodes`` its limited phases run at (``structure.levels`` number
-    #: them; see :mod:`stochmix.engine.model.trips`); empty: none is limited
+    #: how many of ``nodes`` each of its limited phases runs at (``structure.levels``
+    #: number them; see :mod:`stochmix.engine.model.trips`); empty: none is limited
     extents: tuple = ()
     #: per extent, the traffic of the phases limited to it (part of ``traffic``)
     level_traffic: tuple = ()
+    #: bound by count: per node of ``nodes`` (in their own order), its trips; the phase of
+    #: level j runs at the nodes whose count exceeds j, and per-node coefficients are
+    #: given for all of ``nodes``. None: bound by prefix (with ``extents``, ``nodes`` are
+    #: ordered by decreasing count and the phase of level j runs at the first
+    #: ``extents[j]``; its per-node coefficients are given for those)
+    counts: np.ndarray | None = None
+
+    def by_prefix(self) -> LocalStep:
+        """This step bound by prefix (itself if it is): the nodes by decreasing count, each
+        per-node coefficient read in that order and, for a limited phase, cut to its
+        prefix (for the NumPy and Torch programs; see :mod:`stochmix.engine.model.trips`)."""
+        counts = self.counts
+        if counts is None:
+            return self
+        order = descending(counts)
+        n = self.nodes.size
+        structure = self.structure
+        body = len(structure.forms) - structure.tail
+        coefs = list(self.coefs)
+        slot = 0
+        for k, lf in enumerate(structure.forms):
+            level = structure.levels[k] if k < body else -1
+            for _ in lf.coefficients:
+                c = coefs[slot]
+                if k < body and np.ndim(c) and np.shape(c)[0] == n:
+                    read = order if level < 0 else order[: self.extents[level]]
+                    coefs[slot] = np.asarray(c)[read]
+                slot += 1
+        return replace(
+            self,
+            nodes=self.nodes[order],
+            coefs=tuple(coefs),
+            clients=None if self.clients is None else self.clients[order],
+            counts=None,
+        )
 
 
 def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
@@ -386,31 +421,24 @@ def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
 
 
 def _bind_trips(run: _Run, method: Method, ctx: RunContext, outside: tuple, traffic) -> LocalStep:
-    """A run with repeated phases, bound: its nodes in the trips' order (decreasing count),
-    each form's per-node coefficients read in that order, its repetitions limited to their
-    prefixes."""
+    """A run with repeated phases, bound by count: its nodes in their order with their
+    trips, the per-node coefficients of each repetition given for every node (the value
+    at nodes that skip it is never read)."""
     trips = run.trips
     assert trips is not None  # (a run with repeated phases)
-    order = trips.order
     n = run.nodes.size
     coefs: list = []
-    ranks: dict = {}
     body = len(run.forms) - run.tail
     for k, (lf, level) in enumerate(zip(run.forms, run.levels, strict=True)):
         for c in lf.coefficients:
-            if k >= body or np.ndim(c) == 0:
+            if k >= body or level < 0 or np.ndim(c) == 0:
                 coefs.append(c)
-            elif level < 0:
-                coefs.append(np.asarray(c)[order] if np.shape(c)[0] == n else c)
             else:
-                if level not in ranks:
-                    ranks[level] = trips.ranks(level + 1)
-                coefs.append(np.asarray(c)[ranks[level]])
-    nodes = run.nodes[order]
+                coefs.append(_over_all(np.asarray(c), trips.counts > level, n))
     clients = None
     taking = next((lf for lf in run.forms if lf.takes_gradients), None)
     if taking is not None and taking.clients is not None and taking.nodes.size:
-        clients = nodes - (int(taking.nodes[0]) - int(taking.clients[0]))
+        clients = run.nodes - (int(taking.nodes[0]) - int(taking.clients[0]))
     levels = tuple(run.levels[:body])
     level_traffic = tuple(
         round_traffic(
@@ -421,7 +449,7 @@ def _bind_trips(run: _Run, method: Method, ctx: RunContext, outside: tuple, traf
     )  # fmt: skip
     return LocalStep(
         Structure(tuple(run.forms), method.model_block, run.tail, levels),
-        nodes,
+        run.nodes,
         tuple(coefs),
         clients,
         outside,
@@ -429,7 +457,16 @@ def _bind_trips(run: _Run, method: Method, ctx: RunContext, outside: tuple, traf
         traffic,
         trips.extents,
         level_traffic,
+        trips.counts,
     )
+
+
+def _over_all(values: np.ndarray, members: np.ndarray, n: int) -> np.ndarray:
+    """Per-node ``values`` of the nodes where ``members`` (a mask over n nodes) holds, as
+    an array over all n nodes (others get the first value: equal values stay equal)."""
+    out = np.full((n, *values.shape[1:]), values[0] if values.size else 0, values.dtype)
+    out[members] = values
+    return out
 
 
 def plan_round(

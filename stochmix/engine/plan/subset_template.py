@@ -25,30 +25,9 @@ import numpy as np
 from ..model.blockwise import BlockTarget, BlockTerm, BlockwiseForm
 from ..model.phase import Phase
 from ..model.traffic import row_cross, samples_of
+from .template_values import as_array, shift_of, template_coefficient
 
 __all__ = ["SubsetRecipe", "form_triplets"]
-
-
-class _Uniform(float):
-    """A per-row coefficient whose entries are all this number (an array of |A| of them
-    in each instance)."""
-
-
-def _shift(indices, participants: np.ndarray):
-    """``k`` with ``indices == participants + k``, or None."""
-    if not isinstance(indices, np.ndarray) or indices.shape != participants.shape:
-        return None
-    k = int(indices[0]) - int(participants[0])
-    return k if np.array_equal(indices, participants + k) else None
-
-
-def _template_coef(coef):
-    """A number as it is, an array of one repeated number as :class:`_Uniform`, else None."""
-    if not isinstance(coef, np.ndarray):
-        return coef
-    if coef.size and (coef == coef[0]).all():
-        return _Uniform(coef[0])
-    return None
 
 
 class SubsetRecipe:
@@ -72,25 +51,25 @@ class SubsetRecipe:
         form = getattr(item, "blockwise", None) if isinstance(item, Phase) else None
         if form is None or not form.subset:
             return "it is not part of a node-local segment"
-        if form.clients is not None and _shift(form.clients, participants) != 0:
+        if form.clients is not None and shift_of(form.clients, participants) != 0:
             return "its gradients are not the active nodes'"
         targets, floats = [], {}
         for target in form.targets:
-            shift = _shift(target.rows, participants)
+            shift = shift_of(target.rows, participants)
             if shift is None:
                 return "its rows are not the active nodes shifted by a constant"
             terms = []
             for term in target.terms:
-                coef = _template_coef(term.coef)
+                coef = template_coefficient(term.coef)
                 if coef is None:
                     return "it has per-node coefficients of several values"
                 if term.kind == "mix":
-                    if term.select is None or _shift(term.select, participants) != 0:
+                    if term.select is None or shift_of(term.select, participants) != 0:
                         return "its products do not read the rows of whole matrices"
                     floats[term.source] = float(floats_of(term.source))
                     terms.append(("mix", term.source, term.rows, term.matrix, coef))
                 elif term.kind == "block":
-                    k = _shift(term.rows, participants)
+                    k = shift_of(term.rows, participants)
                     if k is None:
                         return "it reads rows that are not the active nodes shifted"
                     terms.append(("block", term.source, k, None, coef))
@@ -111,7 +90,7 @@ class SubsetRecipe:
             return found
 
         def coef(c):
-            return np.full(m, float(c)) if isinstance(c, _Uniform) else c
+            return as_array(c, m)
 
         targets = []
         for block, shift, terms in self.targets:

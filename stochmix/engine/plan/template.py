@@ -39,26 +39,11 @@ from ..model.round_scalars import RoundScalar, bound
 from ..model.traffic import samples_of
 from .round_plan import LocalStep
 from .subset_template import SubsetRecipe
+from .template_values import Uniform, as_array, shift_of, template_coefficient
 
 __all__ = [
     "RoundTemplate",
 ]
-
-
-class _Uniform(float):
-    """A per-node coefficient array whose entries are all this number (rebuilt, for each
-    instance, as an array of the instance's length)."""
-
-
-def _coefficient(value):
-    """A template's form of a coefficient value: the number, a :class:`_Uniform` for an
-    array of one repeated number, or None (an array of several values)."""
-    if isinstance(value, float):
-        return value
-    value = np.asarray(value)
-    if value.ndim == 1 and value.size and (value == value[0]).all():
-        return _Uniform(value[0])
-    return None
 
 
 def _same_coefficients(a: tuple, b: tuple) -> bool:
@@ -88,15 +73,13 @@ def _label_of_slot(step: LocalStep, slot: int) -> str:
 
 
 def _shift(indices, participants: np.ndarray):
-    """``k`` with ``indices == participants + k``, or None."""
+    """``k`` with ``indices == participants + k``, "none" for None, "empty" for no
+    indices, or None."""
     if indices is None:
         return "none"
     if indices.size == 0:
         return "empty"
-    if indices.shape != participants.shape:
-        return None
-    k = int(indices[0]) - int(participants[0])
-    return k if np.array_equal(indices, participants + k) else None
+    return shift_of(indices, participants)
 
 
 #: The most nodes a step of a template may keep as they are (a :class:`_Fixed` array: a
@@ -209,8 +192,16 @@ def _step_traffic(unit: tuple, step: LocalStep, samples) -> tuple[int, int, int,
     if unit[0] == "levels":
         total = list(_step_traffic(unit[1], step, samples))
         clients = step.clients
-        for extent, level in zip(step.extents, unit[2], strict=True):
-            taken = samples_of(samples, clients[:extent]) if level[3] and clients is not None else 0
+        for j, (extent, level) in enumerate(zip(step.extents, unit[2], strict=True)):
+            taken = 0
+            if level[3] and clients is not None:
+                if samples is None or (samples.ndim == 1 and samples.strides[0] == 0):
+                    repeating = clients[:extent]  # only their number is read
+                elif step.counts is None:
+                    repeating = clients[:extent]
+                else:
+                    repeating = clients[step.counts > j]
+                taken = samples_of(samples, repeating)
             part = (level[0] * extent, level[1] * extent, level[2] * extent, level[3] * taken)
             total = [a + b for a, b in zip(total, part, strict=True)]
         return total[0], total[1], total[2], total[3]
@@ -274,13 +265,11 @@ class RoundTemplate:
         counts each round's traffic per node. ``samples``: the run's sample counts (see
         :func:`~stochmix.engine.model.traffic.sample_counts`). ``trips``: the round's
         :class:`~stochmix.engine.model.trips.TripCounts`, for plans whose runs repeat a
-        phase (their nodes are then the participants in the trips' order, shifted).
+        phase (bound by count: their nodes are the participants, shifted).
         ``floats_of(block)``: the floats a row of ``block`` costs on the wire (the method's
         ``sent_floats``), for plans with phases on the active nodes' rows (without it such
         plans are not templated); ``built``: the round's traffic, as its full build
         counted it (else the sum of its steps')."""
-        if trips is not None:
-            bases = (*bases, participants[trips.order])
         if participants.size < 2 or any(b.size < 2 for b in bases):
             return None  # with one participant, node rows become single (absolute) rows
         if bases:
@@ -311,7 +300,7 @@ class RoundTemplate:
                 steps.append(recipe)
                 per_node.append(None)
                 continue
-            coefs = tuple(_coefficient(c) for c in item.coefs)
+            coefs = tuple(template_coefficient(c) for c in item.coefs)
             if None in coefs:  # per-node coefficients that depend on who participates
                 label = _label_of_slot(item, coefs.index(None))
                 return label, (
@@ -323,7 +312,7 @@ class RoundTemplate:
             label = item.labels[0] if item.labels else ""
             if node_shift is None or client_shift is None:
                 return label, "its rows are not the participants shifted by a constant"
-            traffic = _per_node(item)
+            traffic = _per_level(item) if item.extents else _per_node(item)
             if traffic is None:
                 return label, _UNEVEN_TRAFFIC
             steps.append(
@@ -341,7 +330,7 @@ class RoundTemplate:
         for item in plan:
             if not isinstance(item, LocalStep):
                 return getattr(item, "label", ""), "it is not part of a node-local segment"
-            coefs = tuple(_coefficient(c) for c in item.coefs)
+            coefs = tuple(template_coefficient(c) for c in item.coefs)
             if None in coefs:
                 label = _label_of_slot(item, coefs.index(None))
                 return label, (
@@ -359,18 +348,6 @@ class RoundTemplate:
             steps.append((item.structure, nodes, coefs, clients, item.outside, item.labels))
             per_node.append(traffic)
         return cls(steps, per_node, len(bases))
-
-    @staticmethod
-    def _lengths(structure, coefs: tuple, n: int, extents: tuple) -> tuple:
-        """The length of each per-node coefficient of a step over ``n`` nodes whose
-        limited forms run at ``extents``."""
-        lengths = []
-        body = len(structure.forms) - structure.tail
-        levels = structure.levels or (-1,) * body
-        for k, lf in enumerate(structure.forms):
-            level = levels[k] if k < body else -1
-            lengths += [n if level < 0 else extents[level]] * len(lf.coefficients)
-        return tuple(lengths)
 
     def traffic(self, plan: list, samples=None) -> tuple[int, int, int, int]:
         """The (gradients, messages, floats, sample gradients) of an instance ``plan``:
@@ -396,9 +373,9 @@ class RoundTemplate:
         :class:`~stochmix.engine.model.round_scalars.RoundScalar` s; None keeps their
         values), or None if it would not be right."""
         extents: tuple = ()
+        counts = None
         if trips is not None:
-            bases = (*bases, participants[trips.order])
-            extents = trips.extents
+            extents, counts = trips.extents, trips.counts
         if participants.size == 0 or len(bases) != self.bases:
             return None
         if any(b.size < 2 for b in bases):
@@ -422,17 +399,14 @@ class RoundTemplate:
             limited = bool(structure.levels) and max(structure.levels) >= 0
             if limited and len(extents) != max(structure.levels) + 1:
                 return None  # another number of repetitions: another structure
-            if any(isinstance(c, _Uniform) for c in coefs):
+            if any(isinstance(c, Uniform) for c in coefs):
                 n = nodes.size if nodes is not None and nodes.size else participants.size
-                lengths = self._lengths(structure, coefs, n, extents if limited else ())
-                coefs = tuple(
-                    np.full(m, float(c)) if isinstance(c, _Uniform) else c
-                    for c, m in zip(coefs, lengths, strict=True)
-                )
+                coefs = tuple(as_array(c, n) for c in coefs)
             plan.append(
                 LocalStep(
                     structure, nodes, coefs, clients, outside, labels,
                     extents=extents if limited else (),
+                    counts=counts if limited else None,
                 )
             )  # fmt: skip
         return plan
@@ -440,8 +414,6 @@ class RoundTemplate:
     def narrow(self, plan: list, participants: np.ndarray, bases: tuple = (), trips=None):
         """Keep, of each node or client array's several fits (:class:`_Either`), those that
         give the arrays of ``plan``, the round built in full for ``participants``."""
-        if trips is not None:
-            bases = (*bases, participants[trips.order])
         if len(plan) != len(self.steps) or len(bases) != self.bases:
             return
         everything = (participants, *bases)
@@ -512,7 +484,7 @@ class RoundTemplate:
                 return False
             if a.extents != b.extents:
                 return False
-            for x, y in ((a.nodes, b.nodes), (a.clients, b.clients)):
+            for x, y in ((a.nodes, b.nodes), (a.clients, b.clients), (a.counts, b.counts)):
                 if x is None or y is None:
                     if x is not y:
                         return False

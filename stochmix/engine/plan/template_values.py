@@ -1,0 +1,45 @@
+"""How a round template holds a planned round's values: a coefficient as a number or
+one repeated number, and an index array as the participants shifted by a constant.
+
+Shared by :mod:`~stochmix.engine.plan.template` (runs of node-local phases) and
+:mod:`~stochmix.engine.plan.subset_template` (phases on the active nodes' rows).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["Uniform", "as_array", "shift_of", "template_coefficient"]
+
+
+class Uniform(float):
+    """A per-node coefficient array whose entries are all this number (rebuilt, for each
+    instance, as an array of the instance's length: :func:`as_array`)."""
+
+
+def template_coefficient(value):
+    """A template's form of a coefficient value: a number as it is (a round scalar
+    included), a :class:`Uniform` for a 1-D array of one repeated number, or None (an
+    array of several values, which depends on who participates)."""
+    if not isinstance(value, (np.ndarray, list, tuple)):
+        return value
+    array = np.asarray(value)
+    if array.ndim == 1 and array.size and (array == array[0]).all():
+        return Uniform(array[0])
+    return None
+
+
+def as_array(value, size: int):
+    """An instance's coefficient: a :class:`Uniform` as an array of ``size`` of it, any
+    other value as it is."""
+    return np.full(size, float(value)) if isinstance(value, Uniform) else value
+
+
+def shift_of(indices, participants: np.ndarray):
+    """``k`` with ``indices == participants + k`` (an int), or None."""
+    if not isinstance(indices, np.ndarray) or indices.shape != participants.shape:
+        return None
+    if not indices.size:
+        return 0
+    k = int(indices[0]) - int(participants[0])
+    return k if np.array_equal(indices, participants + k) else None
