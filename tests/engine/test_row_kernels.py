@@ -16,6 +16,8 @@ from typing import no_type_check
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import stochmix as sm
 from stochmix.algorithms import PGEXTRA, FedDualAvg, FedMid, ProxNIDS
@@ -206,3 +208,91 @@ def test_feddualavg_sends_z0_once_per_participant():
         # per round: z_0 down and z_i up, one row each, to and from each of 10 clients
         np.testing.assert_array_equal(got.messages, [0, 20, 20, 20, 20])
         np.testing.assert_array_equal(got.floats, [0, 80, 80, 80, 80])
+
+
+# --------------------------------------------------------------------------------------
+# Checks a kernel's output may skip: a kernel that keeps finiteness (shrink, for t >= 0;
+# the elastic net's, for s >= 1 too) shows a NaN or Inf of its output in its source; when
+# a later value has read that source too, the NumPy programs check the output only if a
+# round scalar leaves its bound.
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.floats(allow_nan=True, allow_infinity=True), min_size=1, max_size=30),
+    st.floats(0.0, None, allow_infinity=True),
+    st.floats(1.0, None, allow_infinity=True),
+)
+def test_faithful_kernels_keep_finiteness_within_their_bounds(values, t, s):
+    v = np.array(values)
+    for name, params in (("shrink", (t,)), ("shrink_scaled", (t, s))):
+        kernel = KERNELS[name]
+        assert kernel.faithful is not None
+        assert all(p >= b for p, b in zip(params, kernel.faithful, strict=True))
+        with np.errstate(all="ignore"):
+            out = kernel.apply(v, params)
+        np.testing.assert_array_equal(np.isfinite(out), np.isfinite(v))
+    assert KERNELS["clip"].faithful is None  # clip(Inf, lo, hi) = hi
+
+
+def test_shrink_out_of_its_bounds_can_make_a_finite_entry_infinite():
+    with np.errstate(all="ignore"):
+        out = KERNELS["shrink"].apply(np.array([1.5e308]), (-1e308,))
+    assert not np.isfinite(out).all()  # why the skip is guarded by t >= 0
+
+
+def _dual_averaging_schedule():
+    from stochmix.engine.plan.round_plan import LocalStep
+    from stochmix.engine.plan.schedule import plan_schedule
+
+    problem = Composite(LeastSquares.random(40, 3, rows_per_client=2, seed=0), L1(0.1))
+    seen = []
+    from stochmix.engine.plan import planner as planner_module
+
+    original = planner_module.RoundPlanner.plan
+
+    def plan(self, r, participants):
+        out = original(self, r, participants)
+        seen.append(out)
+        return out
+
+    planner_module.RoundPlanner.plan = plan
+    try:
+        sm.run(FedDualAvg(0.05, 3), problem, UniformSample(40, 8), 2, seed=0,
+               progress=False, compiled=False)  # fmt: skip
+    finally:
+        planner_module.RoundPlanner.plan = original
+    step = max(
+        (item for item in seen[-1] if isinstance(item, LocalStep)),
+        key=lambda item: len(item.structure.forms),
+    )
+    return plan_schedule(list(step.structure.forms), step.structure.model, step.structure.tail)
+
+
+def test_a_kernel_output_whose_source_is_read_again_is_checked_only_out_of_bounds():
+    from stochmix.engine.plan.steps import Check, Kernel
+
+    schedule = _dual_averaging_schedule()
+    kernels = [s for s in schedule.steps if isinstance(s, Kernel)]
+    checks = [s for s in schedule.steps if isinstance(s, Check)]
+    assert checks and all(c.unless for c in checks)  # x = prox(z): z carries on
+    for c in checks:
+        ((coef, bound),) = c.unless
+        assert bound == 0.0 and coef.kind == "scalar"
+        assert any(k.coefs == (coef,) for k in kernels)  # that kernel's threshold
+    assert schedule.checks  # the last x is still checked at the end
+
+
+def test_dual_averaging_stops_at_the_same_round_as_the_general_path_when_it_diverges():
+    from tests._backends import SparseOnly
+
+    smooth = LeastSquares.random(40, 3, rows_per_client=2, seed=0)
+    problem = Composite(smooth, L1(0.1))
+    lr = 30.0 / smooth.smoothness
+    stops = []
+    for options in ({"compiled": False}, {"backend": SparseOnly()}):
+        with pytest.warns(sm.engine.DivergenceWarning):
+            result = sm.run(FedDualAvg(lr, 3), problem, UniformSample(40, 8), 400, seed=0,
+                            metrics=(), progress=False, **options)  # fmt: skip
+        stops.append(result.diverged_at)
+    assert stops[0] is not None and stops[0] == stops[1]

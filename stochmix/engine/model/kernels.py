@@ -84,6 +84,11 @@ class ElementwiseKernel:
         torch: the same with Torch: ``f(torch, v, *params, out=, tmp=)``.
         numba: the name of the :mod:`stochmix._compiled` helper ``f(entry, *params)``
             that gives one new entry (inlined into the row-wise loop).
+        faithful: per round scalar, the least value at which an entry is finite after
+            the kernel exactly when it was before (when every scalar is at least its
+            bound, a NaN or Inf in a kernel's output shows in its input: see
+            :mod:`stochmix.engine.plan.schedule`); None: not so for any values (a
+            projection maps an infinite entry to a bound).
     """
 
     name: str
@@ -92,6 +97,7 @@ class ElementwiseKernel:
     numpy: Callable
     torch: Callable
     numba: str
+    faithful: tuple[float, ...] | None = None
 
     def apply(self, v: np.ndarray, params) -> np.ndarray:
         """The kernel on a NumPy array (a new array; for single rows and tests)."""
@@ -105,7 +111,8 @@ KERNELS: dict[str, ElementwiseKernel] = {
     k.name: k
     for k in (
         ElementwiseKernel(
-            "shrink", ("t",), "v - clip(v, -t, t)", _shrink_numpy, _shrink_torch, "shrink"
+            "shrink", ("t",), "v - clip(v, -t, t)", _shrink_numpy, _shrink_torch, "shrink",
+            faithful=(0.0,),  # t >= 0: |v - clip(v, -t, t)| <= |v|, Inf - t = Inf
         ),
         ElementwiseKernel(
             "shrink_scaled",
@@ -114,6 +121,7 @@ KERNELS: dict[str, ElementwiseKernel] = {
             _shrink_scaled_numpy,
             _shrink_scaled_torch,
             "shrink_scaled",
+            faithful=(0.0, 1.0),  # t >= 0 and s >= 1: no larger in magnitude than v
         ),
         ElementwiseKernel(
             "clip", ("lo", "hi"), "min(max(v, lo), hi)", _clip_numpy, _clip_torch, "clip_entry"

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..model.kernels import KERNELS
 from ..model.phase import COEFFICIENT_ORDER, LocalForm, coefficient_kind
 from .steps import (
     GRADIENT,
@@ -127,6 +128,10 @@ class Schedule:
         if self.singles:
             lines.append(f"snapshot rows {', '.join(map(str, self.singles))}")
         for step in self.steps:
+            if isinstance(step, Check) and step.unless:
+                held = " and ".join(f"c{c.slot} >= {bound!r}" for c, bound in step.unless)
+                lines.append(f"  check {step.value} unless {held}")
+                continue
             fields = " ".join(show(v) for v in step)
             lines.append(f"  {type(step).__name__.lower()} {fields}".rstrip())
         for store in self.stores:
@@ -158,6 +163,12 @@ class _Planner:
         self.unread: set[str] = set()  # buffers written and not read since
         self.steps: list = []
         self.outer_singles: list[OuterSingle] = []
+        #: (buffer, version) read by a step that carries NaN and Inf into a later value
+        self.carried: set[tuple] = set()
+        #: (buffer, version) -> ((source, version), (Coef, bound) pairs): a kernel's
+        #: output, finite exactly when its source was while the scalars hold the bounds
+        self.mirrors: dict[tuple, tuple] = {}
+        self.guarded = False  # planning a Guard region
 
     def wrote(self, buffer: Buffer) -> None:
         self.version[buffer] = self.version.get(buffer, 0) + 1
@@ -166,6 +177,19 @@ class _Planner:
     def read(self, buffer: Buffer | None) -> None:
         """A later value now depends on ``buffer`` (NaN and Inf carry over into it)."""
         self.unread.discard(buffer)
+        if buffer is not None and not self.guarded:  # (a guarded step may not run)
+            self.carried.add((buffer, self.version.get(buffer, 0)))
+
+    def check(self, value: Buffer) -> None:
+        """Check ``value`` before it is replaced: unless it is a kernel's output whose
+        source a later value has also read (its NaN or Inf then shows there, while the
+        kernel's scalars hold their bounds: the check is kept for other values)."""
+        found = self.mirrors.get((value, self.version.get(value, 0)))
+        unless = ()
+        if found is not None and found[0] in self.carried:
+            unless = found[1]
+        self.steps.append(Check(value, unless))
+        self.read(value)
 
     def buffer(self, block: str, k: int) -> Buffer:
         return Buffer(self.slot[block], k)
@@ -383,8 +407,7 @@ def _phase(p: _Planner, lf: LocalForm, base: int, model_block: str) -> None:
         # it here, as the sparse path checks every phase's output.
         old = p.cur.get(target)
         if old is not None and old != value and old in p.unread:
-            p.steps.append(Check(old))
-            p.read(old)
+            p.check(old)
     p.cur.update(new)
 
 
@@ -403,7 +426,9 @@ def _guarded(p: _Planner, lf: LocalForm, base: int, model_block: str, level: int
     before = dict(p.cur)
     reduced = set(p.reduced)
     p.steps.append(Guard(level))
+    p.guarded = True
     _phase(p, lf, base, model_block)
+    p.guarded = False
     for block, value in list(p.cur.items()):
         old = before.get(block)
         if value == old:
@@ -426,14 +451,21 @@ def _kernels(p: _Planner, entries: list) -> None:
     ((term, coefs),) = entries  # a row map has one target and, to be a kernel, one source
     source = p.cur.get(term.source)
     assert source is not None  # plan_schedule gathers every kernel source
-    p.read(source)
+    read = (source, p.version.get(source, 0))
+    faithful = KERNELS[term.kernel].faithful
+    if faithful is None or source == term.target:
+        p.read(source)
+    else:  # the output stands for the source: not a read that carries its NaN on
+        p.unread.discard(source)
     out = source if term.target == term.source else p.spare(term.target)
     p.steps.append(Kernel(out, source, term.kernel, coefs))
     p.wrote(out)
+    if faithful is not None and out != source:
+        bounds = tuple(zip(coefs, faithful, strict=True))
+        p.mirrors[out, p.version[out]] = (read, bounds)
     old = p.cur.get(term.target)
     if old is not None and old != out and old in p.unread:
-        p.steps.append(Check(old))
-        p.read(old)
+        p.check(old)
     p.cur[term.target] = out
 
 

@@ -68,9 +68,13 @@ class Reduce(NamedTuple):
 
 
 class Check(NamedTuple):
-    """Every entry of ``value`` must be finite (else the round has diverged)."""
+    """Every entry of ``value`` must be finite (else the round has diverged). ``unless``:
+    ``(Coef, bound)`` pairs; a writer may skip the check when every such coefficient is
+    at least its bound (then a NaN or Inf of ``value`` shows in a value checked
+    elsewhere: see :func:`~stochmix.engine.plan.schedule.plan_schedule`); empty: never."""
 
     value: Buffer
+    unless: tuple = ()
 
 
 class Negate(NamedTuple):
