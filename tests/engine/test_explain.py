@@ -390,3 +390,21 @@ def test_an_unlabelled_slow_phase_is_named_by_its_place(problem):
     assert note.phase == "#2"  # pull, server step, then this one
     assert found.segments[-1].phases == ("",) and "another node's" in found.segments[-1].why
     assert "(unlabelled)" in str(found)
+
+
+def test_activated_phases_are_labelled_where_the_backend_runs_them(problem):
+    """Under node activation a mixing phase is a whole-block form on the active rows: the
+    NumPy backend applies it as such (one compiled pass per target), a backend without
+    row subsets (Torch) through the active nodes' sparse rows; explain says which."""
+    kinds = {}
+    for backend in ("numpy", "torch"):
+        if backend == "torch":
+            pytest.importorskip("torch")
+        method = sm.algorithms.DGD(
+            0.05 / problem.smoothness, sm.mixing.StaticSequence(nx.cycle_graph(N))
+        )
+        found = sm.explain(method, problem, sm.participation.Bernoulli(0.5, n_clients=N), 3,
+                           backend=backend)  # fmt: skip
+        kinds[backend] = {s.kind for s in found.segments}
+        assert found.slow_paths == ()
+    assert kinds == {"numpy": {"whole-block"}, "torch": {"active rows"}}

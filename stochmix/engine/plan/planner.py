@@ -127,7 +127,10 @@ class RoundPlanner:
                 found.sizes.add(participants.size)
             whole = hasattr(self.backend, "apply_blockwise")
             # a phase on the general path has said why already (and stops the template)
-            if isinstance(found, tuple) and not any(general_path(it, whole) for it in plan):
+            subsets = self.caps.row_subsets
+            if isinstance(found, tuple) and not any(
+                general_path(it, whole, subsets) for it in plan
+            ):
                 self.notes.add(found[0], NOT_TEMPLATED, found[1])
         elif template is not False and not template.trusted(participants):
             # not checked yet, or not at a round of this size

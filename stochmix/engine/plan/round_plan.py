@@ -503,7 +503,7 @@ def plan_round(
     why: dict = {}
     items = _plan(phases, local_ok, method, ctx, whole, why, caps.trips)
     if notes is not None:
-        _note_general(items, phases, why, backend, local_ok, whole, notes)
+        _note_general(items, phases, why, backend, local_ok, whole, notes, caps.row_subsets)
     plan = [
         _bind(item, method, ctx)
         if isinstance(item, _Run)
@@ -531,15 +531,21 @@ def label_of(phase: Phase, phases: list) -> str:
     return next((f"#{k}" for k, ph in enumerate(phases) if ph is phase), "#?")
 
 
-def general_path(item, whole: bool) -> bool:
+def general_path(item, whole: bool, row_subsets: bool = True) -> bool:
     """Whether a planned item is a phase that takes the general path (its sparse rows):
-    not a segment, not a whole-block product, not a nonlinear row map."""
+    not a segment, not a whole-block product, not a nonlinear row map. ``whole``: the
+    backend applies whole-block forms; ``row_subsets``: also those on some rows only
+    (the active nodes'), as :func:`~stochmix.engine.backends.dispatch.execute` sends
+    them."""
     if not isinstance(item, Phase) or isinstance(item, RowMap):
         return False
-    return not (whole and item.blockwise is not None)
+    form = item.blockwise
+    return not (whole and form is not None and (row_subsets or not form.subset))
 
 
-def _note_general(items, phases, why, backend, local_ok, whole, notes: SlowPaths) -> None:
+def _note_general(
+    items, phases, why, backend, local_ok, whole, notes: SlowPaths, row_subsets: bool = True
+) -> None:
     """Record in ``notes`` the planned phases that take the general path, and why."""
     what = "general path (its sparse rows built and applied every round)"
     if not local_ok and not hasattr(backend, "runs_local_phases"):
@@ -547,7 +553,7 @@ def _note_general(items, phases, why, backend, local_ok, whole, notes: SlowPaths
         name = getattr(backend, "name", type(backend).__name__)
         notes.add("", what, f"the {name} backend runs no node-local segments (runs_local_phases)")
     for item in items:
-        if not general_path(item, whole) or getattr(item, "row_sparse", False):
+        if not general_path(item, whole, row_subsets) or getattr(item, "row_sparse", False):
             continue  # (an activated mixing phase: its sparse rows are the active ones)
         reason = why.get(id(item))
         if reason is None:

@@ -401,7 +401,7 @@ def _segment(item, back, kernel, dim: int, whole: bool, notes) -> Segment:
         )  # fmt: skip
     if isinstance(item, RowMap):
         return Segment("row map", (item.label,), None, "row map")
-    if isinstance(item, Phase) and not general_path(item, whole):
+    if isinstance(item, Phase) and not general_path(item, whole, capabilities(back).row_subsets):
         return Segment("whole-block", (item.label,), None, "block products")
     if getattr(item, "row_sparse", False):  # its intended path: no slow-path note (planner)
         return Segment("active rows", (item.label,), None, ACTIVE)
