@@ -408,3 +408,22 @@ def test_activated_phases_are_labelled_where_the_backend_runs_them(problem):
         kinds[backend] = {s.kind for s in found.segments}
         assert found.slow_paths == ()
     assert kinds == {"numpy": {"whole-block"}, "torch": {"active rows"}}
+
+
+def test_an_activated_push_is_a_slow_path_under_node_activation_only(problem):
+    """Node activation builds a push's operator from W's columns at the active nodes every
+    round and applies it through sparse rows: noted, and shown as the general path; edge
+    activation's push is the edge itself, and every node active is a whole-block product."""
+    ring = sm.mixing.StaticSequence(nx.cycle_graph(N))
+    found = sm.explain(sm.algorithms.PushSum(0.01, ring), problem,
+                       sm.participation.Bernoulli(0.5, n_clients=N), 3)  # fmt: skip
+    assert [s.phase for s in found.slow_paths] == ["push"]
+    assert "columns of W at the active nodes" in found.slow_paths[0].why
+    pushes = [s for s in found.segments if s.phases == ("push",)]
+    assert pushes and all(s.kind == "general" for s in pushes)
+    for participation in (sm.participation.Full(N), sm.participation.RandomEdge(nx.cycle_graph(N))):
+        found = sm.explain(sm.algorithms.PushSum(0.01, ring), problem, participation, 3)
+        assert not any("columns of W" in s.why for s in found.slow_paths)
+    with pytest.warns(sm.engine.SlowPathWarning, match="columns of W at the active nodes"):
+        sm.run(sm.algorithms.PushSum(0.01, ring), problem,
+               sm.participation.Bernoulli(0.5, n_clients=N), 60, progress=False)  # fmt: skip

@@ -86,6 +86,8 @@ def lower(eq, target, expr, keep: bool, expression) -> None:
                 op = parts[0]
                 if parts[1] is not None:
                     sent.append((t, parts[1]))
+                if op is not t.op:  # the active nodes' columns, built for the round
+                    eq.pushes = True
             terms.append(_with(t, op=op, rows=rows, over=active))
         elif t.summed:
             raise _refuse(target, "it holds a reduction (total, mean, dot)")

@@ -137,9 +137,15 @@ class Equations:
             # the rows of active nodes mixing with their neighbours: the sparse rows are
             # this phase's fast path (a round costs what its active nodes cost)
             phase.row_sparse = self.active is not None
+            phase.pushes = self.pushes
             if key is not None:
                 self.cache.put(key, calls, phase)
+        self.pushes = False
         return phase
+
+    #: whether the phase being written pushes along the active nodes' columns of a
+    #: matrix (node activation: :mod:`stochmix.engine.model.activated`)
+    pushes = False
 
     def _call(self, *call) -> None:
         self._calls.append(call)

@@ -403,7 +403,8 @@ def _segment(item, back, kernel, dim: int, whole: bool, notes) -> Segment:
         return Segment("row map", (item.label,), None, "row map")
     if isinstance(item, Phase) and not general_path(item, whole, capabilities(back).row_subsets):
         return Segment("whole-block", (item.label,), None, "block products")
-    if getattr(item, "row_sparse", False):  # its intended path: no slow-path note (planner)
+    if getattr(item, "row_sparse", False) and not getattr(item, "pushes", False):
+        # its intended path: no slow-path note (planner)
         return Segment("active rows", (item.label,), None, ACTIVE)
     # the notes name an unlabelled phase by its place in the round ("#k")
     named = (lambda n: n.phase == item.label) if item.label else (lambda n: n.phase[:1] == "#")
