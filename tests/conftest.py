@@ -119,6 +119,37 @@ SLOW_CASES = (
 def pytest_collection_modifyitems(config, items):
     import fnmatch
 
+    matched: set[str] = set()
     for item in items:
-        if any(fnmatch.fnmatchcase(item.nodeid, pattern) for pattern in SLOW_CASES):
+        found = [pattern for pattern in SLOW_CASES if fnmatch.fnmatchcase(item.nodeid, pattern)]
+        if found:
             item.add_marker(pytest.mark.slow)
+            matched.update(found)
+    _check_slow_cases(config, items, matched)
+
+
+def _check_slow_cases(config, items, matched: set) -> None:
+    """Refuse a pattern of :data:`SLOW_CASES` that matches no test of a file collected
+    whole (a renamed test would otherwise leave the quick run silently, or stay in it):
+    checked unless the command names single tests (``file.py::test``)."""
+    if any("::" in str(arg) for arg in config.args):
+        return
+    files = {item.nodeid.split("::", 1)[0] for item in items}
+    stale = [
+        pattern
+        for pattern in SLOW_CASES
+        if pattern not in matched
+        and any(fnmatch_file(pattern, path) for path in files)
+    ]
+    if stale:
+        raise pytest.UsageError(
+            "SLOW_CASES patterns that match no collected test (a test renamed or removed?): "
+            + ", ".join(stale)
+        )
+
+
+def fnmatch_file(pattern: str, path: str) -> bool:
+    """Whether the file part of a SLOW_CASES ``pattern`` names ``path``."""
+    import fnmatch
+
+    return fnmatch.fnmatchcase(path, pattern.split("::", 1)[0])
