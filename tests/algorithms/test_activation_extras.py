@@ -100,3 +100,46 @@ def test_configurations_take_an_activation_table(tmp_path):
         parse(refused)  # gradient tracking under node activation, refused before any run
     dgd = {**refused, "methods": [{"kind": "dgd", "lr": 0.05}]}
     assert isinstance(parse(dgd).participation, participation.Bernoulli)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pushed_by_rows_builds_the_operators_of_the_columns_route(seed):
+    """A whole operator with sorted columns is pushed from its rows (the active columns
+    kept): the same rows, entries, order and values as the route through W's columns."""
+    import scipy.sparse as sp
+
+    from stochmix.mixing import activation
+
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 60))
+    graph = nx.gnp_random_graph(n, 0.15, seed=seed, directed=True)
+    C = nx.to_scipy_sparse_array(graph, format="csr", dtype=float) + sp.eye(n, format="csr")
+    C = sp.csr_array(C.multiply(rng.uniform(0.5, 1.5, (n, n))))
+    C = sp.csr_array(C / C.sum(axis=0))  # column-stochastic, weights of all sizes
+    C.sort_indices()
+    for p in (0.0, 0.2, 0.6, 1.0):
+        nodes = np.flatnonzero(rng.random(n) < p)
+        if nodes.size == 0:
+            continue
+        fast = activation._pushed_by_rows(sm.mixing.RowSparse.whole(C), nodes)
+        by_columns = _pushed_through_columns(sm.mixing.RowSparse.whole(C), nodes)
+        for a, b in zip(fast, by_columns, strict=True):
+            if a is None or b is None:
+                assert a is None and b is None
+                continue
+            np.testing.assert_array_equal(a.rows, b.rows)
+            for field in ("indptr", "indices", "data"):
+                np.testing.assert_array_equal(getattr(a.values, field), getattr(b.values, field))
+
+
+def _pushed_through_columns(op, nodes):
+    """:func:`pushed` made to take the route through W's columns (an operator it does not
+    see as whole)."""
+    from stochmix.mixing import activation
+
+    original = activation._is_whole
+    activation._is_whole = lambda o: False if o is op else original(o)
+    try:
+        return pushed(op, nodes)
+    finally:
+        activation._is_whole = original
