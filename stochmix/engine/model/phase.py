@@ -67,6 +67,12 @@ __all__ = [
     "coefficient_kind",
 ]
 
+#: A phase's rows are found by marks over the state's rows (and placed through a table of
+#: them) when its entries number at least 1/DENSE_LOOKUP of the state's rows: O(m) work
+#: against a sort and a binary search per entry (an activated push at n = 10^5 writes
+#: about 10^5 entries a round); below it, sorting costs less than m.
+DENSE_LOOKUP = 8
+
 
 class Phase:
     """``Z[rows] <- mix @ Z + inject @ G(clients)``; see the module docstring.
@@ -127,16 +133,30 @@ class Phase:
     def rows(self) -> np.ndarray:
         """The rewritten rows of ``Z``, sorted, shape (k,)."""
         targets, _, _, g_targets, _, _, zero_rows = self._triplets
-        return sorted_unique(np.concatenate([targets, g_targets, zero_rows]))
+        every = np.concatenate([targets, g_targets, zero_rows])
+        if every.size * DENSE_LOOKUP >= self.size:  # marks over the state's rows: O(m)
+            marked = np.zeros(self.size, dtype=bool)
+            marked[every] = True
+            return np.flatnonzero(marked)
+        return sorted_unique(every)
+
+    def _places(self, targets: np.ndarray) -> np.ndarray:
+        """Each of ``targets`` (rows of Z among :attr:`rows`) as its place in
+        :attr:`rows` (``searchsorted``; through a table over the state's rows when there
+        are many)."""
+        rows = self.rows
+        if targets.size * DENSE_LOOKUP < self.size:
+            return np.searchsorted(rows, targets)
+        table = np.empty(self.size, dtype=np.int64)
+        table[rows] = np.arange(rows.size)
+        return table[targets]
 
     @cached_property
     def mix(self) -> sp.csr_array:
         """The rewritten rows of ``M``, CSR of shape (k, m)."""
         targets, sources, coefs = self._triplets[:3]
         rows = self.rows
-        return csr_from_triplets(
-            np.searchsorted(rows, targets), sources, coefs, (rows.size, self.size)
-        )
+        return csr_from_triplets(self._places(targets), sources, coefs, (rows.size, self.size))
 
     @cached_property
     def clients(self) -> np.ndarray:
@@ -151,7 +171,7 @@ class Phase:
             return None
         slot = np.searchsorted(self.clients, g_clients)
         return csr_from_triplets(
-            np.searchsorted(self.rows, g_targets),
+            self._places(g_targets),
             slot,
             g_coefs,
             (self.rows.size, self.clients.size),
