@@ -230,13 +230,22 @@ def plan_schedule(
     set single rows from single rows (see :func:`stochmix.engine.plan.round_plan.plan_round`).
 
     ``levels``: for each form of the body, -1 (it runs at every node of the run) or the
-    number of the run's extent it is limited to (it runs at a prefix of the run's nodes:
-    one of a phase's repetitions, see :mod:`stochmix.engine.model.trips`); empty: every
-    form runs everywhere. A limited form's steps are a :class:`Guard` region that leaves
-    each block in the buffer that held it before, so the code after the region is the
-    same whether a node ran it or not; the blocks such a form writes are gathered (a node
-    outside the prefix keeps its values) unless known to be zero (they are then set to
-    zero before the region: a :class:`Zero` step).
+    repetition it is (0 the first) of a phase repeated a per-node number of times (it
+    runs at the nodes that make that repetition, see :mod:`stochmix.engine.model.trips`);
+    empty: every form runs everywhere. A limited form's steps are a :class:`Guard` region
+    that leaves each block in the buffer that held it before, so the code after the
+    region is the same whether a node ran it or not; the blocks such a form writes are
+    gathered (a node that skips the region keeps its values) unless known to be zero
+    (they are then set to zero before the region: a :class:`Zero` step).
+
+    NaN and Inf: every value written is read by a later value (which carries a NaN or
+    Inf on), summed into an outer row, or checked (a :class:`Check` step, or the final
+    checks). A gradient is not such a read (a loss may saturate); nor is a read inside a
+    guarded region, for a value outside it. The output of an element-wise kernel that
+    keeps finiteness for its round scalars' values (``ElementwiseKernel.faithful``) is
+    finite exactly when its source was: when a later value has read that source too, the
+    output's check carries ``unless`` bounds, and a writer may skip it while every such
+    scalar holds its bound.
 
     ``zero``: blocks whose rows at the run's nodes are all zero when it starts (the engine
     tracks this: a tracker that every round empties, FOCUS's client rows of y). They are

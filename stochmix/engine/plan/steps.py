@@ -142,16 +142,18 @@ class Kernel(NamedTuple):
 
 class Zero(NamedTuple):
     """``out <- 0`` (a block known to be zero, given a buffer before a :class:`Guard`
-    region that writes it: nodes past the region's prefix keep the zeros)."""
+    region that writes it: nodes that skip the region keep the zeros)."""
 
     out: Buffer
 
 
 class Guard(NamedTuple):
-    """The steps up to the matching :class:`EndGuard` run only at the nodes whose place in
-    the run is below the run's extent number ``level`` (a prefix of its nodes: a phase
-    repeated a per-node number of times, see :mod:`stochmix.engine.model.trips`). A
-    guarded region leaves every block in the buffer that held it before the region."""
+    """The steps up to the matching :class:`EndGuard` run only at the nodes that make a
+    repetition number ``level`` (0 the first) of a phase repeated a per-node number of
+    times (see :mod:`stochmix.engine.model.trips`): in a run bound by count, the nodes
+    whose count exceeds ``level``; bound by prefix, the nodes whose place is below the
+    run's extent number ``level``. A guarded region leaves every block in the buffer that
+    held it before the region."""
 
     level: int
 
