@@ -232,10 +232,9 @@ def _masked_rows(matrix: sp.csr_array, rows: np.ndarray, keep: np.ndarray) -> sp
     holds, each row's entries in their order: a CSR of shape (rows, n)."""
     sub = matrix[rows]
     kept = keep[sub.indices]
-    counts = np.add.reduceat(kept, sub.indptr[:-1]) if sub.nnz else np.zeros(rows.size)
-    counts = np.where(np.diff(sub.indptr) > 0, counts, 0)  # (reduceat of an empty row)
-    indptr = np.zeros(rows.size + 1, dtype=np.int64)
-    np.cumsum(counts, out=indptr[1:])
+    done = np.zeros(sub.nnz + 1, dtype=np.int64)  # kept entries before each entry
+    np.cumsum(kept, out=done[1:])
+    indptr = done[sub.indptr]
     return sp.csr_array(
         (sub.data[kept], sub.indices[kept].astype(np.int64, copy=False), indptr),
         shape=(rows.size, matrix.shape[1]),

@@ -143,3 +143,26 @@ def _pushed_through_columns(op, nodes):
         return pushed(op, nodes)
     finally:
         activation._is_whole = original
+
+
+def test_pushed_by_rows_takes_empty_rows_anywhere():
+    """Rows of W with no entry (a node nothing reaches, not even itself) among the active
+    rows, last included, or among the rows reached."""
+    import scipy.sparse as sp
+
+    from stochmix.mixing import activation
+
+    dense = np.array(
+        [[0.5, 0.0, 0.5, 0.0], [0.0, 0.0, 0.0, 0.0], [0.5, 0.0, 0.5, 0.0], [0.0, 0.0, 0.0, 0.0]]
+    )
+    C = sp.csr_array(dense)
+    for nodes in ([1], [3], [0, 3], [1, 2, 3], [0, 1, 2, 3]):
+        nodes = np.array(nodes)
+        fast = activation._pushed_by_rows(sm.mixing.RowSparse.whole(C), nodes)
+        slow = _pushed_through_columns(sm.mixing.RowSparse.whole(C), nodes)
+        for a, b in zip(fast, slow, strict=True):
+            assert (a is None) == (b is None)
+            if a is not None:
+                np.testing.assert_array_equal(a.rows, b.rows)
+                np.testing.assert_array_equal(a.values.toarray(), b.values.toarray())
+                np.testing.assert_array_equal(a.values.indptr, b.values.indptr)

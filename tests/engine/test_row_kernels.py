@@ -296,3 +296,70 @@ def test_dual_averaging_stops_at_the_same_round_as_the_general_path_when_it_dive
                             metrics=(), progress=False, **options)  # fmt: skip
         stops.append(result.diverged_at)
     assert stops[0] is not None and stops[0] == stops[1]
+
+
+class _Kernel:
+    """A row map that says it is a catalogue kernel (``row_kernel``)."""
+
+    def __init__(self, name, params, f):
+        self.row_kernel, self.f, self.name = (name, params), f, name
+
+    def __call__(self, v, *, info):
+        return self.f(v)
+
+
+class ClipAndShrink(sm.Method):
+    """x read by a projection (clip, which maps Inf to a bound) and by soft thresholding
+    into u, whose value is then replaced unread: a NaN or Inf of x shows in no value the
+    projection makes, so u's check must stay (a review's counterexample)."""
+
+    name = "ClipAndShrink"
+
+    def __init__(self, lr, in_place=False):
+        self.lr, self.in_place = lr, in_place
+
+    def blocks(self, n):
+        return [sm.Block("x", n + 1, "model"), sm.Block("y", n + 1), sm.Block("u", n + 1)]
+
+    def round_phases(self, r, S, ctx):
+        from stochmix.algorithms.aggregation import averaged
+        from stochmix.algorithms.proximal import map_rows
+        from stochmix.participation import uniform_weights
+
+        clip = _Kernel("clip", (-1.0, 1.0), lambda v: np.clip(v, -1.0, 1.0))
+        shrink = _Kernel("shrink", (0.1,), lambda v: v - np.clip(v, -0.1, 0.1))
+        eq = sm.Equations(ctx)
+        x, y, u = eq.blocks("x", "y", "u")
+        x[S] = x.server
+        phases = [eq.build("assign")]
+        x[S] -= self.lr * sm.engine.grad(S)
+        phases.append(eq.build("step"))
+        if self.in_place:  # the projection of x in place: x's value before it is lost
+            phases.append(map_rows(ctx, x[S], clip, x[S], round=r, label="clip"))
+            y[S] = x[S]
+            phases.append(eq.build("y from x"))
+        else:
+            phases.append(map_rows(ctx, y[S], clip, x[S], round=r, label="clip"))
+            phases.append(map_rows(ctx, u[S], shrink, x[S], round=r, label="shrink"))
+            u[S] = y[S]
+            phases.append(eq.build("u from y"))
+        x[S] = y[S]
+        phases.append(eq.build("x from y"))
+        x.server = averaged(u if not self.in_place else y, S, uniform_weights(S), 1.0,
+                            uniform_weights)  # fmt: skip
+        phases.append(eq.build("average"))
+        return phases
+
+
+@pytest.mark.parametrize("in_place", [False, True], ids=["clip and shrink", "clip in place"])
+def test_a_projection_hides_no_infinite_value_from_the_checks(in_place):
+    from tests._backends import SparseOnly
+
+    problem = LeastSquares.random(40, 3, rows_per_client=2, seed=0)
+    stops = []
+    for options in ({"compiled": False}, {"backend": SparseOnly()}):
+        with pytest.warns(sm.engine.DivergenceWarning):
+            result = sm.run(ClipAndShrink(1e308, in_place), problem, UniformSample(40, 8), 5,
+                            seed=0, metrics=(), progress=False, **options)  # fmt: skip
+        stops.append(result.diverged_at)
+    assert stops == [1, 1]

@@ -105,9 +105,9 @@ class Phase:
         #: whether the sparse rows are this phase's intended path (an activated mixing
         #: phase, :mod:`stochmix.engine.model.activated`): no slow-path note
         self.row_sparse = False
-        #: an activated push built from the active nodes' columns of W for the round
-        #: (:mod:`stochmix.engine.model.activated`): its sparse rows are built and applied
-        #: every round, a slow path the planner notes
+        #: an activated push, ``W D`` with the active nodes' columns of W, made for the
+        #: round (:mod:`stochmix.engine.model.activated`): its sparse rows are built and
+        #: applied every round, a slow path the planner notes
         self.pushes = False
         self.label = label
         self.local = local

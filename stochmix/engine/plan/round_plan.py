@@ -545,11 +545,11 @@ def general_path(item, whole: bool, row_subsets: bool = True) -> bool:
 
 #: Why an activated push is a slow path (see :func:`_note_general`).
 PUSHED = (
-    "under node activation its push (W D + I - D) is built every round from the columns "
-    "of W at the active nodes and applied through sparse rows, not in a compiled pass: "
-    "an iteration costs most of one with every node active (push-sum, n = 10^5, 10% "
-    "active: 15.6 ms against 19.9 ms, where a pull costs a fifth); under edge activation "
-    "(gossip) it costs what its edges do"
+    "under node activation its push (W D + I - D: the columns of W at the active nodes) "
+    "is built every round and applied through sparse rows, not in a compiled pass: an "
+    "iteration costs most of one with every node active, where a pull under the same "
+    "activation costs about a fifth; under edge activation (gossip) it costs what its "
+    "edges do"
 )
 
 

@@ -462,14 +462,20 @@ def _kernels(p: _Planner, entries: list) -> None:
     assert source is not None  # plan_schedule gathers every kernel source
     read = (source, p.version.get(source, 0))
     faithful = KERNELS[term.kernel].faithful
-    if faithful is None or source == term.target:
-        p.read(source)
+    in_place = term.target == term.source
+    if faithful is None:
+        # a projection maps an infinite entry to a bound: its read carries nothing on, so
+        # a value it replaces is checked first, and one it leaves stays to be checked
+        if in_place and source in p.unread:
+            p.check(source)
+    elif in_place:
+        p.read(source)  # a NaN or Inf stays one, whatever the scalars
     else:  # the output stands for the source: not a read that carries its NaN on
         p.unread.discard(source)
-    out = source if term.target == term.source else p.spare(term.target)
+    out = source if in_place else p.spare(term.target)
     p.steps.append(Kernel(out, source, term.kernel, coefs))
     p.wrote(out)
-    if faithful is not None and out != source:
+    if faithful is not None and not in_place:
         bounds = tuple(zip(coefs, faithful, strict=True))
         p.mirrors[out, p.version[out]] = (read, bounds)
     old = p.cur.get(term.target)
