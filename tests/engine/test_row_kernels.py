@@ -363,3 +363,16 @@ def test_a_projection_hides_no_infinite_value_from_the_checks(in_place):
                             seed=0, metrics=(), progress=False, **options)  # fmt: skip
         stops.append(result.diverged_at)
     assert stops == [1, 1]
+
+
+def test_a_chunk_of_large_finite_float32_entries_is_not_reported_as_diverged():
+    """The NumPy programs' check sums a chunk's entries: in float64, so that float32
+    entries far from overflowing (1e35, below float32's 3.4e38) cannot overflow the sum
+    of a chunk of 5,000 of them and stop a run that has not diverged."""
+    problem = Composite(sm.problems.Quadratic.random(1000, 10, seed=0), L1(1e-30))
+    x0 = np.full(10, 1e35)  # FedDualAvg checks its x = prox(z): a chunk's sum of them
+    result = sm.run(FedDualAvg(1e-30, 2), problem, UniformSample(1000, 500), 2, x0=x0,
+                    seed=0, dtype="float32", compiled=False, metrics=(),
+                    progress=False)  # fmt: skip
+    assert result.diverged_at is None
+    assert np.isfinite(result.final).all() and np.abs(result.final).min() > 1e34

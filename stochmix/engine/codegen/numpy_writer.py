@@ -156,7 +156,7 @@ class NumpyWriter:
             else:
                 w.emit(f"Z[r{slot}] = V[{2 * buffer.slot + buffer.k}][:c]")
         if checks:
-            total = " + ".join(f"{v}.sum()" for v in checks)
+            total = " + ".join(f"{v}.sum(dtype=np.float64)" for v in checks)
             w.emit(f"return finite and bool(np.isfinite({total}))")
         else:
             w.emit("return finite")
@@ -201,7 +201,8 @@ class NumpyWriter:
             w.emit(f"acc[{row}] += co[{slot}] * (ones @ {src})")
 
     def _check(self, w: SourceWriter, var: str) -> None:
-        w.emit(f"finite = finite and bool(np.isfinite({var}.sum()))")
+        # summed in float64: float32 entries far from overflowing cannot overflow the sum
+        w.emit(f"finite = finite and bool(np.isfinite({var}.sum(dtype=np.float64)))")
 
     def _single(self, row: int) -> str:
         return f"snap[{row}]"
