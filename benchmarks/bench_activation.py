@@ -13,6 +13,9 @@ its default but ``progress=False`` and the metrics named:
   first five (the first starts every node's tracker, the next are planned in full and
   checked against the template); the whole run's seconds per iteration are given beside
   it. The issue's target is a ratio <= 0.2 an iteration;
+* **pushes under node activation**: push-sum and push-DIGing on the same graph and
+  diagonal quadratic, ``Bernoulli(0.1)`` against ``Full(n)`` (no target: such a push is
+  built every round from W's columns at the active nodes, a noted slow path);
 * **randomized gossip** (pairwise averaging over one random edge per tick, ``RandomEdge``;
   DGD's combine-then-adapt form on a problem whose gradients all vanish, so that a tick
   is pure averaging) on the same kind of graph at n = 10^4, d = 10: microseconds per
@@ -48,14 +51,15 @@ def _timed(call) -> tuple[float, object]:
     return time.perf_counter() - start, out
 
 
-def node_activation(n: int, d: int, rounds: int, kind: str) -> dict:
+def node_activation(n: int, d: int, rounds: int, kind: str, method_name: str = "") -> dict:
     graph = nx.random_regular_graph(4, n, seed=1)
     sequence = mixing.StaticSequence(graph)
     if kind == "quadratic":  # diagonal Hessians: cheap gradients show the engine's overhead
         problem = problems.Quadratic.random(n, d, seed=1)
     else:
         problem = problems.LeastSquares.random(n, d, rows_per_client=5, seed=1)
-    method = algorithms.GradientTracking(0.01, sequence, check_mixing=False)
+    cls = getattr(algorithms, method_name or "GradientTracking")
+    method = cls(0.01, sequence, check_mixing=False)
     out: dict = {}
     for name, process in (
         ("full", participation.Full(n)),
@@ -119,6 +123,12 @@ def main() -> None:
     n = 10_000 if args.quick else 100_000
     rounds = 20 if args.quick else 40
     node = {kind: node_activation(n, 10, rounds, kind) for kind in ("quadratic", "least_squares")}
+    # pushes under the same activation: W's columns at the active nodes, built every round
+    # (a noted slow path; no target set)
+    pushes = {
+        name: node_activation(n, 10, rounds, "quadratic", name)
+        for name in ("PushSum", "PushDIGing")
+    }
     ticks = gossip(10_000, 10, 100_000 if args.quick else 1_000_000)
     print(f"node-activated gradient tracking, n = {n}, d = 10, {rounds} iterations (s/iteration)")
     for kind, found in node.items():
@@ -127,6 +137,11 @@ def main() -> None:
               f"{some['iteration']:.4f}   ratio {found['ratio']:.2f} (target <= 0.2); whole "
               f"runs {full['whole_run']:.4f} / {some['whole_run']:.4f}, "
               f"{found['whole_run_ratio']:.2f}")  # fmt: skip
+    print(f"node-activated pushes, diagonal quadratic, n = {n} (s/iteration)")
+    for name, found in pushes.items():
+        full, some = found["full"], found["bernoulli_0.1"]
+        print(f"  {name}: Full(n) {full['iteration']:.4f}   Bernoulli(0.1) "
+              f"{some['iteration']:.4f}   ratio {found['ratio']:.2f}")  # fmt: skip
     print("randomized gossip, n = 10000, d = 10 (us/tick)")
     print(f"  stochmix.run {ticks['engine_us_per_tick']:.1f}   hand loop "
           f"{ticks['hand_loop_us_per_tick']:.1f}   ratio {ticks['ratio']:.2f}; "
@@ -137,6 +152,7 @@ def main() -> None:
         "n_node_activation": n,
         "iterations_node_activation": rounds,
         "node_activation": node,
+        "push_activation": pushes,
         "gossip": ticks,
     }
     path = os.path.join(os.path.dirname(__file__), "results-activation.json")
