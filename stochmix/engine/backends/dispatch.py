@@ -23,7 +23,7 @@ from ..model.rowmap import RowMap, apply_map
 from ..plan.capabilities import Capabilities, capabilities
 from ..plan.gradients import RowGradient, chunk_gradients, gradients_at, pure_formula, runs_rowwise
 from ..plan.liveness import ZeroRows
-from ..plan.round_plan import LocalStep
+from ..plan.round_plan import LocalStep, whole_path
 
 __all__ = ["WORKERS", "ZERO_ROWS", "OneProcess", "execute"]
 
@@ -46,12 +46,6 @@ def _apply_blockwise(phase: Phase, z, backend, problem, method: Method, ctx: Run
             points = method.points(z, ctx, clients)
         grads = gradients_at(problem, clients, points, form.consecutive)
     return backend.apply_blockwise(z, phase, grads)
-
-
-def _whole_path(form, caps: Capabilities) -> bool:
-    """Whether a phase with this whole-block ``form`` (or None) goes to the backend's
-    ``apply_blockwise``: a form on some rows only where the backend applies those."""
-    return form is not None and (caps.row_subsets or not form.subset)
 
 
 #: Whether runs of node-local phases skip blocks known to be zero (see
@@ -227,7 +221,7 @@ def execute(
             ok = items.local(item)
         elif isinstance(item, RowMap):  # nonlinear: never inside a run (it has no local form)
             ok = items.row_map(item)
-        elif caps.blockwise and _whole_path(item.blockwise, caps):
+        elif whole_path(item.blockwise, caps.blockwise, caps.row_subsets):
             ok = items.whole(item, plan[i + 1 :])
         else:
             ok = items.general(item)

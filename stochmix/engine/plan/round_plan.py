@@ -43,7 +43,7 @@ from .capabilities import Capabilities, capabilities
 from .schedule import Schedule, plan_schedule
 from .slowpath import SlowPaths
 
-__all__ = ["LocalStep", "Structure", "general_path", "label_of", "plan_round"]
+__all__ = ["LocalStep", "Structure", "general_path", "label_of", "plan_round", "whole_path"]
 
 
 def _block_of(layout, row: int) -> tuple[str, int]:
@@ -531,16 +531,21 @@ def label_of(phase: Phase, phases: list) -> str:
     return next((f"#{k}" for k, ph in enumerate(phases) if ph is phase), "#?")
 
 
+def whole_path(form, whole: bool, row_subsets: bool) -> bool:
+    """Whether a phase with this whole-block ``form`` (or None) goes to the backend's
+    ``apply_blockwise``: ``whole``, the backend applies whole-block forms, and a form on
+    some rows only (the active nodes') where it applies those (``row_subsets``). The
+    rule :func:`~stochmix.engine.backends.dispatch.execute` follows."""
+    return whole and form is not None and (row_subsets or not form.subset)
+
+
 def general_path(item, whole: bool, row_subsets: bool = True) -> bool:
     """Whether a planned item is a phase that takes the general path (its sparse rows):
-    not a segment, not a whole-block product, not a nonlinear row map. ``whole``: the
-    backend applies whole-block forms; ``row_subsets``: also those on some rows only
-    (the active nodes'), as :func:`~stochmix.engine.backends.dispatch.execute` sends
-    them."""
+    not a segment, not a whole-block product (:func:`whole_path`), not a nonlinear row
+    map."""
     if not isinstance(item, Phase) or isinstance(item, RowMap):
         return False
-    form = item.blockwise
-    return not (whole and form is not None and (row_subsets or not form.subset))
+    return not whole_path(item.blockwise, whole, row_subsets)
 
 
 #: Why an activated push is a slow path (see :func:`_note_general`).

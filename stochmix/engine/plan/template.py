@@ -195,13 +195,11 @@ def _step_traffic(unit: tuple, step: LocalStep, samples) -> tuple[int, int, int,
         for j, (extent, level) in enumerate(zip(step.extents, unit[2], strict=True)):
             taken = 0
             if level[3] and clients is not None:
-                if samples is None or (samples.ndim == 1 and samples.strides[0] == 0):
-                    repeating = clients[:extent]  # only their number is read
-                elif step.counts is None:
-                    repeating = clients[:extent]
+                uniform = samples is None or (samples.ndim == 1 and samples.strides[0] == 0)
+                if step.counts is None or uniform:  # (uniform: only their number is read)
+                    taken = samples_of(samples, clients[:extent])
                 else:
-                    repeating = clients[step.counts > j]
-                taken = samples_of(samples, repeating)
+                    taken = samples_of(samples, clients[step.counts > j])
             part = (level[0] * extent, level[1] * extent, level[2] * extent, level[3] * taken)
             total = [a + b for a, b in zip(total, part, strict=True)]
         return total[0], total[1], total[2], total[3]
