@@ -104,6 +104,10 @@ class DecentralizedMethod(Method):
     reports_node_average = True  # output and consensus_error: of node_models, below
     #: rule attribute -> "row" | "column" | "doubly": what each rule's matrices must be.
     needs: dict = {}
+    #: attributes :meth:`start` derives from the method's own graphs (a tuning read from
+    #: W's spectrum, say): an analysis that runs the method's iteration with other matrices
+    #: (the per-agent certificates) keeps them as the method's own graphs give them.
+    graph_tuned: frozenset = frozenset()
 
     #: caches a run fills (mixing operators), left out of the fingerprint
     _run_state = Method._run_state | {

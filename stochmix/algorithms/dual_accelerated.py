@@ -161,6 +161,7 @@ class _DualAccelerated(DecentralizedMethod):
     rounds_repeat = True
     model_block = "theta"
     _run_state = DecentralizedMethod._run_state | {"_local", "_conjugate", "constants"}
+    graph_tuned = frozenset({"constants"})  # from W's spectrum (certificates keep them)
 
     def __init__(self, lr, graphs: GraphSequence, rule="metropolis", momentum=None,
                  check_mixing=True):  # fmt: skip

@@ -144,6 +144,7 @@ class APAPC(DecentralizedMethod):
     #: gradients are taken at x_g; nodes report x (:meth:`node_models`)
     model_block = "xg"
     _run_state = DecentralizedMethod._run_state | {"constants", "_local"}
+    graph_tuned = frozenset({"constants"})  # from W's spectrum (certificates keep them)
 
     def __init__(self, lr, graphs: GraphSequence, rule="metropolis", L=None, mu=None,
                  tau=None, check_mixing=True):  # fmt: skip

@@ -72,12 +72,20 @@ class RoundSystem:
         [mu / L, 1]) and with its state balanced by a diagonal similarity in powers of 2
         (exact; Osborne's iteration on ``[A B; C D]``, the inputs and outputs kept as they
         are), so that the SDP's numbers are of one scale whatever L and whatever units the
-        state keeps (models, gradients, duals)."""
+        state keeps (models, gradients, duals).
+
+        Entries below ``ROUNDING`` of the largest of their row of ``[A B]`` or ``[C D]``
+        are set to zero first (:func:`_rounding_cleared`): composing a round's phases leaves
+        residues where the exact entry is 0, and balancing would scale a row of them up to
+        the others' size, so that a conserved direction is no longer found by
+        :meth:`reduced` (APAPC's dual average: 1 on the diagonal and residues up to 1.4e-14
+        elsewhere, scaled to 1e-8 by the balancing)."""
         p = self.calls
-        b, d = self.B.copy(), self.D.copy()
+        a, b = _rounding_cleared(self.A, self.B)
+        c, d = _rounding_cleared(self.C, self.D)
         b[:, :p] *= L
         d[:, :p] *= L
-        a, c, out = self.A.copy(), self.C.copy(), self.output.copy()
+        out = self.output.copy()
         off = ~np.eye(a.shape[0], dtype=bool)
         for _ in range(40):
             rows = np.sqrt((np.where(off, a, 0.0) ** 2).sum(axis=1) + (b**2).sum(axis=1))
@@ -128,6 +136,19 @@ class RoundSystem:
             if conserved.shape[1]:
                 return idx, _complement(conserved)
         return idx, None
+
+
+#: entries below this fraction of their row's largest are composition residues, read as 0
+ROUNDING = 1e-12
+
+
+def _rounding_cleared(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Copies of ``left`` and ``right`` (one row block in two parts: ``[A B]`` or ``[C D]``)
+    with every entry below ``ROUNDING`` of its row's largest set to zero."""
+    both = np.hstack([left, right])
+    top = np.abs(both).max(axis=1, initial=0.0)
+    both[np.abs(both) < ROUNDING * top[:, None]] = 0.0
+    return both[:, : left.shape[1]].copy(), both[:, left.shape[1] :].copy()
 
 
 def _left_null(matrix: np.ndarray, scale: float) -> np.ndarray:
@@ -304,6 +325,18 @@ def _probe_method(method: Any, w: np.ndarray) -> Any:
     return probe
 
 
+def _own_tuning(method: Any) -> dict:
+    """The attributes a run's start derives from the method's own graphs
+    (``graph_tuned``: APAPC's step and coupling from W's spectrum), as a run on those graphs
+    sets them; empty for methods without any."""
+    names: frozenset = getattr(method, "graph_tuned", frozenset())
+    if not names:
+        return {}
+    own = copy.copy(method)
+    run_context(own, _probe_problem(method.graphs.n_nodes))
+    return {name: copy.deepcopy(getattr(own, name)) for name in names}
+
+
 def agent_steps(method: Method) -> tuple[list, np.ndarray]:
     """One agent's phases of an iteration of a decentralized method: for each phase
     ``(M0, M1, K, points, clients)`` with the phase's matrix ``M0 (x) I + M1 (x) W`` block by
@@ -320,9 +353,12 @@ def agent_steps(method: Method) -> tuple[list, np.ndarray]:
     probe = _probe_method(method, w)
     problem = _probe_problem(n)
     everyone = np.arange(n)
+    tuned = _own_tuning(method)
 
     def iteration(r: int) -> tuple[list, int, int]:
         ctx = run_context(probe, problem)
+        for name, value in tuned.items():  # not the probe matrix's tuning
+            setattr(probe, name, value)
         layout = ctx.layout
         for block in layout.blocks:
             if block.rows != n:
