@@ -7,7 +7,7 @@ import numpy as np
 from .._validate import as_int, as_nonnegative, as_probabilities, choice
 from ..engine import RunContext
 from ..engine.model.equations import BlockRows, Expression, dot, total
-from ..engine.model.round_scalars import RoundScalar
+from ..engine.model.round_scalars import RoundArray, RoundScalar
 from ..participation import FedAUEstimator, uniform_weights
 from ..participation.estimators import FEDAU_TIMINGS
 
@@ -123,6 +123,12 @@ def averaged(
     if q.size == 0:
         raise ValueError("averaged() needs at least one participant")
     own = _own(q, server_lr)
+    if isinstance(weights, RoundArray) and weights.rule is not None:
+        # weights bound by a rule (a round template binds each round's): the sum always,
+        # whether this round's weights happen to be equal or not
+        ruled = weights
+        own = RoundScalar(own, lambda r, s: _own(ruled.at(r, s), server_lr), participants=True)
+        return own * x.server + dot(server_lr * ruled, x[participants])
     if bool((q == q[0]).all()):
         each = server_lr * float(q[0])
         if rule is not None:

@@ -7,6 +7,7 @@ import numpy as np
 from .._validate import as_bool, as_float
 from ..engine import Block, Method, RunContext
 from ..engine.model.equations import Equations, dot, total
+from ..engine.model.round_scalars import RoundArray, RoundScalar
 from .aggregation import InverseProbabilities
 from .local_training import LocalTraining, pull_and_train
 
@@ -88,6 +89,15 @@ class FedStale(LocalTraining, Method):
     def phase_key(self, r: int, participants: np.ndarray):
         return None if self._inverse.learned else self.steps_key(participants.tobytes())
 
+    def template_key(self, r: int, participants: np.ndarray):
+        # the weights eta / (N p_i), the server's own coefficient and |S| are bound by
+        # rules (a RoundArray and round scalars): one template for rounds of every size;
+        # a subclass keeps the key by |S| (its hooks may read |S| without a rule). FedAU's
+        # learned 1/p_i are updated when they are read: every round built in full
+        if self._inverse.learned:
+            return None
+        return "stale" if type(self) in _SIZE_FREE else participants.size
+
     def start(self, ctx: RunContext) -> None:
         self._inverse.start(ctx, self.name)
 
@@ -105,15 +115,25 @@ class FedStale(LocalTraining, Method):
         if S.size == 0 and self.skip_empty_rounds:  # as a round nobody joined
             return phases
         phases += self.sent(S, ctx)
-        w = eta / n * self.inverse_probabilities(r, S, ctx)  # eta / (N p_i)
+
+        def weights(k: int, clients: np.ndarray) -> np.ndarray:  # eta / (N p_i)
+            return eta / n * self.inverse_probabilities(k, clients, ctx)
+
+        w = weights(r, S)
+        size = RoundScalar(float(S.size), lambda k, clients: float(clients.size), True)
+        own = 1.0 - float(w.sum())
+        if not self._inverse.learned:  # (FedAU's estimates are updated by the call)
+            w = RoundArray(w, weights)
+            own = RoundScalar(own, lambda k, clients: 1.0 - float(weights(k, clients).sum()), True)
         eq = Equations(ctx, "stale update")
         x, h, hsum = eq.blocks("x", "h", "hsum")
         # with Delta_i = x_0 - x_i, every line reading the state before the phase:
         # x_0 <- x_0 - eta [beta/N sum_i h_i + 1/N sum_S (Delta_i - beta h_i) / p_i]
-        x.server -= dot(w, x.server - x[S] - beta * h[S]) + eta * beta / n * hsum.server
+        #      = (1 - sum_S w_i) x_0 + sum_S w_i (x_i + beta h_i) - eta beta / N sum_i h_i
+        x.server = own * x.server + dot(w, x[S] + beta * h[S]) - eta * beta / n * hsum.server
         # h_i <- Delta_i for i in S, and the running sum of h follows
         h[S] = x.server - x[S]
-        hsum.server += total(x.server - x[S] - h[S])
+        hsum.server += size * x.server - total(x[S] + h[S])
         return phases + [eq.build()]
 
 
@@ -174,3 +194,9 @@ class MIFA(FedStale):
 
     def inverse_probabilities(self, r, participants, ctx):
         return np.ones(participants.size)
+
+
+#: The classes whose rounds bind every coefficient that depends on who participates, or
+#: on how many, by a rule (one template for rounds of every size); a user's subclass is
+#: not in it: its hooks may read |S| without a rule.
+_SIZE_FREE: set = {FedStale, FedVARP, MIFA}

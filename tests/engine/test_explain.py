@@ -16,6 +16,7 @@ import pytest
 import stochmix as sm
 from stochmix.engine import grad, mean
 from stochmix.engine.model.layout import Layout
+from stochmix.engine.model.round_scalars import RoundArray
 from stochmix.engine.plan import gradients, round_plan
 from stochmix.engine.plan.slowpath import SLOW_PATH_MIN_ROUNDS
 from stochmix.engine.plan.template import RoundTemplate
@@ -225,7 +226,7 @@ def test_fedavgm_uniform_weights_are_templated(problem):
     np.testing.assert_array_equal(templated, final(Untemplated(0.01, 2), problem, some(), 60))
 
 
-def test_a_template_keeps_arrays_of_one_value_only():
+def test_a_template_keeps_arrays_of_one_value_or_with_their_rule_only():
     method, n, S = (
         sm.algorithms.FedAvg(0.1, weights="unbiased", probabilities=np.linspace(0.2, 1, 8)),
         8,
@@ -237,7 +238,17 @@ def test_a_template_keeps_arrays_of_one_value_only():
         method.round_phases(0, S, ctx), sm.engine.NumpyBackend(), method, ctx
     )
     arrays = [k for k, c in enumerate(step.coefs) if isinstance(c, np.ndarray)]
-    assert arrays and RoundTemplate.from_plan([step], S) is None  # 1/(N p_i): several values
+    # 1/(N p_i): several values, bound by their rule (a RoundArray) for each instance
+    ruled = RoundTemplate.from_plan([step], S)
+    later = np.array([0, 2, 5, 7])
+    (bound,) = ruled.instantiate(later, r=1)
+    for k in arrays:
+        assert isinstance(step.coefs[k], RoundArray)
+        np.testing.assert_array_equal(bound.coefs[k], step.coefs[k].at(1, later))
+    assert ruled.instantiate(later) is None  # no round: the arrays cannot be bound
+    # the same values without their rule depend on who participates: no template
+    plain_coefs = tuple(np.asarray(c) if k in arrays else c for k, c in enumerate(step.coefs))
+    assert arrays and RoundTemplate.from_plan([replace(step, coefs=plain_coefs)], S) is None
     coefs = list(step.coefs)
     for k in arrays:
         coefs[k] = np.full(S.size, 0.25)

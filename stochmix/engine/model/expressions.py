@@ -104,7 +104,7 @@ class Expression:
                 "an expression can only be multiplied by numbers or per-client arrays "
                 "(the phase must stay linear in the state)"
             )
-        arr = np.asarray(factor)
+        arr = np.asanyarray(factor)  # (a RoundArray keeps its rule)
         if arr.dtype.kind not in "iuf":
             raise TypeError(f"{what} must be a number or a float array, got {factor!r}")
         if self.clients is None:

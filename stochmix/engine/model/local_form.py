@@ -25,7 +25,7 @@ from jaxtyping import Int
 
 from ...mixing.rowsparse import Broadcast, Reduce, RowSparse
 from .layout import Layout
-from .round_scalars import RoundScalar
+from .round_scalars import RoundArray, RoundScalar
 
 __all__ = [
     "COEFFICIENT_ORDER",
@@ -451,6 +451,8 @@ def _coef(coef, n: int):
     align with the n nodes."""
     if isinstance(coef, RoundScalar):
         return coef
+    if isinstance(coef, RoundArray) and coef.rule is not None and coef.shape == (n,):
+        return coef  # (its rule kept)
     arr = np.asarray(coef, dtype=np.float64)
     if arr.ndim == 0:
         return float(arr)

@@ -13,6 +13,12 @@ A rule may also read the round's participants (``participants=True``: ``rule(r, 
 the sorted participants): FedAvg's ``1/|S|`` weights and the server's own coefficient
 ``1 - eta sum_S q_i``, so that rounds of any size share one template instead of one per
 ``|S|``.
+
+A per-client coefficient array that follows the participants by a rule is a
+:class:`RoundArray`: FedStale's weights ``eta / (N p_i)`` over the round's participants.
+Scaling it by a number (``beta * w``, ``-w``, ``w / 2``) gives a round array whose rule
+scales alike, with the same operation, so that a template binds the bits a full build
+computes; any other operation gives a plain array.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["RoundScalar", "bound", "plain"]
+__all__ = ["RoundArray", "RoundScalar", "bound", "plain"]
 
 
 class RoundScalar(float):
@@ -59,18 +65,96 @@ class RoundScalar(float):
         return float, (float(self),)
 
 
+class RoundArray(np.ndarray):
+    """A per-client coefficient array of this round (float64, one entry per participant)
+    and ``rule(r, S)``, the array of round ``r`` with participants ``S`` (sorted).
+
+    Build one with ``RoundArray(values, rule)``. ``c * a``, ``a * c``, ``a / c`` and
+    ``-a`` for a number ``c`` are round arrays whose rule applies the same operation to
+    the rule's array; every other operation, and every view or slice, gives an array
+    without a rule (:attr:`rule` None), which a template does not bind."""
+
+    rule: Callable[[int, np.ndarray], np.ndarray] | None
+
+    def __new__(cls, values, rule: Callable[[int, np.ndarray], np.ndarray]) -> RoundArray:
+        out = np.array(values, dtype=np.float64).view(cls)
+        if out.ndim != 1:
+            raise ValueError(f"a RoundArray is one coefficient per client, got shape {out.shape}")
+        out.rule = rule
+        return out
+
+    def __array_finalize__(self, obj) -> None:
+        self.rule = None  # views, slices and copies: not the participants' array any more
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        plain_inputs = [i.view(np.ndarray) if isinstance(i, RoundArray) else i for i in inputs]
+        out = getattr(ufunc, method)(*plain_inputs, **kwargs)
+        rule = _scaled_rule(ufunc, method, inputs, kwargs)
+        if rule is None or not isinstance(out, np.ndarray) or out.shape != self.shape:
+            return out
+        found = out.view(RoundArray)
+        found.rule = rule
+        return found
+
+    def at(self, r: int, participants: np.ndarray) -> np.ndarray:
+        """The array of round ``r`` with ``participants`` (a plain float64 array)."""
+        if self.rule is None:
+            raise ValueError("this array has no rule: it is not bound per round")
+        value = np.asarray(self.rule(r, participants), dtype=np.float64)
+        if value.shape != participants.shape:
+            raise ValueError(
+                f"a RoundArray's rule gave shape {value.shape} for {participants.size} participants"
+            )
+        return value
+
+    def __reduce__(self):
+        return np.asarray, (self.view(np.ndarray),)
+
+
+def _scaled_rule(ufunc, method: str, inputs: tuple, kwargs: dict):
+    """The rule of ``ufunc(*inputs)`` when it scales one round array by a number with
+    multiply, true_divide or negative (the same operation on the rule's array), else
+    None."""
+    if method != "__call__" or kwargs:
+        return None
+    if ufunc is np.negative and len(inputs) == 1:
+        (a,) = inputs
+        rule = a.rule
+        return None if rule is None else (lambda r, s: np.negative(rule(r, s)))
+    if ufunc not in (np.multiply, np.true_divide) or len(inputs) != 2:
+        return None
+    a, b = inputs
+    if isinstance(a, RoundArray) and not isinstance(b, np.ndarray) and np.ndim(b) == 0:
+        rule, c = a.rule, b
+        return None if rule is None else (lambda r, s: ufunc(rule(r, s), c))
+    if ufunc is np.multiply and isinstance(b, RoundArray) and not isinstance(a, np.ndarray):
+        rule, c = b.rule, a
+        if rule is None or np.ndim(c) != 0:
+            return None
+        return lambda r, s: ufunc(c, rule(r, s))
+    return None
+
+
 def bound(value, r: int, participants: np.ndarray | None = None):
-    """``value`` in round ``r`` (of ``participants``): a :class:`RoundScalar`'s rule there,
-    else ``value``."""
+    """``value`` in round ``r`` (of ``participants``): a :class:`RoundScalar`'s or
+    :class:`RoundArray`'s rule there, else ``value``."""
+    if isinstance(value, RoundArray):
+        if participants is None:
+            raise ValueError("a round array's rule needs the round's participants")
+        return value.at(r, participants)
     return value.at(r, participants) if isinstance(value, RoundScalar) else value
 
 
 def plain(values: tuple) -> tuple:
-    """``values`` with every :class:`RoundScalar` as the exact float it stands for (the
-    same tuple when none is): what a program computes with. NumPy treats only an exact
-    Python float as a weak scalar, so ``float32 array * RoundScalar`` would compute in
-    float64 where ``float32 array * float`` stays float32: a round whose coefficients came
-    from a template (bound to floats) and one built in full must compute alike."""
-    if not any(type(v) is RoundScalar for v in values):
+    """``values`` with every :class:`RoundScalar` as the exact float it stands for and every
+    :class:`RoundArray` as a plain array (the same tuple when there is neither): what a
+    program computes with. NumPy treats only an exact Python float as a weak scalar, so
+    ``float32 array * RoundScalar`` would compute in float64 where ``float32 array *
+    float`` stays float32: a round whose coefficients came from a template (bound to
+    floats) and one built in full must compute alike."""
+    if not any(type(v) is RoundScalar or type(v) is RoundArray for v in values):
         return values
-    return tuple(float(v) if type(v) is RoundScalar else v for v in values)
+    return tuple(
+        float(v) if type(v) is RoundScalar else v.view(np.ndarray) if type(v) is RoundArray else v
+        for v in values
+    )

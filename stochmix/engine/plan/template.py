@@ -8,8 +8,11 @@ array is templated when all its entries are one number: the uniform weights 1/|S
 instance: the same values, the same program, the same bits), or follow the round (and
 its participants) by a rule the method gives (a
 :class:`~stochmix.engine.model.round_scalars.RoundScalar`, bound for each instance's
-round: FedAvg's ``1/|S|``, so that its rounds of every size share one template). A method
-says so by returning
+round: FedAvg's ``1/|S|``, so that its rounds of every size share one template), or are
+per-client arrays that follow the participants by a rule (a
+:class:`~stochmix.engine.model.round_scalars.RoundArray`, bound for each instance's
+participants: FedStale's ``eta / (N p_i)``; only on steps whose nodes are the
+participants shifted, in their order). A method says so by returning
 a key from :meth:`~stochmix.engine.model.method.Method.template_key`. The engine then plans the
 first round with a given key (and at least two participants: with one, a participant's
 rows become single rows of the state, which a template cannot move) as usual, keeps the
@@ -35,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.round_scalars import RoundScalar, bound
+from ..model.round_scalars import RoundArray, RoundScalar, bound
 from ..model.traffic import samples_of
 from .round_plan import LocalStep
 from .subset_template import SubsetRecipe
@@ -59,6 +62,14 @@ def _same_coefficients(a: tuple, b: tuple) -> bool:
         elif x != y:
             return False
     return True
+
+
+def _aligned(step: LocalStep, participants: np.ndarray) -> bool:
+    """Whether a step's per-node arrays line up with the participants: its nodes are
+    theirs shifted by a constant, in their order (so an array a rule gives for the
+    participants is the step's)."""
+    k = _shift(step.nodes, participants)
+    return isinstance(k, int) and not step.extents and step.counts is None
 
 
 def _label_of_slot(step: LocalStep, slot: int) -> str:
@@ -298,12 +309,17 @@ class RoundTemplate:
                 steps.append(recipe)
                 per_node.append(None)
                 continue
-            coefs = tuple(template_coefficient(c) for c in item.coefs)
-            if None in coefs:  # per-node coefficients that depend on who participates
-                label = _label_of_slot(item, coefs.index(None))
+            coefs = tuple(template_coefficient(c, rules=True) for c in item.coefs)
+            ruled = any(isinstance(c, RoundArray) for c in coefs)
+            if ruled and not _aligned(item, participants):
+                coefs = tuple(template_coefficient(c) for c in item.coefs)
+            missing = [j for j, c in enumerate(coefs) if c is None]
+            if missing:  # per-node coefficients that depend on who participates
+                label = _label_of_slot(item, missing[0])
                 return label, (
                     "it has per-client coefficients of several values (an array), which "
-                    "depend on who participates: a template needs numbers"
+                    "depend on who participates: a template needs numbers, or arrays "
+                    "bound by a rule (RoundArray)"
                 )
             node_shift = _fixed(_shift(item.nodes, participants), item.nodes)
             client_shift = _fixed(_shift(item.clients, participants), item.clients)
@@ -392,7 +408,11 @@ class RoundTemplate:
                 return None  # built in full, which tells the fits apart (narrow)
             if nodes.size and any(bool((nodes == node).any()) for node in outside):
                 return None
-            if r is not None and any(isinstance(c, RoundScalar) for c in coefs):
+            if any(isinstance(c, RoundArray) for c in coefs):
+                if r is None:
+                    return None  # the arrays are the planned round's participants'
+                coefs = tuple(bound(c, r, participants) for c in coefs)
+            elif r is not None and any(isinstance(c, RoundScalar) for c in coefs):
                 coefs = tuple(bound(c, r, participants) for c in coefs)
             limited = bool(structure.levels) and max(structure.levels) >= 0
             if limited and len(extents) != max(structure.levels) + 1:

@@ -1,5 +1,6 @@
-"""How a round template holds a planned round's values: a coefficient as a number or
-one repeated number, and an index array as the participants shifted by a constant.
+"""How a round template holds a planned round's values: a coefficient as a number, one
+repeated number or an array bound by its rule, and an index array as the participants
+shifted by a constant.
 
 Shared by :mod:`~stochmix.engine.plan.template` (runs of node-local phases) and
 :mod:`~stochmix.engine.plan.subset_template` (phases on the active nodes' rows).
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.round_scalars import RoundArray
+
 __all__ = ["Uniform", "as_array", "shift_of", "template_coefficient"]
 
 
@@ -17,11 +20,15 @@ class Uniform(float):
     instance, as an array of the instance's length: :func:`as_array`)."""
 
 
-def template_coefficient(value):
+def template_coefficient(value, rules: bool = False):
     """A template's form of a coefficient value: a number as it is (a round scalar
-    included), a :class:`Uniform` for a 1-D array of one repeated number, or None (an
-    array of several values, which depends on who participates)."""
+    included), with ``rules`` a :class:`~stochmix.engine.model.round_scalars.RoundArray`
+    with its rule as it is (bound for each instance's participants), a :class:`Uniform`
+    for a 1-D array of one repeated number, or None (an array of several values, which
+    depends on who participates)."""
     if not isinstance(value, (np.ndarray, list, tuple)):
+        return value
+    if rules and isinstance(value, RoundArray) and value.rule is not None:
         return value
     array = np.asarray(value)
     if array.ndim == 1 and array.size and (array == array[0]).all():
