@@ -29,6 +29,7 @@ from stochmix.algorithms import MIFA, FedAvg, FedStale, FedVARP
 METHODS = {
     "FedAvg": lambda lr: FedAvg(lr, 3),
     "FedAvg unbiased": lambda lr: FedAvg(lr, 3, weights="unbiased"),
+    "FedAU": lambda lr: FedAvg(lr, 3, weights="fedau"),
     "FedStale": lambda lr: FedStale(lr, 3, beta=0.5),
     "FedVARP": lambda lr: FedVARP(lr, 3),
     "MIFA": lambda lr: MIFA(lr, 3),

@@ -94,12 +94,11 @@ class FedAvg(LocalTraining, Method):
         # coefficients are round scalars that read the participants); a subclass keeps
         # the key by |S| (any of its hooks, round_steps, uploads, sent, aggregate, may read
         # |S| without a rule)
-        # FedAvg's unbiased weights 1 / (N p_i) of fixed p_i: a RoundArray whose rule
-        # reads the participants, the server's coefficient a round scalar: one template
-        # too (a subclass's aggregation may weigh without rules; FedAU's estimates are
-        # updated when they are read: every round built in full)
-        if self.weights == "unbiased" and type(self) is FedAvg:
-            return "unbiased"
+        # FedAvg's unbiased weights 1 / (N p_i) (FedAU: omega_i / N, its estimates): a
+        # RoundArray whose rule reads the participants, the server's coefficient a round
+        # scalar: one template too (a subclass's aggregation may weigh without rules)
+        if self.weights != "uniform" and type(self) is FedAvg:
+            return self.weights
         if self.weights != "uniform":
             return None
         return "uniform" if type(self) in _SIZE_FREE else participants.size
@@ -116,7 +115,7 @@ class FedAvg(LocalTraining, Method):
         x = eq.block("x")
         if participants.size:  # else the server keeps its model
             rule = uniform_weights if self.weights == "uniform" else None
-            if self.weights == "unbiased":
+            if self.weights != "uniform":  # 1 / (N p_i), or FedAU's omega_i / N
                 inverse, n = self._inverse, ctx.n_clients
                 q = RoundArray(q, lambda k, clients: inverse.of(k, clients, ctx) / n)
             x.server = averaged(x, participants, q, self.server_lr, rule)

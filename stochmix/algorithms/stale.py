@@ -92,10 +92,7 @@ class FedStale(LocalTraining, Method):
     def template_key(self, r: int, participants: np.ndarray):
         # the weights eta / (N p_i), the server's own coefficient and |S| are bound by
         # rules (a RoundArray and round scalars): one template for rounds of every size;
-        # a subclass keeps the key by |S| (its hooks may read |S| without a rule). FedAU's
-        # learned 1/p_i are updated when they are read: every round built in full
-        if self._inverse.learned:
-            return None
+        # a subclass keeps the key by |S| (its hooks may read |S| without a rule)
         return "stale" if type(self) in _SIZE_FREE else participants.size
 
     def start(self, ctx: RunContext) -> None:
@@ -119,12 +116,9 @@ class FedStale(LocalTraining, Method):
         def weights(k: int, clients: np.ndarray) -> np.ndarray:  # eta / (N p_i)
             return eta / n * self.inverse_probabilities(k, clients, ctx)
 
-        w = weights(r, S)
+        w = RoundArray(weights(r, S), weights)  # (FedAU's: the estimates of round r)
         size = RoundScalar(float(S.size), lambda k, clients: float(clients.size), True)
-        own = 1.0 - float(w.sum())
-        if not self._inverse.learned:  # (FedAU's estimates are updated by the call)
-            w = RoundArray(w, weights)
-            own = RoundScalar(own, lambda k, clients: 1.0 - float(weights(k, clients).sum()), True)
+        own = RoundScalar(1.0 - float(w.sum()), lambda k, s: 1.0 - float(weights(k, s).sum()), True)
         eq = Equations(ctx, "stale update")
         x, h, hsum = eq.blocks("x", "h", "hsum")
         # with Delta_i = x_0 - x_i, every line reading the state before the phase:

@@ -61,6 +61,7 @@ class FedAUEstimator:
         self.last = np.full(self.n_clients, -1, dtype=np.int64)
         self.records = np.zeros(self.n_clients, dtype=np.int64)
         self.omega = np.full(self.n_clients, np.nan)
+        self._repeat: tuple | None = None  # (r, participants' bytes, omega) of the last call
 
     def checkpoint_state(self) -> dict:
         """What a checkpoint keeps: the per-client arrays (plain data)."""
@@ -74,17 +75,29 @@ class FedAUEstimator:
             if value.shape != mine.shape:
                 raise ValueError(f"FedAU state {key} has shape {value.shape}, not {mine.shape}")
             setattr(self, key, value.astype(mine.dtype, copy=True))
+        self._repeat = None
 
     def update(self, r: int, participants: Int[np.ndarray, " s"]) -> Float[np.ndarray, " s"]:
         """Record round ``r`` for its participants and return the omega_i that weigh
         their updates (see ``timing``), shape (s,).
 
         ``participants`` are sorted, distinct client indices in ``[0, N)``; ``r >= 0`` must
-        grow from call to call."""
+        grow from call to call, but for a call that repeats the last one (the same round
+        and participants), which records nothing and returns the same omega_i: a round
+        template binds a round's weights by calling it, and a round may also be built in
+        full to check the template."""
         r = as_int(r, "r", minimum=0)
         participants = as_client_indices(
             participants, self.n_clients, "participants", increasing=True
         )
+        key = participants.tobytes()
+        if self._repeat is not None and self._repeat[:2] == (r, key):
+            return self._repeat[2].copy()
+        omega = self._record(r, participants)
+        self._repeat = (r, key, omega.copy())
+        return omega
+
+    def _record(self, r: int, participants: np.ndarray) -> np.ndarray:
         gap = r - self.last[participants]
         if (gap <= 0).any():
             raise ValueError(f"r must increase from call to call; got round {r} again")

@@ -3,8 +3,9 @@ unbiased weights): the per-client weights are a RoundArray whose rule gives each
 (``eta / (N p_i)`` over its participants) and the server's own coefficient a round scalar,
 so rounds of every size and every set of participants share one template, under a uniform
 sample and under Bernoulli participation with p_i that differ from client to client.
-Templated runs equal the runs built in full bit for bit, every cost column included;
-FedAU's learned weights (updated when read) are not templated."""
+FedAU's learned weights too: its estimator records a round once, and a repeated call for
+the same round and participants returns the same estimates. Templated runs equal the runs
+built in full bit for bit, every cost column included."""
 
 import pickle
 
@@ -14,7 +15,7 @@ import pytest
 import stochmix as sm
 from stochmix import algorithms as A
 from stochmix.engine.model.round_scalars import RoundArray
-from stochmix.participation import Bernoulli, UniformSample
+from stochmix.participation import Bernoulli, FedAUEstimator, UniformSample
 
 N, ROUNDS = 40, 14
 METHODS = {
@@ -22,6 +23,8 @@ METHODS = {
     "FedVARP": lambda lr: A.FedVARP(lr, 2),
     "MIFA": lambda lr: A.MIFA(lr, 2),
     "FedAvg unbiased": lambda lr: A.FedAvg(lr, 2, weights="unbiased", server_lr=0.8),
+    "FedAU": lambda lr: A.FedAvg(lr, 2, weights="fedau"),
+    "FedStale, FedAU's estimates": lambda lr: A.FedStale(lr, 2, probabilities="fedau"),
 }
 PROCESSES = {
     "uniform sample": lambda: UniformSample(N, 6),  # every p_i = 6 / 40
@@ -56,14 +59,16 @@ def test_weights_bound_by_rule_are_templated_and_change_no_number(name, process)
         assert np.unique(templated.participants[1:]).size > 3
 
 
-@pytest.mark.parametrize("method", ["FedAvg", "FedStale"])
-def test_learned_weights_are_not_templated(method):
-    made = (
-        A.FedAvg(0.01, 2, weights="fedau") if method == "FedAvg"
-        else A.FedStale(0.01, 2, probabilities="fedau")
-    )  # fmt: skip
-    sm.run(made, _problem(), UniformSample(N, 6), 2, seed=5, progress=False)
-    assert made.template_key(3, np.arange(5)) is None
+def test_the_fedau_estimator_records_a_round_once():
+    one, two = FedAUEstimator(6), FedAUEstimator(6)
+    for r, s in ((0, [0, 2]), (3, [0, 1, 2]), (5, [1, 2, 4])):
+        first = one.update(r, np.array(s))
+        np.testing.assert_array_equal(one.update(r, np.array(s)), first)  # repeated
+        np.testing.assert_array_equal(two.update(r, np.array(s)), first)  # once
+    for key in ("last", "records", "omega"):
+        np.testing.assert_array_equal(getattr(one, key), getattr(two, key))
+    with pytest.raises(ValueError, match="increase"):
+        one.update(5, np.array([1, 3]))  # the same round, other participants
 
 
 def test_a_subclass_keeps_a_key_by_size():
