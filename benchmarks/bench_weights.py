@@ -1,5 +1,5 @@
 """Methods weighted by 1/p_i (issue 42, per-client arrays bound by rule): what a round of
-FedStale, FedVARP, MIFA and FedAvg with unbiased weights costs against FedAvg's (uniform
+FedStale, FedVARP, MIFA, FedAvg with unbiased weights and FedAU cost against FedAvg's (uniform
 weights), under a uniform sample (every p_i equal) and under Bernoulli participation with
 p_i spread from half to one and a half times their mean (the setting of arbitrary
 participation).
