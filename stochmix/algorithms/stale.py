@@ -116,9 +116,11 @@ class FedStale(LocalTraining, Method):
         def weights(k: int, clients: np.ndarray) -> np.ndarray:  # eta / (N p_i)
             return eta / n * self.inverse_probabilities(k, clients, ctx)
 
-        w = RoundArray(weights(r, S), weights)  # (FedAU's: the estimates of round r)
+        w = weights(r, S)
+        if type(self).inverse_probabilities in _RULED:  # (FedAU's: the estimates of round r)
+            w = RoundArray(w, weights)  # (a subclass's own 1/p_i may change when read)
         size = RoundScalar(float(S.size), lambda k, clients: float(clients.size), True)
-        own = RoundScalar(1.0 - float(w.sum()), lambda k, s: 1.0 - float(weights(k, s).sum()), True)
+        own = 1.0 - w.sum()  # (a round scalar for a RoundArray w)
         eq = Equations(ctx, "stale update")
         x, h, hsum = eq.blocks("x", "h", "hsum")
         # with Delta_i = x_0 - x_i, every line reading the state before the phase:
@@ -194,3 +196,7 @@ class MIFA(FedStale):
 #: on how many, by a rule (one template for rounds of every size); a user's subclass is
 #: not in it: its hooks may read |S| without a rule.
 _SIZE_FREE: set = {FedStale, FedVARP, MIFA}
+
+#: the ``inverse_probabilities`` whose values a round template may ask again (a subclass's
+#: own may count what it is asked: its rounds are built in full when its weights differ)
+_RULED = {FedStale.inverse_probabilities, MIFA.inverse_probabilities}

@@ -304,6 +304,22 @@ def test_rates_do_not_depend_on_the_units_of_the_class(scale):
     assert far.status == "inexact"
 
 
+@pytest.mark.parametrize("scale", [1e-13, 1e13])
+def test_a_tiny_coefficient_is_not_read_as_a_rounding_residue(scale):
+    """Composition residues are cleared against the size of the terms summed into each
+    entry, never against other entries: at L = 1e13 the step 0.5 / L is 1e-13 of the
+    model's own coefficient, and clearing it against its row (an earlier rule) removed
+    the whole state and certified rate 0 for a run at 0.95. (EXTRA below L = 1e-6 is
+    called inexact by the end-of-run probe, as before that rule: not tested here.)"""
+    L, mu = scale, 0.1 * scale
+    cases = [(FedAvg(0.5 / scale, 1), {"n_clients": 2})]
+    if scale > 1:
+        cases.append((EXTRA(0.5 / scale, RING), {}))
+    for method, options in cases:
+        found = certify(method, L=L, mu=mu, **options)
+        assert found.certified and found.rate == pytest.approx(0.95, abs=1e-6), found
+
+
 def test_a_fixed_point_the_run_cannot_reach_is_not_certified():
     """Node activation conserves a weighted sum of gradient tracking's trackers that starts
     away from its value at x_star (the run ends elsewhere: the library refuses such runs

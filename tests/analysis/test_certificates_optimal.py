@@ -102,3 +102,48 @@ def test_a_conserved_direction_survives_the_balancing():
         assert scaled.A.shape == raw.A.shape
     whole = round_system(method, np.ones((1, 8), dtype=bool), 1)
     assert whole.normalized(1000.0).reduced().A.shape == whole.reduced().A.shape
+
+
+def test_certify_over_another_matrix_tunes_the_method_for_it():
+    """``mixing=`` a graph: the method as it would run on that graph (its tuning from that
+    W), the same through the eigenvalue split and the whole network (APAPC built on a
+    complete graph, certified over a ring: 0.893468 with the complete graph's tuning)."""
+    built = APAPC(None, StaticSequence(nx.complete_graph(6)), L=10.0, mu=1.0)
+    ring = nx.cycle_graph(6)
+    over = certify(built, L=10.0, mu=1.0, mixing=ring)
+    own = certify(APAPC(None, StaticSequence(ring), L=10.0, mu=1.0), L=10.0, mu=1.0)
+    assert over.certified and over.rate == pytest.approx(own.rate, abs=1e-6)
+
+
+def test_a_mixing_step_tuned_from_the_matrix_has_no_per_agent_form():
+    """Mudag's FastMix with one round, T = (1 + eta) W - eta I, is affine in W but eta comes
+    from W's spectrum: the per-agent form with a probe matrix analysed another method and
+    certified 0.925716 where the run diverges (exact rate 1.070384). The split now refuses
+    it, and the whole network's SDP answers."""
+    from stochmix.algorithms.accelerated_proximal import DAPG
+    from stochmix.analysis.certificates.system import NotLinearError, agent_systems
+
+    graphs, mu = StaticSequence(nx.path_graph(4)), 0.1
+    problem = Quadratic(np.random.default_rng(0).normal(size=(4, 1)), np.full((4, 1), mu))
+    for cls in (Mudag, DAPG):
+        with pytest.raises(NotLinearError, match="depend on W"):
+            agent_systems(cls(0.1, graphs, mix_rounds=1, mu=mu))
+        found = certify(cls(0.1, graphs, mix_rounds=1, mu=mu), L=1.0, mu=mu)
+        masks = np.ones((1, 4), dtype=bool)
+        exact = periodic_rate(cls(0.1, graphs, mix_rounds=1, mu=mu), problem, masks).per_round
+        assert exact > 1.0 and not found.certified
+
+
+def test_the_worst_case_search_keeps_the_methods_own_tuning():
+    """Over the sigma-class, ``worst_quadratic`` runs the method with matrices of the class,
+    as ``certify`` analyses it: tuned for its own graphs (it was tuned for each drawn W)."""
+    from stochmix.analysis import worst_quadratic
+
+    method = APAPC(None, StaticSequence(nx.cycle_graph(6)), L=10.0, mu=1.0)
+    found = worst_quadratic(
+        method, L=10.0, mu=1.0, mixing=0.6, matrices="symmetric", trials=3, refine=2
+    )
+    own = APAPC(None, StaticSequence(nx.cycle_graph(6)), L=10.0, mu=1.0)
+    periodic_rate(own, logspace_problem(6, 10.0), np.ones((1, 6), dtype=bool))  # starts it
+    assert found.method.constants["eta"] == own.constants["eta"]
+    assert found.method.constants["theta"] == own.constants["theta"]

@@ -31,7 +31,18 @@ def test_a_round_scalar_is_its_value_and_carries_its_rule():
     assert bound(c, 0) == 1.0 and bound(0.5, 7) == 0.5
     again = pickle.loads(pickle.dumps(c))
     assert again == 3.0 and type(again) is float
-    assert type(-c) is float  # arithmetic gives plain floats
+    # arithmetic with numbers keeps a rule that does the same in every round
+    for made, value, later in (
+        (-c, -3.0, -11.0),
+        (1.0 - 0.5 * c, -0.5, -4.5),
+        (c / 4 + 2, 2.75, 4.75),
+        (c * c, 9.0, 121.0),
+    ):
+        assert isinstance(made, RoundScalar) and made == value and made.at(5) == later
+    reads = RoundScalar(2.0, lambda r, s: float(s.size), participants=True)
+    both = c * reads
+    assert both.participants and both.at(5, np.arange(4)) == 44.0
+    assert type(float(c)) is float and type(c * np.ones(2)) is np.ndarray
 
 
 def _problem(regularizer):

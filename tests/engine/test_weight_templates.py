@@ -14,8 +14,9 @@ import pytest
 
 import stochmix as sm
 from stochmix import algorithms as A
-from stochmix.engine.model.round_scalars import RoundArray
-from stochmix.participation import Bernoulli, FedAUEstimator, UniformSample
+from stochmix.engine.model.equations import Equations, dot
+from stochmix.engine.model.round_scalars import RoundArray, RoundScalar
+from stochmix.participation import Bernoulli, FedAUEstimator, Trace, UniformSample
 
 N, ROUNDS = 40, 14
 METHODS = {
@@ -101,3 +102,93 @@ def test_a_round_array_keeps_its_rule_through_scaling_only():
     assert type(pickle.loads(pickle.dumps(0.3 * a))) is np.ndarray
     with pytest.raises(ValueError, match="shape"):
         RoundArray(table[:3], lambda r, s: table[:2]).at(0, np.arange(3))
+
+
+def test_a_round_array_follows_round_scalars_and_its_own_sums():
+    """Scaling by a round scalar binds its value in each round, and ``a / a.sum()`` or
+    ``a / a.mean()`` divide by each round's sum or mean (a plain number there would be
+    frozen at the planned round's); in-place operations drop the rule."""
+    table = np.linspace(1.0, 2.0, 10)
+    a = RoundArray(table[[1, 4, 6]], lambda r, s: table[s])
+    later = np.array([0, 2, 3])
+    step = RoundScalar(2.0, lambda r: 2.0 if r < 5 else 0.5)
+    np.testing.assert_array_equal((step * a).at(9, later), 0.5 * table[later])
+    np.testing.assert_array_equal((a / a.sum()).at(9, later), table[later] / table[later].sum())
+    np.testing.assert_array_equal((a / np.sum(a)).at(9, later), table[later] / table[later].sum())
+    np.testing.assert_array_equal((a / a.mean()).at(9, later), table[later] / table[later].mean())
+    own = 1.0 - 0.5 * a.sum()
+    assert isinstance(own, RoundScalar) and own.at(9, later) == 1.0 - 0.5 * table[later].sum()
+    b = 2.0 * a
+    b *= 3.0
+    assert b.rule is None
+
+
+def test_a_users_normalised_weights_are_templated_right():
+    """A user's FedAvg whose weights are 1/p_i divided by their round's sum (the review's
+    case: with the sum frozen at the planned round's, the runs parted from round 5 on)."""
+
+    class Normalised(A.FedAvg):
+        def template_key(self, r, participants):
+            return "normalised"
+
+        def aggregate(self, r, S, ctx, steps=None):
+            inverse = self._inverse
+            w = RoundArray(inverse.of(r, S, ctx), lambda k, c: inverse.of(k, c, ctx))
+            eq = Equations(ctx)
+            x = eq.block("x")
+            x.server = dot(w / w.sum(), x[S])
+            return eq.build("average")
+
+    p = np.array([0.5, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.25])
+    rows = [[4, 5], [6, 7], [0, 1, 4], [0, 1, 2, 3], [0, 4, 5, 6], [1, 2, 7], [0, 1, 2, 3, 4, 5]]
+    masks = np.zeros((len(rows), 8), dtype=bool)
+    for r, members in enumerate(rows):
+        masks[r, members] = True  # sums of 1/p_i: 8, 8, 8 (checked rounds), then 8, 14, 8, 16
+    problem = sm.problems.LeastSquares.random(8, 3, rows_per_client=3, seed=2)
+    found = []
+    for templates in (True, False):
+        method = Normalised(0.3 / problem.smoothness, 2, weights="unbiased", probabilities=p)
+        if not templates:
+            method.template_key = lambda r, participants: None
+        found.append(sm.run(method, problem, Trace(masks), len(rows), seed=5, progress=False))
+    np.testing.assert_array_equal(found[0].server, found[1].server)
+
+
+def test_the_linear_analysis_does_not_freeze_weights_bound_by_rule():
+    """lyapunov_rate substitutes participants into a template's matrices; rounds whose
+    numbers follow rules (FedStale's weights) are built in full there."""
+    from stochmix.analysis import lyapunov_rate
+
+    p = np.array([0.6, 0.6, 0.6, 0.2, 0.2, 0.2])
+    rng = np.random.default_rng(0)
+    problem = sm.problems.Quadratic(rng.normal(size=(6, 2)), rng.uniform(0.2, 1.0, size=(6, 2)))
+    rates = []
+    for templates in (True, False):
+        method = A.FedStale(0.3, 2, beta=0.5)
+        if not templates:
+            method.template_key = lambda r, participants: None
+        found = lyapunov_rate(method, problem, Bernoulli(p, 6), rounds=200, burn_in=20,
+                              batches=5, seed=1)  # fmt: skip
+        rates.append(found.rate)
+    assert rates[0] == rates[1]
+
+
+def test_a_subclass_reading_its_own_weights_is_not_bound_by_rule():
+    """A FedStale subclass's own inverse_probabilities may change when it is read (a
+    count): it is called once per round, templated or not."""
+
+    class Counting(A.FedStale):
+        calls = 0
+
+        def inverse_probabilities(self, r, participants, ctx):
+            type(self).calls += 1
+            return 1.0 + 0.1 * participants
+
+    found = []
+    for templates in (True, False):
+        Counting.calls = 0
+        found.append(
+            (_run(Counting(0.05, 2), PROCESSES["uniform sample"](), templates), Counting.calls)
+        )
+    np.testing.assert_array_equal(found[0][0].server, found[1][0].server)
+    assert found[0][1] == found[1][1]

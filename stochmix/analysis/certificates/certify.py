@@ -350,7 +350,7 @@ def certify(
         if found_spectrum is not None:
             spectrum = found_spectrum
             try:
-                pieces = spectral_systems(method, spectrum)
+                pieces = spectral_systems(one, spectrum)
             except NotLinearError:  # no per-agent form: the whole network below
                 pieces = []
     if pieces:

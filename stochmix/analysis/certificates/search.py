@@ -28,6 +28,7 @@ from .certify import (
     check_mixing_argument,
     method_for_mixing,
 )
+from .system import own_tuning, pinned
 
 __all__ = ["MATRICES", "WorstCase", "class_matrix", "worst_quadratic"]
 
@@ -138,6 +139,7 @@ def _mixing_with(method, matrices: np.ndarray):
         for attribute in type(method).needs:
             setattr(target, attribute, "natural")
     target.check_mixing = False
+    pinned(target, own_tuning(method))  # tuned for its own graphs, as certify analyses it
     return target
 
 

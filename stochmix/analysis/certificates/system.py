@@ -21,7 +21,7 @@ call of the round, ``clients[c]`` the client of call c, ``u_c = grad f_{clients[
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import networkx as nx
@@ -52,7 +52,10 @@ class NotLinearError(ValueError):
 class RoundSystem:
     """One round (or period) of a method as ``xi+ = A xi + B [u; v]``, ``[y; w] = C xi +
     D [u; v]`` (see the module docstring). Shapes: A (m, m), B (m, p + q), C (p + q, m),
-    D (p + q, p + q); ``clients`` (p,); ``output`` (m,)."""
+    D (p + q, p + q); ``clients`` (p,); ``output`` (m,). ``magnitudes``: bounds on the
+    magnitudes of the terms summed into each entry of ``[A B]`` and ``[C D]`` (the same
+    products composed with absolute values), when the system was composed from phases: an
+    entry below a few hundred rounding errors of its bound is a composition residue."""
 
     A: np.ndarray
     B: np.ndarray
@@ -61,6 +64,7 @@ class RoundSystem:
     clients: np.ndarray
     output: np.ndarray
     mixings: int = 0  # q: entries of w (and v)
+    magnitudes: tuple | None = field(default=None, compare=False, repr=False)
 
     @property
     def calls(self) -> int:
@@ -74,15 +78,19 @@ class RoundSystem:
         are), so that the SDP's numbers are of one scale whatever L and whatever units the
         state keeps (models, gradients, duals).
 
-        Entries below ``ROUNDING`` of the largest of their row of ``[A B]`` or ``[C D]``
-        are set to zero first (:func:`_rounding_cleared`): composing a round's phases leaves
+        Entries within ``ROUNDING`` epsilons of their :attr:`magnitudes` (the sizes of the
+        terms summed into them) are set to zero first: composing a round's phases leaves
         residues where the exact entry is 0, and balancing would scale a row of them up to
         the others' size, so that a conserved direction is no longer found by
         :meth:`reduced` (APAPC's dual average: 1 on the diagonal and residues up to 1.4e-14
-        elsewhere, scaled to 1e-8 by the balancing)."""
+        elsewhere, from terms of size 14, scaled to 1e-8 by the balancing). An entry is
+        compared with its own terms, never with other entries: a small step (lr = 1e-13)
+        is kept whatever the scale."""
         p = self.calls
-        a, b = _rounding_cleared(self.A, self.B)
-        c, d = _rounding_cleared(self.C, self.D)
+        a, b, c, d = (x.copy() for x in (self.A, self.B, self.C, self.D))
+        if self.magnitudes is not None:
+            for value, size in zip((a, b, c, d), self.magnitudes, strict=True):
+                value[np.abs(value) <= ROUNDING * np.finfo(float).eps * size] = 0.0
         b[:, :p] *= L
         d[:, :p] *= L
         out = self.output.copy()
@@ -100,7 +108,7 @@ class RoundSystem:
             b = b * f[:, None]
             c = c / f[None, :]
             out = out / f
-        return replace(self, A=a, B=b, C=c, D=d, output=out)
+        return replace(self, A=a, B=b, C=c, D=d, output=out, magnitudes=None)
 
     def reduced(self) -> RoundSystem:
         """The same system on the state that matters: rows that reach neither a gradient
@@ -115,7 +123,7 @@ class RoundSystem:
         if basis is not None:
             a, b, c = basis.T @ a @ basis, basis.T @ b, c @ basis
             out = basis.T @ out
-        return replace(self, A=a, B=b, C=c, output=out)
+        return replace(self, A=a, B=b, C=c, output=out, magnitudes=None)
 
     def _reduction(self) -> tuple[np.ndarray, np.ndarray | None]:
         """What :meth:`reduced` keeps: the state rows ``idx`` it reads, and the orthonormal
@@ -138,17 +146,9 @@ class RoundSystem:
         return idx, None
 
 
-#: entries below this fraction of their row's largest are composition residues, read as 0
-ROUNDING = 1e-12
-
-
-def _rounding_cleared(left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Copies of ``left`` and ``right`` (one row block in two parts: ``[A B]`` or ``[C D]``)
-    with every entry below ``ROUNDING`` of its row's largest set to zero."""
-    both = np.hstack([left, right])
-    top = np.abs(both).max(axis=1, initial=0.0)
-    both[np.abs(both) < ROUNDING * top[:, None]] = 0.0
-    return both[:, : left.shape[1]].copy(), both[:, left.shape[1] :].copy()
+#: entries within this many machine epsilons of the magnitude of the terms summed into them
+#: are composition residues, read as 0 (APAPC's: about 1 epsilon of theirs)
+ROUNDING = 256.0
 
 
 def _left_null(matrix: np.ndarray, scale: float) -> np.ndarray:
@@ -208,24 +208,32 @@ def _compose(
     ]
     q = sum(r.size for r in reads)
     x = np.hstack([np.eye(m), np.zeros((m, p + q))])
+    size = np.abs(x)  # the magnitudes of the terms summed into each entry of x
     c_rows: list = []  # rows of [C D] for y
     w_rows: list = []  # rows of [C D] for w
     clients: list = []
     at_u, at_v = m, m + p
     for (m0, m1, k, points, who), read in zip(steps, reads, strict=True):
-        base = m0 if (m1 is None or uncertain) else m0 + theta * m1
-        new = base @ x
+        if m1 is None or uncertain:
+            base, base_size = m0, np.abs(m0)
+        else:
+            base, base_size = m0 + theta * m1, np.abs(m0) + abs(theta) * np.abs(m1)
+        new, new_size = base @ x, base_size @ size
         if k is not None:
-            c_rows.append(x[points])
+            c_rows.append((x[points], size[points]))
             new[:, at_u : at_u + who.size] += k
+            new_size[:, at_u : at_u + who.size] += np.abs(k)
             clients.append(who)
             at_u += who.size
         if read.size:
-            w_rows.append(x[read])
+            w_rows.append((x[read], size[read]))
             new[:, at_v : at_v + read.size] += m1[:, read]
+            new_size[:, at_v : at_v + read.size] += np.abs(m1[:, read])
             at_v += read.size
-        x = new
-    cd = np.vstack([*c_rows, *w_rows]) if (c_rows or w_rows) else np.zeros((0, m + p + q))
+        x, size = new, new_size
+    rows = [*c_rows, *w_rows]
+    cd = np.vstack([v for v, _ in rows]) if rows else np.zeros((0, m + p + q))
+    cd_size = np.vstack([b for _, b in rows]) if rows else np.zeros((0, m + p + q))
     return RoundSystem(
         A=x[:, :m],
         B=x[:, m:],
@@ -234,6 +242,7 @@ def _compose(
         clients=np.concatenate(clients) if clients else np.zeros(0, np.int64),
         output=output,
         mixings=q,
+        magnitudes=(size[:, :m], size[:, m:], cd_size[:, :m], cd_size[:, m:]),
     )
 
 
@@ -297,9 +306,9 @@ def _same_system(a: RoundSystem, b: RoundSystem) -> bool:
 _PROBE_NODES = 4
 
 
-def _probe_matrix(n: int) -> np.ndarray:
+def _probe_matrix(n: int, seed: int = 12345) -> np.ndarray:
     """A symmetric doubly stochastic matrix with distinct generic entries."""
-    rng = np.random.default_rng(12345)
+    rng = np.random.default_rng(seed)
     weights = rng.uniform(0.05, 0.2, size=(n, n))
     weights = np.triu(weights, 1)
     weights = weights + weights.T
@@ -325,7 +334,23 @@ def _probe_method(method: Any, w: np.ndarray) -> Any:
     return probe
 
 
-def _own_tuning(method: Any) -> dict:
+def pinned(target: Any, tuned: dict) -> Any:
+    """``target`` (a copy of a method that mixes with other matrices) whose start keeps the
+    attributes ``tuned`` (:func:`own_tuning`) instead of tuning them for its matrices."""
+    if not tuned:
+        return target
+    start = target.start
+
+    def keep(ctx) -> None:
+        start(ctx)
+        for name, value in tuned.items():
+            setattr(target, name, copy.deepcopy(value))
+
+    target.start = keep
+    return target
+
+
+def own_tuning(method: Any) -> dict:
     """The attributes a run's start derives from the method's own graphs
     (``graph_tuned``: APAPC's step and coupling from W's spectrum), as a run on those graphs
     sets them; empty for methods without any."""
@@ -349,16 +374,13 @@ def agent_steps(method: Method) -> tuple[list, np.ndarray]:
     """
     _check_linear(method)
     n = _PROBE_NODES
-    w = _probe_matrix(n)
-    probe = _probe_method(method, w)
     problem = _probe_problem(n)
     everyone = np.arange(n)
-    tuned = _own_tuning(method)
+    tuned = own_tuning(method)
 
-    def iteration(r: int) -> tuple[list, int, int]:
+    def iteration(r: int, w: np.ndarray) -> tuple[list, int, int]:
+        probe = pinned(_probe_method(method, w), tuned)  # not the probe matrix's tuning
         ctx = run_context(probe, problem)
-        for name, value in tuned.items():  # not the probe matrix's tuning
-            setattr(probe, name, value)
         layout = ctx.layout
         for block in layout.blocks:
             if block.rows != n:
@@ -388,15 +410,19 @@ def agent_steps(method: Method) -> tuple[list, np.ndarray]:
             steps.append((m0, m1, k, np.array([model]), np.array([0])))
         return steps, len(names), model
 
-    steps, blocks, model = iteration(1)
-    again, _, _ = iteration(2)
-    same = len(again) == len(steps) and all(
-        _close(x, y) for s, t in zip(steps, again, strict=True) for x, y in zip(s, t, strict=True)
-    )
-    if not same:
+    first = _probe_matrix(n)
+    steps, blocks, model = iteration(1, first)
+    if not _same_steps(steps, iteration(2, first)[0]):
         raise NotLinearError(
             f"method {method.name}: its iterations change with the iteration index (a "
             "decaying step), so one iteration's map does not describe the run"
+        )
+    if not _same_steps(steps, iteration(1, _probe_matrix(n, seed=54321))[0]):
+        raise NotLinearError(
+            f"method {method.name}: its iteration is M0 + M1 (x) W with M0 and M1 that depend "
+            "on W itself (a mixing step tuned from the matrix's spectrum, such as FastMix's "
+            "momentum), so one agent's form over other matrices is not the method's; "
+            "certify it over one mixing matrix as a whole network (participation=Full(n))"
         )
     output = np.zeros(blocks)
     output[model] = 1.0
@@ -426,6 +452,12 @@ def spectral_systems(method: Method, eigenvalues: np.ndarray) -> list[RoundSyste
     return [
         _compose(steps, output.size, output, uncertain=False, theta=float(t)) for t in eigenvalues
     ]
+
+
+def _same_steps(steps: list, others: list) -> bool:
+    return len(others) == len(steps) and all(
+        _close(x, y) for s, t in zip(steps, others, strict=True) for x, y in zip(s, t, strict=True)
+    )
 
 
 def _close(x, y) -> bool:

@@ -20,8 +20,34 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...engine import Phase
+from ...engine.model.round_scalars import RoundArray, RoundScalar
 from .conserved import phase_block
 from .operators import run_context
+
+
+def _ruled(phases: list[Phase]) -> tuple:
+    """The coefficients of a round's phases that carry rules of the round or its
+    participants (round scalars: FedAvg's 1/|S|; round arrays: FedStale's 1 / (N p_i))."""
+    found = []
+    for phase in phases:
+        form = getattr(phase, "local", None)
+        if form is not None:
+            found += [c for c in form.coefficients if isinstance(c, RoundScalar | RoundArray)]
+    return tuple(found)
+
+
+def _unchanged(values: tuple, r: int, participants: np.ndarray) -> bool:
+    """Whether every rule gives, for round r and ``participants``, the value it holds:
+    substituting the participants into a round's matrices keeps its numbers, where the
+    engine's templates bind each round's."""
+    for value in values:
+        now = value.at(r, participants)
+        if isinstance(value, RoundArray):
+            if not np.array_equal(now, value.view(np.ndarray)):
+                return False
+        elif now != float(value):
+            return False
+    return True
 
 
 class StepForm:
@@ -102,9 +128,13 @@ class _Template:
     """The steps of the first round with a template key, and where each of their indices
     sits among its participants (``-1``: a fixed row or none)."""
 
-    def __init__(self, participants: np.ndarray, steps: list[Step], client_of_row: np.ndarray):
+    def __init__(
+        self, participants: np.ndarray, steps: list[Step], client_of_row: np.ndarray,
+        ruled: tuple = (),
+    ):  # fmt: skip
         self.participants = participants
         self.steps = steps
+        self.ruled = ruled  # coefficients with rules: an instance must keep their values
         self.status = "pending"  # verified on the second round with the key: "ok" / "broken"
         fixed = []
         self.where = []
@@ -128,10 +158,13 @@ class _Template:
         inside = (clients >= 0) & (self.participants[pos] == clients)
         return np.where(inside, pos, -1), clients[(clients >= 0) & ~inside]
 
-    def instance(self, participants: np.ndarray) -> list[Step] | None:
-        """The steps with ``participants`` in place of the template's, or None when one of
-        them is a client whose rows the template reads as fixed rows."""
+    def instance(self, participants: np.ndarray, r: int) -> list[Step] | None:
+        """The steps of round r with ``participants`` in place of the template's, or None
+        when one of them is a client whose rows the template reads as fixed rows, or when
+        a coefficient's rule gives another value in round r."""
         if participants.size != self.participants.size:
+            return None
+        if self.ruled and not _unchanged(self.ruled, r, participants):
             return None
         if self.fixed_clients.size and np.isin(participants, self.fixed_clients).any():
             return None
@@ -221,15 +254,17 @@ class Rounds:
         template = self.templates.get(tkey) if tkey is not None else None
         steps = None
         if template is not None and template.status == "ok":
-            steps = template.instance(participants)
+            steps = template.instance(participants, r)
         if steps is None:
             phases = self.method.round_phases(r, participants, self.ctx)
             steps = self._convert(phases)
             self.built += 1
             if template is None and tkey is not None:
-                self.templates[tkey] = _Template(participants, steps, self.client_of_row)
+                self.templates[tkey] = _Template(
+                    participants, steps, self.client_of_row, _ruled(phases)
+                )
             elif template is not None and template.status == "pending":
-                made = template.instance(participants)
+                made = template.instance(participants, r)
                 if made is not None:
                     ok = len(made) == len(steps) and all(map(_same, made, steps))
                     template.status = "ok" if ok else "broken"

@@ -39,7 +39,10 @@ class RoundScalar(float):
             ``participants``, of the round index and the round's participants.
         participants: whether ``rule`` takes the participants too (``rule(r, S)``).
 
-    It pickles as the plain float (the rule stays in the process that built it).
+    Arithmetic with numbers (``+``, ``-``, ``*``, ``/``, unary ``-``) gives a round scalar
+    whose rule does the same with each round's values, so that a coefficient computed from
+    one (``1 - eta * q``) still follows the round; ``float(s)`` is the plain number. It
+    pickles as the plain float (the rule stays in the process that built it).
     """
 
     rule: Callable[..., float]
@@ -64,6 +67,62 @@ class RoundScalar(float):
     def __reduce__(self):
         return float, (float(self),)
 
+    def __add__(self, other):
+        return _combined(float.__add__, self, other)
+
+    def __radd__(self, other):
+        return _combined(float.__radd__, self, other)
+
+    def __sub__(self, other):
+        return _combined(float.__sub__, self, other)
+
+    def __rsub__(self, other):
+        return _combined(float.__rsub__, self, other)
+
+    def __mul__(self, other):
+        return _combined(float.__mul__, self, other)
+
+    def __rmul__(self, other):
+        return _combined(float.__rmul__, self, other)
+
+    def __truediv__(self, other):
+        return _combined(float.__truediv__, self, other)
+
+    def __rtruediv__(self, other):
+        return _combined(float.__rtruediv__, self, other)
+
+    def __neg__(self):
+        rule, reads = self.rule, self.participants
+        return RoundScalar(-float(self), lambda *a: -rule(*a), reads)
+
+    def __pos__(self):
+        return self
+
+
+def _value_at(x, r: int, participants):
+    return x.at(r, participants) if isinstance(x, RoundScalar) else x
+
+
+def _combined(op, a: RoundScalar, b):
+    """``op(a, b)`` (a float method, a the round scalar) as a round scalar whose rule applies
+    ``op`` to both values of each round; NotImplemented for operands that are not numbers
+    (an array handles the product itself)."""
+    if isinstance(b, bool) or not isinstance(b, (int, float, np.integer, np.floating)):
+        return NotImplemented
+    value = op(float(a), b if not isinstance(b, RoundScalar) else float(b))
+    if value is NotImplemented:
+        return NotImplemented
+    if isinstance(b, np.floating | np.integer):
+        b = b.item()
+    reads = a.participants or (isinstance(b, RoundScalar) and b.participants)
+
+    def rule(r, participants=None):
+        return op(float(a.at(r, participants)), float(_value_at(b, r, participants)))
+
+    if reads:
+        return RoundScalar(value, rule, participants=True)
+    return RoundScalar(value, lambda r: rule(r))
+
 
 class RoundArray(np.ndarray):
     """A per-client coefficient array of this round (float64, one entry per participant)
@@ -71,8 +130,13 @@ class RoundArray(np.ndarray):
 
     Build one with ``RoundArray(values, rule)``. ``c * a``, ``a * c``, ``a / c`` and
     ``-a`` for a number ``c`` are round arrays whose rule applies the same operation to
-    the rule's array; every other operation, and every view or slice, gives an array
-    without a rule (:attr:`rule` None), which a template does not bind."""
+    the rule's array (a :class:`RoundScalar` c with its value in that round; any other
+    number c is a constant of the run), and ``a.sum()``, ``a.mean()`` and ufunc
+    reductions are round scalars following the rule. Every other operation (in place
+    ones included), and every view or slice, gives an array without a rule (:attr:`rule`
+    None), which a template does not bind. A number taken out of the array any other way
+    (``float(a.sum())``, a NumPy scalar) is a plain number: make it a round scalar if it
+    scales the array."""
 
     rule: Callable[[int, np.ndarray], np.ndarray] | None
 
@@ -88,13 +152,40 @@ class RoundArray(np.ndarray):
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         plain_inputs = [i.view(np.ndarray) if isinstance(i, RoundArray) else i for i in inputs]
+        outs = kwargs.get("out")
+        if outs is not None:  # in place: the values no longer follow the rule
+            for o in outs:
+                if isinstance(o, RoundArray):
+                    o.rule = None
+            kwargs["out"] = tuple(o.view(np.ndarray) if isinstance(o, RoundArray) else o
+                                  for o in outs)  # fmt: skip
+            getattr(ufunc, method)(*plain_inputs, **kwargs)
+            return outs[0] if len(outs) == 1 else outs
         out = getattr(ufunc, method)(*plain_inputs, **kwargs)
+        if method == "reduce":
+            return _reduced(ufunc, inputs, kwargs, out)
         rule = _scaled_rule(ufunc, method, inputs, kwargs)
         if rule is None or not isinstance(out, np.ndarray) or out.shape != self.shape:
             return out
         found = out.view(RoundArray)
         found.rule = rule
         return found
+
+    def sum(self, *args, **kwargs):  # type: ignore[override]
+        """The sum, as a round scalar following the rule (with arguments: a plain sum)."""
+        out = self.view(np.ndarray).sum(*args, **kwargs)
+        if args or _given(kwargs) or self.rule is None:
+            return out
+        rule = self.rule
+        return RoundScalar(float(out), lambda r, s: float(rule(r, s).sum()), True)
+
+    def mean(self, *args, **kwargs):  # type: ignore[override]
+        """The mean, as a round scalar following the rule (with arguments: a plain mean)."""
+        out = self.view(np.ndarray).mean(*args, **kwargs)
+        if args or _given(kwargs) or self.rule is None:
+            return out
+        rule = self.rule
+        return RoundScalar(float(out), lambda r, s: float(rule(r, s).mean()), True)
 
     def at(self, r: int, participants: np.ndarray) -> np.ndarray:
         """The array of round ``r`` with ``participants`` (a plain float64 array)."""
@@ -111,10 +202,35 @@ class RoundArray(np.ndarray):
         return np.asarray, (self.view(np.ndarray),)
 
 
+def _given(kwargs: dict) -> bool:
+    """Whether any keyword of a reduction is not its default (``np.sum(a)`` passes them)."""
+    return any(
+        not (v is None or v is False or v is np._NoValue or (k == "where" and v is True))
+        for k, v in kwargs.items()
+    )
+
+
+def _reduced(ufunc, inputs: tuple, kwargs: dict, out):
+    """A reduction of a round array over its one axis (``a.sum()``, ``np.max(a)``) as a
+    round scalar whose rule reduces each round's array alike; other reductions as they
+    are."""
+    (a,) = inputs
+    defaults = {"axis": (None, 0), "dtype": (None, np.float64), "out": (None,),
+                "keepdims": (False,), "initial": (np._NoValue,), "where": (True,)}  # fmt: skip
+    simple = all(
+        k in defaults and any(v is d or (type(v) is type(d) and v == d) for d in defaults[k])
+        for k, v in kwargs.items()
+    )
+    if not isinstance(a, RoundArray) or a.rule is None or not simple or np.ndim(out) != 0:
+        return out
+    rule = a.rule
+    return RoundScalar(float(out), lambda r, s: float(ufunc.reduce(rule(r, s))), True)
+
+
 def _scaled_rule(ufunc, method: str, inputs: tuple, kwargs: dict):
-    """The rule of ``ufunc(*inputs)`` when it scales one round array by a number with
-    multiply, true_divide or negative (the same operation on the rule's array), else
-    None."""
+    """The rule of ``ufunc(*inputs)`` when it scales one round array by a number (a round
+    scalar included: its value in each round) with multiply, true_divide or negative (the
+    same operation on the rule's array), else None."""
     if method != "__call__" or kwargs:
         return None
     if ufunc is np.negative and len(inputs) == 1:
@@ -126,12 +242,14 @@ def _scaled_rule(ufunc, method: str, inputs: tuple, kwargs: dict):
     a, b = inputs
     if isinstance(a, RoundArray) and not isinstance(b, np.ndarray) and np.ndim(b) == 0:
         rule, c = a.rule, b
-        return None if rule is None else (lambda r, s: ufunc(rule(r, s), c))
+        if rule is None:
+            return None
+        return lambda r, s: ufunc(rule(r, s), _value_at(c, r, s))
     if ufunc is np.multiply and isinstance(b, RoundArray) and not isinstance(a, np.ndarray):
         rule, c = b.rule, a
         if rule is None or np.ndim(c) != 0:
             return None
-        return lambda r, s: ufunc(c, rule(r, s))
+        return lambda r, s: ufunc(_value_at(c, r, s), rule(r, s))
     return None
 
 
