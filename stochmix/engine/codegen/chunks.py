@@ -430,6 +430,8 @@ class ChunkRuntime:
                     new[row] = ops.zeros(z)
                 if kind == "row":
                     ops.add_scaled(new[row], z[at(source)], coefs[slot])
+                elif kind == "keep":
+                    ops.add_scaled(new[row], z[at(source)], 1.0)
             for row, value in new.items():
                 ops.put(z, at(row), value)
                 finite = ops.finite(value) and finite

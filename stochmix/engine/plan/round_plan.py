@@ -68,6 +68,7 @@ class _Run:
         self.same_nodes = {id(self.nodes)}  # node arrays known equal to ``nodes``
         self.node_targets = set(lf.targets)
         self.outer_written = set(lf.outer_rows)
+        self.late_rows: set = set()  # outer rows set with terms read once the run's are set
         #: per form, -1 or the repetition (1, 2, ...) of :attr:`trips` it is
         self.levels = [-1]
         self.trips: TripCounts | None = None  # the counts of the run's repeated phases
@@ -113,10 +114,23 @@ class _Run:
         elif nodes.size != self.nodes.size and not outer_only:
             return False
         if lf.single_reads & self.outer_written or lf.outer_rows & self.outer_written:
-            return outer_only  # as the first phase of the tail
+            return outer_only or self._late(lf)  # the first phase of the tail, or late terms
         return True
 
+    def _late(self, lf: LocalForm) -> bool:
+        """Whether a phase over the run's nodes that only sets outer rows may join the body
+        although it reads outer rows an earlier phase sets: it reads them only in
+        single-row terms of its outer rows, which the schedule applies once those are set
+        (:func:`~stochmix.engine.plan.schedule.plan_schedule`, its first tail entries), and
+        none of them gets such terms itself (they are applied all at once)."""
+        if not lf.nodes.size or lf.targets or lf.kernels or lf.outer_rows & self.outer_written:
+            return False
+        late = lf.single_reads & self.outer_written
+        return not (any(e.row in late for e in lf.external) or late & self.late_rows)
+
     def add(self, phase: Phase, lf: LocalForm, repetition: int = 0) -> None:
+        if lf.nodes.size and lf.single_reads & self.outer_written and not self.tail:
+            self.late_rows.update(lf.outer_rows)  # (accepted by _late)
         if self.tail or (
             not lf.nodes.size
             and (lf.single_reads & self.outer_written or lf.outer_rows & self.outer_written)

@@ -76,7 +76,9 @@ class Schedule:
         outer_rows: rows set, when every chunk is done, from sums over the nodes.
         outer_singles: single-row terms of the outer rows, added after the sums.
         tail: phases of single rows from single rows applied after the outer rows, each a
-            tuple of entries.
+            tuple of entries; first, where some, the single-row terms of body phases that
+            read an outer row an earlier phase of the run sets (each such outer row kept,
+            plus those terms).
         steps: the chunk's work, in order.
         stores: what is scattered into each written block.
         checks: buffers checked for NaN and Inf after the stores.
@@ -144,7 +146,8 @@ class Schedule:
             lines.append(f"outer z[{row}] += c{slot} z[{ref}]")
         for k, entries in enumerate(self.tail):
             terms = ", ".join(
-                f"z[{e.row}] {'= 0' if e.kind == 'zero' else f'+= c{e.slot} z[{e.ref}]'}"
+                f"z[{e.row}] "
+                + {"zero": "= 0", "keep": "kept"}.get(e.kind, f"+= c{e.slot} z[{e.ref}]")
                 for e in entries
             )
             lines.append(f"tail {k}: {terms}")
@@ -169,6 +172,10 @@ class _Planner:
         #: output, finite exactly when its source was while the scalars hold the bounds
         self.mirrors: dict[tuple, tuple] = {}
         self.guarded = False  # planning a Guard region
+        #: outer rows set by the phases planned so far, and per outer row the single-row
+        #: terms of later phases that read them (applied once they are set: a tail)
+        self.outer_set: set = set()
+        self.late: dict = {}
 
     def wrote(self, buffer: Buffer) -> None:
         self.version[buffer] = self.version.get(buffer, 0) + 1
@@ -310,6 +317,14 @@ def plan_schedule(
         else:
             _guarded(p, lf, base, model_block, level)
         base += len(lf.coefficients)
+        p.outer_set.update(lf.outer_rows)
+    if p.late:  # before the run's own tail: their phases come first
+        late = tuple(
+            entry
+            for row in sorted(p.late)
+            for entry in (TailEntry(row, "keep", row, -1), *p.late[row])
+        )
+        tail_entries.insert(0, late)
     # Written rows must be finite: each block's final rows unless an outer row has summed
     # them in their final state (NaN and Inf survive a sum).
     stores, checks = [], []
@@ -362,6 +377,10 @@ def _phase(p: _Planner, lf: LocalForm, base: int, model_block: str) -> None:
             reductions.append((entry.row, entry.ref, coef))
         elif entry.kind == "grad":
             reductions.append((entry.row, GRADIENT, coef))
+        elif entry.kind == "row" and entry.ref in p.outer_set:
+            # a row an earlier phase of the run sets as an outer row: read once it is set
+            late = TailEntry(entry.row, "row", entry.ref, coef.slot)
+            p.late.setdefault(entry.row, []).append(late)
         elif entry.kind == "row":
             p.outer_singles.append(OuterSingle(entry.row, entry.ref, coef.slot))
 

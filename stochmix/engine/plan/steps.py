@@ -199,7 +199,8 @@ class OuterSingle(NamedTuple):
 
 class TailEntry(NamedTuple):
     """One term of a tail phase: ``z[row]`` is rewritten as the sum of its entries, each
-    ``coef * z[ref]`` (kind "row") or nothing (kind "zero")."""
+    ``coef * z[ref]`` (kind "row"), ``z[row]`` itself (kind "keep", no coefficient: slot
+    -1) or nothing (kind "zero")."""
 
     row: int
     kind: str
