@@ -92,7 +92,11 @@ class FedStale(LocalTraining, Method):
     def template_key(self, r: int, participants: np.ndarray):
         # the weights eta / (N p_i), the server's own coefficient and |S| are bound by
         # rules (a RoundArray and round scalars): one template for rounds of every size;
-        # a subclass keeps the key by |S| (its hooks may read |S| without a rule)
+        # a subclass keeps the key by |S| (its hooks may read |S| without a rule); one with
+        # its own 1/p_i (which may change with the round, or count what it is asked) gives
+        # none: every round built in full
+        if type(self).inverse_probabilities not in _RULED:
+            return None
         return "stale" if type(self) in _SIZE_FREE else participants.size
 
     def start(self, ctx: RunContext) -> None:

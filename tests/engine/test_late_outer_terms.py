@@ -84,3 +84,21 @@ def test_terms_that_read_a_row_with_late_terms_wait_for_it():
     fast = _run(_Chained(), process, rounds=6, metrics=())
     general = _run(_Chained(), process, rounds=6, metrics=(), backend=SparseOnly())
     np.testing.assert_allclose(fast.server, general.server, rtol=1e-13, atol=0)
+
+
+def test_lost_uploads_keep_the_rows_their_second_run_reads():
+    """Under UplinkDrops the received participants' phases run apart, gathering x of the
+    received: the probes that find rows no round reads never lose an upload, so such a
+    run keeps every block (it raised LivenessError at round 0)."""
+    from stochmix.participation import UplinkDrops
+
+    lr = 0.2 / _problem().smoothness
+    process = UplinkDrops(UniformSample(N, 8), 0.3)
+    for method in (A.FedDyn(lr, 3, alpha=0.1), A.FedAvg(lr, 2)):
+        fast = _run(method, process, compiled=True)
+        general = _run(type(method)(*method_args(method)), process, backend=SparseOnly())
+        np.testing.assert_allclose(fast.server, general.server, rtol=1e-12, atol=0)
+
+
+def method_args(method):
+    return (method.lr, 3, 0.1) if isinstance(method, A.FedDyn) else (method.lr, 2)

@@ -14,7 +14,7 @@ import pytest
 
 import stochmix as sm
 from stochmix import algorithms as A
-from stochmix.engine.model.equations import Equations, dot
+from stochmix.engine.model.equations import Equations, dot, mean
 from stochmix.engine.model.round_scalars import RoundArray, RoundScalar
 from stochmix.participation import Bernoulli, FedAUEstimator, Trace, UniformSample
 
@@ -192,3 +192,85 @@ def test_a_subclass_reading_its_own_weights_is_not_bound_by_rule():
         )
     np.testing.assert_array_equal(found[0][0].server, found[1][0].server)
     assert found[0][1] == found[1][1]
+
+
+def _normalised_run(aggregate, steps=2, templates=True, process=None):
+    class Weighted(A.FedAvg):
+        def template_key(self, r, participants):
+            return "weighted"
+
+    Weighted.aggregate = aggregate
+    p = np.array([0.5, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.25])
+    rows = [[4, 5], [6, 7], [0, 1, 4], [0, 1, 2, 3], [0, 4, 5, 6], [1, 2, 7], [0, 1, 2, 3, 4, 5]]
+    masks = np.zeros((len(rows), 8), dtype=bool)
+    for r, members in enumerate(rows):
+        masks[r, members] = True
+    problem = sm.problems.LeastSquares.random(8, 3, rows_per_client=3, seed=2)
+    method = Weighted(0.3 / problem.smoothness, steps, weights="unbiased", probabilities=p)
+    if not templates:
+        method.template_key = lambda r, participants: None
+    return sm.run(method, problem, process or Trace(masks), len(rows), seed=5, progress=False)
+
+
+def _weights(method, r, S, ctx):
+    inverse = method._inverse
+    return RoundArray(inverse.of(r, S, ctx), lambda k, c: inverse.of(k, c, ctx))
+
+
+def _paper_form(self, r, S, ctx, steps=None):  # x_0 + sum_S w_i (x_i - x_0)
+    w = _weights(self, r, S, ctx) / 16.0
+    eq = Equations(ctx)
+    x = eq.block("x")
+    x.server = x.server + dot(w, x[S] - x.server)
+    return eq.build("average")
+
+
+def _divided(self, r, S, ctx, steps=None):  # sum_S w_i x_i / sum_S w_i
+    w = _weights(self, r, S, ctx)
+    eq = Equations(ctx)
+    x = eq.block("x")
+    x.server = dot(w, x[S]) / w.sum()
+    return eq.build("average")
+
+
+def _scheduled(self, r, S, ctx, steps=None):  # a step of 1 that becomes 0.5
+    step = RoundScalar(1.0 if r < 4 else 0.5, lambda k: 1.0 if k < 4 else 0.5)
+    eq = Equations(ctx)
+    x = eq.block("x")
+    x.server = (1.0 - step) * x.server + step * mean(x[S])
+    return eq.build("average")
+
+
+@pytest.mark.parametrize("aggregate", [_paper_form, _divided, _scheduled])
+def test_rules_survive_the_expressions(aggregate):
+    """Rules kept through a single row's per-client coefficients (x_0 in ``dot(w, x_S -
+    x_0)``), a division by a round scalar, and a round scalar equal to 1 in the planned
+    round (its slot read, not a "one" kind): the runs parted from round 4 or 5."""
+    on = _normalised_run(aggregate)
+    off = _normalised_run(aggregate, templates=False)
+    np.testing.assert_array_equal(on.server, off.server)
+
+
+@pytest.mark.parametrize("weights", ["unbiased", "fedau"])
+def test_uneven_steps_with_weights_by_rule_equal_full_builds(weights):
+    """Per-node trip counts: the arrays cannot be bound there, so the round is refused as a
+    template (FedAU's estimator then updates in every round), never frozen."""
+    lr = 0.3 / _problem().smoothness
+    made = [
+        _run(A.FedAvg(lr, A.RandomSteps.uniform(1, 4), weights=weights, probabilities=None
+                      if weights == "fedau" else np.linspace(0.1, 0.5, N)),
+             Bernoulli(np.linspace(0.1, 0.5, N), N), templates)
+        for templates in (True, False)
+    ]  # fmt: skip
+    np.testing.assert_array_equal(made[0].server, made[1].server)
+
+
+def test_a_subclass_with_its_own_weights_is_built_in_full():
+    class Tiered(A.FedStale):
+        def inverse_probabilities(self, r, participants, ctx):
+            return np.full(participants.size, 4.0 if r < 5 else 2.0)
+
+    assert Tiered(0.1).template_key(2, np.arange(5)) is None
+    on = _run(Tiered(0.05, 2), UniformSample(N, 5), True)
+    off = _run(Tiered(0.05, 2), UniformSample(N, 5), False)
+    np.testing.assert_array_equal(on.server, off.server)

@@ -41,7 +41,7 @@ from jaxtyping import Float, Int
 from ...mixing.rowsparse import RowSparse
 from .layout import Layout
 from .phase_cache import PhaseCache
-from .round_scalars import RoundScalar
+from .round_scalars import RoundArray, RoundScalar
 from .terms import EVERY, _Every, _Term, _term, _with
 
 __all__ = ["BlockRows", "Expression", "Selection", "dot", "grad", "mean", "total"]
@@ -91,9 +91,9 @@ class Expression:
 
     def _scaled(self, factor, what: str = "coefficient") -> Expression:
         if _is_number(factor):
-            if isinstance(factor, RoundScalar):  # its rule kept where nothing else scales
+            if isinstance(factor, RoundScalar):  # its rule kept
                 return Expression(
-                    tuple(_with(t, num=factor if _unit(t.num) else t.num * factor)
+                    tuple(_with(t, num=factor if _unit(t.num) else _times(t.num, factor))
                           for t in self.terms),
                     self.clients,
                 )  # fmt: skip
@@ -133,8 +133,11 @@ class Expression:
     def __truediv__(self, divisor) -> Expression:
         if not _is_number(divisor):
             raise TypeError(f"an expression can only be divided by a number, got {divisor!r}")
-        divisor = float(divisor)
-        return Expression(tuple(_with(t, den=t.den * divisor) for t in self.terms), self.clients)
+        if not isinstance(divisor, RoundScalar):  # (a round scalar keeps its rule)
+            divisor = float(divisor)
+        return Expression(
+            tuple(_with(t, den=_times(t.den, divisor)) for t in self.terms), self.clients
+        )
 
     def __neg__(self) -> Expression:
         return self._scaled(-1.0)
@@ -186,7 +189,8 @@ class Expression:
             elif np.ndim(t.num) == 0:  # a single row broadcast to every client
                 terms.append(t if divide else _with(t, num=t.num * s))
             else:  # a single row with a per-client coefficient
-                num = float(np.sum(t.num))
+                num = np.sum(t.num)  # (a round array's sum: a round scalar with its rule)
+                num = num if isinstance(num, RoundScalar) else float(num)
                 terms.append(_with(t, num=num, den=t.den * s if divide else t.den))
         return Expression(tuple(terms), None)
 
@@ -471,6 +475,18 @@ def grad(clients: int | np.integer | Int[np.ndarray, " s"] | list | None = None)
         )
     arr = arr.astype(np.int64, copy=False)
     return Expression((_Term(None, arr, 1.0, over=arr),), arr)
+
+
+def _times(value, factor):
+    """``value * factor`` keeping rules: numbers and round arrays compose with a round
+    scalar ``factor``; a plain per-client array times one becomes a round array without a
+    rule (its values change with the round: a template refuses it, never freezes it)."""
+    if isinstance(factor, RoundScalar) and isinstance(value, np.ndarray):
+        if not isinstance(value, RoundArray):
+            out = (value * float(factor)).view(RoundArray)
+            out.rule = None
+            return out
+    return value * factor
 
 
 def _whole(value):

@@ -170,6 +170,8 @@ class LocalForm:
 def coefficient_kind(coef) -> str:
     """How the engine multiplies by a coefficient: "one", "minus_one", "scalar" or
     "array" (one value per node)."""
+    if isinstance(coef, RoundScalar):
+        return "scalar"  # (read from its slot: its value in a later round may be another)
     if np.ndim(coef) == 0:
         return "one" if coef == 1.0 else "minus_one" if coef == -1.0 else "scalar"
     return "array"

@@ -41,8 +41,10 @@ class RoundScalar(float):
 
     Arithmetic with numbers (``+``, ``-``, ``*``, ``/``, unary ``-``) gives a round scalar
     whose rule does the same with each round's values, so that a coefficient computed from
-    one (``1 - eta * q``) still follows the round; ``float(s)`` is the plain number. It
-    pickles as the plain float (the rule stays in the process that built it).
+    one (``1 - eta * q``) still follows the round; ``float(s)`` is the plain number. A
+    NumPy scalar on the left (``np.float64(2.0) * s``) computes first and gives a plain
+    number: write Python numbers, or put the round scalar first. It pickles as the plain
+    float (the rule stays in the process that built it).
     """
 
     rule: Callable[..., float]
@@ -107,13 +109,13 @@ def _combined(op, a: RoundScalar, b):
     """``op(a, b)`` (a float method, a the round scalar) as a round scalar whose rule applies
     ``op`` to both values of each round; NotImplemented for operands that are not numbers
     (an array handles the product itself)."""
-    if isinstance(b, bool) or not isinstance(b, (int, float, np.integer, np.floating)):
+    if not isinstance(b, (int, float, np.integer, np.floating)):
         return NotImplemented
+    if isinstance(b, np.floating | np.integer | bool):
+        b = float(b)  # (a NumPy scalar: its value, as a Python float multiplies)
     value = op(float(a), b if not isinstance(b, RoundScalar) else float(b))
     if value is NotImplemented:
         return NotImplemented
-    if isinstance(b, np.floating | np.integer):
-        b = b.item()
     reads = a.participants or (isinstance(b, RoundScalar) and b.participants)
 
     def rule(r, participants=None):
@@ -170,6 +172,14 @@ class RoundArray(np.ndarray):
         found = out.view(RoundArray)
         found.rule = rule
         return found
+
+    def __setitem__(self, key, value) -> None:
+        self.rule = None  # written in place: its values no longer follow the rule
+        super().__setitem__(key, value)
+
+    def fill(self, value) -> None:
+        self.rule = None
+        super().fill(value)
 
     def sum(self, *args, **kwargs):  # type: ignore[override]
         """The sum, as a round scalar following the rule (with arguments: a plain sum)."""

@@ -7,7 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ...mixing.rowsparse import RowSparse
+from .round_scalars import RoundArray, RoundScalar
 
 __all__: list[str] = []
 
@@ -43,7 +46,14 @@ class _Term:
 
     @property
     def coef(self):
-        return self.num if self.den == 1.0 else self.num / self.den
+        if self.den == 1.0 and not isinstance(self.den, RoundScalar):
+            return self.num
+        if isinstance(self.den, RoundScalar) and isinstance(self.num, np.ndarray):
+            if not isinstance(self.num, RoundArray):  # (changes with the round, no rule)
+                out = (self.num / float(self.den)).view(RoundArray)
+                out.rule = None
+                return out
+        return self.num / self.den
 
 
 def _term(block, rows, num, over=None, whole: bool = False) -> _Term:

@@ -28,8 +28,8 @@ def template_coefficient(value, rules: bool = False):
     depends on who participates)."""
     if not isinstance(value, (np.ndarray, list, tuple)):
         return value
-    if rules and isinstance(value, RoundArray) and value.rule is not None:
-        return value
+    if isinstance(value, RoundArray):  # follows the round: bound by its rule, or refused
+        return value if rules and value.rule is not None else None
     array = np.asarray(value)
     if array.ndim == 1 and array.size and (array == array[0]).all():
         return Uniform(array[0])

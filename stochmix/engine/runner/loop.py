@@ -343,7 +343,9 @@ def prepare(
                 rows is not None or _full_bytes(method, n, dim, options.dtype) >= COMPACT_MIN_BYTES
             )
         ):
-            if caps.local_phases:
+            # (a process that loses uploads splits rounds the probes never see: rows the
+            # probes find unread may be read by the received participants' second run)
+            if caps.local_phases and not getattr(participation, "loses_uploads", False):
                 scratch = find_scratch(
                     method, n, dim, probabilities,
                     lambda phases, m, c: plan_round(phases, back, m, c, caps),
