@@ -472,12 +472,6 @@ def _same_steps(steps: list, others: list) -> bool:
     return True
 
 
-def _close(x, y) -> bool:
-    if x is None or y is None:
-        return x is None and y is None
-    return x.shape == y.shape and np.allclose(x, y, rtol=1e-12, atol=1e-12)
-
-
 def _scalar_block(block: np.ndarray, method, phase) -> float:
     """``e`` where ``block == e I`` (a node's gradient enters its own rows only)."""
     n = block.shape[0]

@@ -41,7 +41,7 @@ from jaxtyping import Float, Int
 from ...mixing.rowsparse import RowSparse
 from .layout import Layout
 from .phase_cache import PhaseCache
-from .round_scalars import RoundArray, RoundScalar
+from .round_scalars import RoundScalar, scaled
 from .terms import EVERY, _Every, _Term, _term, _with
 
 __all__ = ["BlockRows", "Expression", "Selection", "dot", "grad", "mean", "total"]
@@ -93,7 +93,7 @@ class Expression:
         if _is_number(factor):
             if isinstance(factor, RoundScalar):  # its rule kept
                 return Expression(
-                    tuple(_with(t, num=factor if _unit(t.num) else _times(t.num, factor))
+                    tuple(_with(t, num=factor if _unit(t.num) else scaled(t.num, factor))
                           for t in self.terms),
                     self.clients,
                 )  # fmt: skip
@@ -136,7 +136,7 @@ class Expression:
         if not isinstance(divisor, RoundScalar):  # (a round scalar keeps its rule)
             divisor = float(divisor)
         return Expression(
-            tuple(_with(t, den=_times(t.den, divisor)) for t in self.terms), self.clients
+            tuple(_with(t, den=scaled(t.den, divisor)) for t in self.terms), self.clients
         )
 
     def __neg__(self) -> Expression:
@@ -475,18 +475,6 @@ def grad(clients: int | np.integer | Int[np.ndarray, " s"] | list | None = None)
         )
     arr = arr.astype(np.int64, copy=False)
     return Expression((_Term(None, arr, 1.0, over=arr),), arr)
-
-
-def _times(value, factor):
-    """``value * factor`` keeping rules: numbers and round arrays compose with a round
-    scalar ``factor``; a plain per-client array times one becomes a round array without a
-    rule (its values change with the round: a template refuses it, never freezes it)."""
-    if isinstance(factor, RoundScalar) and isinstance(value, np.ndarray):
-        if not isinstance(value, RoundArray):
-            out = (value * float(factor)).view(RoundArray)
-            out.rule = None
-            return out
-    return value * factor
 
 
 def _whole(value):

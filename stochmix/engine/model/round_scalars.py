@@ -27,7 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["RoundArray", "RoundScalar", "bound", "plain"]
+__all__ = ["RoundArray", "RoundScalar", "bound", "plain", "scaled"]
 
 
 class RoundScalar(float):
@@ -261,6 +261,19 @@ def _scaled_rule(ufunc, method: str, inputs: tuple, kwargs: dict):
             return None
         return lambda r, s: ufunc(_value_at(c, r, s), rule(r, s))
     return None
+
+
+def scaled(value, factor, op=np.multiply):
+    """``op(value, factor)`` (multiply or true_divide) keeping rules: numbers and round
+    arrays compose with a round scalar ``factor``; a plain per-client array with one gives
+    a round array without a rule (its values change with the round: a template refuses
+    it, never freezes it)."""
+    if isinstance(factor, RoundScalar) and isinstance(value, np.ndarray):
+        if not isinstance(value, RoundArray):
+            out = op(value, float(factor)).view(RoundArray)
+            out.rule = None
+            return out
+    return value * factor if op is np.multiply else value / factor
 
 
 def bound(value, r: int, participants: np.ndarray | None = None):

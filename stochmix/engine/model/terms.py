@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ...mixing.rowsparse import RowSparse
-from .round_scalars import RoundArray, RoundScalar
+from .round_scalars import RoundScalar, scaled
 
 __all__: list[str] = []
 
@@ -48,12 +48,7 @@ class _Term:
     def coef(self):
         if self.den == 1.0 and not isinstance(self.den, RoundScalar):
             return self.num
-        if isinstance(self.den, RoundScalar) and isinstance(self.num, np.ndarray):
-            if not isinstance(self.num, RoundArray):  # (changes with the round, no rule)
-                out = (self.num / float(self.den)).view(RoundArray)
-                out.rule = None
-                return out
-        return self.num / self.den
+        return scaled(self.num, self.den, np.true_divide)
 
 
 def _term(block, rows, num, over=None, whole: bool = False) -> _Term:
