@@ -147,3 +147,30 @@ def test_the_worst_case_search_keeps_the_methods_own_tuning():
     periodic_rate(own, logspace_problem(6, 10.0), np.ones((1, 6), dtype=bool))  # starts it
     assert found.method.constants["eta"] == own.constants["eta"]
     assert found.method.constants["theta"] == own.constants["theta"]
+
+
+def test_the_worst_case_method_copies_and_pickles_with_its_tuning():
+    """The method ``worst_quadratic`` returns keeps its own tuning through ``copy.copy`` and
+    ``pickle`` (a copy's start tunes the copy, not the original: the start was a closure over
+    the original), and prints as its class."""
+    import copy
+    import pickle
+
+    from stochmix.analysis import worst_quadratic
+
+    method = APAPC(None, StaticSequence(nx.cycle_graph(6)), L=10.0, mu=1.0)
+    found = worst_quadratic(
+        method, L=10.0, mu=1.0, mixing=0.6, matrices="symmetric", trials=2, refine=1
+    )
+    want = dict(found.method.constants)
+    problem = logspace_problem(6, 10.0)
+    for other in (copy.copy(found.method), pickle.loads(pickle.dumps(found.method))):
+        assert type(other).__name__ == "APAPC" and isinstance(other, APAPC)
+        other.constants = {}
+        found.method.constants = {"eta": -1.0}  # the original's, untouched by the copy's start
+        periodic_rate(other, problem, np.ones((1, 6), dtype=bool))  # starts the copy
+        assert other.constants["eta"] == want["eta"]
+        assert other.constants["theta"] == want["theta"]
+        assert found.method.constants == {"eta": -1.0}
+        found.method.constants = dict(want)
+    assert repr(found.method).startswith("APAPC(")

@@ -139,8 +139,7 @@ def _mixing_with(method, matrices: np.ndarray):
         for attribute in type(method).needs:
             setattr(target, attribute, "natural")
     target.check_mixing = False
-    pinned(target, own_tuning(method))  # tuned for its own graphs, as certify analyses it
-    return target
+    return pinned(target, own_tuning(method))  # tuned for its own graphs, as certify does
 
 
 def _search_options(sigma, matrices, period, refine) -> tuple[str, int, int]:

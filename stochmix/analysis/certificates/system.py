@@ -334,20 +334,56 @@ def _probe_method(method: Any, w: np.ndarray) -> Any:
     return probe
 
 
+class _KeepsTuning:
+    """The start of a method pinned to its own tuning (:func:`pinned`): the class's own
+    start, then the attributes ``_kept`` restored. A mixin of a class made for each method
+    class (:func:`_keeping`), so that a copy or a pickle of the method keeps it and runs its
+    own start (an instance attribute holding a closure ran the original's)."""
+
+    _kept: dict
+
+    def start(self, ctx) -> None:
+        super().start(ctx)  # type: ignore[misc]
+        for name, value in self._kept.items():
+            setattr(self, name, copy.deepcopy(value))
+
+    def __reduce_ex__(self, protocol):
+        base = type(self).__mro__[2]  # (the made class, this mixin, the method's class)
+        return (_rebuilt, (base, self.__dict__.copy()))
+
+
+_KEEPING: dict[type, type] = {}
+
+
+def _keeping(base: type) -> type:
+    """The class of ``base`` pinned to its own tuning (made once a class), named as ``base``
+    (reprs and labels are unchanged)."""
+    made = _KEEPING.get(base)
+    if made is None:
+        made = type(base.__name__, (_KeepsTuning, base), {"__qualname__": base.__qualname__})
+        made.__module__ = base.__module__
+        _KEEPING[base] = made
+    return made
+
+
+def _rebuilt(base: type, state: dict) -> Any:
+    """A pinned method of class ``base`` with attributes ``state`` (copies and pickles)."""
+    target: Any = object.__new__(_keeping(base))
+    target.__dict__.update(state)
+    return target
+
+
 def pinned(target: Any, tuned: dict) -> Any:
     """``target`` (a copy of a method that mixes with other matrices) whose start keeps the
-    attributes ``tuned`` (:func:`own_tuning`) instead of tuning them for its matrices."""
+    attributes ``tuned`` (:func:`own_tuning`) instead of tuning them for its matrices: a
+    new object of a class that restores them after the method's own start (copies and
+    pickles of it do the same), with ``target``'s attributes."""
     if not tuned:
         return target
-    start = target.start
-
-    def keep(ctx) -> None:
-        start(ctx)
-        for name, value in tuned.items():
-            setattr(target, name, copy.deepcopy(value))
-
-    target.start = keep
-    return target
+    base = type(target).__mro__[2] if isinstance(target, _KeepsTuning) else type(target)
+    state = dict(vars(target))
+    state["_kept"] = {name: copy.deepcopy(value) for name, value in tuned.items()}
+    return _rebuilt(base, state)
 
 
 def own_tuning(method: Any) -> dict:
