@@ -274,6 +274,10 @@ class DecentralizedMethod(Method):
     #: take part (no coefficient changes with k): then small gossip rounds may run in
     #: compiled segments (:meth:`segment_key`). The built-in methods say so.
     rounds_repeat = False
+    #: The declaration the keys read (:mod:`stochmix.engine.model.inherited_keys`): a
+    #: subclass that overrides round hooks has its iterations keyed only where it states
+    #: ``rounds_repeat`` itself.
+    key_declarations = ("rounds_repeat",)
 
     def segment_key(self, r: int):
         """``r == 0`` (the first iteration may differ: trackers start, EXTRA's first step)

@@ -97,6 +97,7 @@ class Gossiping(FedSGD):
     rows from another node's), so the general path, whatever the engine does."""
 
     name = "gossiping"
+    template_key = FedSGD.template_key  # (its own claim: a subclass's hooks void an inherited key)
 
     def round_phases(self, r, participants, ctx):
         S = participants
@@ -112,6 +113,7 @@ class Weighted(FedSGD):
     the rounds are the same up to who participates: the template is refused."""
 
     name = "weighted"
+    template_key = FedSGD.template_key
 
     def round_phases(self, r, participants, ctx):
         S = participants

@@ -130,6 +130,8 @@ def test_periodic_full_rounds_are_planned_once_per_position(monkeypatch):
     built = []
 
     class Counted(GradientTracking):
+        rounds_repeat = True  # (stated: its hooks count, they change no round)
+
         def round_phases(self, r, participants, ctx):
             built.append(r)
             return super().round_phases(r, participants, ctx)

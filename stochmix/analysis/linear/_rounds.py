@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...engine import Phase
+from ...engine.model.inherited_keys import method_key
 from ...engine.model.round_scalars import RoundArray, RoundScalar
 from .conserved import phase_block
 from .operators import run_context
@@ -244,11 +245,13 @@ class Rounds:
         if self.replay is not None:
             return self.replay[r]
         participants = np.flatnonzero(next(self.masks))
-        key = self.method.phase_key(r, participants)
+        key = method_key(self.method, "phase_key", r, participants)
         hit = self.cache.get(key) if key is not None else None
         if hit is not None:
             return hit, False
-        tkey = self.method.template_key(r, participants) if participants.size >= 2 else None
+        tkey = None
+        if participants.size >= 2:
+            tkey = method_key(self.method, "template_key", r, participants)
         if tkey is not None:  # a phase's arrays have a length per participant: one per size
             tkey = (tkey, participants.size)
         template = self.templates.get(tkey) if tkey is not None else None

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..model.inherited_keys import method_key
 from ..model.method import Method, RunContext
 from ..model.traffic import CountedProblem, round_traffic
 from .capabilities import Capabilities, capabilities
@@ -87,7 +88,11 @@ class RoundPlanner:
         """The plan of round ``r`` (sorted int64 ``participants``): from its template when
         the method has a verified one for the round, else cached or built."""
         self.phases = None  # the round's phases, where it is built in full
-        key = None if record_overrides(self.ctx) else self.method.template_key(r, participants)
+        key = (
+            None
+            if record_overrides(self.ctx)
+            else method_key(self.method, "template_key", r, participants)
+        )
         bases: tuple = ()
         trips = None
         if key is not None and self.caps.trips:  # a phase repeated by per-node counts
@@ -156,7 +161,7 @@ class RoundPlanner:
         twice)."""
         key = None
         if not record_overrides(self.ctx):
-            key = self.method.phase_key(r, participants)
+            key = method_key(self.method, "phase_key", r, participants)
         if key is None or (participants.size > CACHE_MAX_PARTICIPANTS and _heavy(key)):
             return self.build(r, participants)
         plan = self.cache.get(key)

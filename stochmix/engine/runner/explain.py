@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..._validate import as_int
+from ..model.inherited_keys import method_key, why_untrusted
 from ..model.phase import Phase
 from ..model.rowmap import RowMap
 from ..plan.capabilities import capabilities
@@ -44,7 +45,7 @@ from ..plan.round_plan import LocalStep, general_path
 from ..plan.slowpath import SLOW_PATH_MIN_ROUNDS, SlowPath
 from .arguments import RunOptions
 from .loop import participant_stream, prepare
-from .segments import BATCH, MAX_NODES, segmenter
+from .segments import BATCH, MAX_NODES, segmenter, unsegmented
 
 __all__ = ["Explanation", "RoundPlan", "Segment", "explain"]
 
@@ -321,7 +322,7 @@ def explain(
     if clock is not None:  # the rounds as the clock makes them (deadlines, arrivals)
         stream = clock.stream(stream, method, setup.ctx, seed)
     whole = hasattr(back, "apply_blockwise")
-    plans, keys, overridden = [], [], []
+    plans, keys, overridden, inherited = [], [], [], []
     for r in range(rounds):
         drawn = next(stream)
         nodes = getattr(drawn, "nodes", None)  # an Activation record, or the indices
@@ -329,7 +330,8 @@ def explain(
             participants = np.asarray(drawn, dtype=np.int64)
         else:
             participants, setup.ctx.activation = nodes, drawn
-        keys.append(method.template_key(r, participants))
+        keys.append(method_key(method, "template_key", r, participants))
+        inherited.append(method.template_key(r, participants))
         overridden.append(record_overrides(setup.ctx))
         plan = planner.plan(r, participants)
         segments = tuple(
@@ -340,7 +342,7 @@ def explain(
         method=method.name,
         backend=getattr(back, "name", type(back).__name__),
         programs=_programs(back, setup, problem, dtype, rounds, dim),
-        templating=_templating(planner, keys, overridden, plans)
+        templating=_templating(planner, keys, overridden, plans, method, inherited)
         + _ticks(method, problem, participation, setup, back, dtype, options, plans),
         rounds=tuple(plans),
         slow_paths=tuple(planner.notes),
@@ -359,7 +361,8 @@ def _ticks(method, problem, participation, setup, back, dtype, options, plans) -
         dtype, options.callback, lambda: None,
     )  # fmt: skip
     if made is None:
-        return "; gossip ticks: each built in full"
+        why = unsegmented(method, participation, back, setup.layout, options.callback)
+        return "; gossip ticks: each built in full" + (f" ({why})" if why else "")
     if made.edge_mixing != "pairwise":
         return (
             f"; gossip ticks: each run as planned below, not in compiled segments (these "
@@ -447,13 +450,17 @@ def _programs(back, setup, problem, dtype, rounds: int, dim: int) -> str:
     )
 
 
-def _templating(planner, keys: list, overridden: list, plans) -> str:
+def _templating(planner, keys: list, overridden: list, plans, method, inherited) -> str:
     """Whether the explained rounds are templated, and why not. ``keys``: each round's
-    ``template_key`` as the method gives it; ``overridden``: whether the round's record
-    carried what the keys cannot see (then the planner builds it in full). The planner
-    keys its templates by more than ``template_key`` (the round's largest trip count, its
-    groups): what it made and used is read from it, not looked up by these keys."""
+    ``template_key`` as the engine takes it (None where the method inherits it past an
+    overriding subclass: ``inherited`` holds what it gives); ``overridden``: whether the
+    round's record carried what the keys cannot see (then the planner builds it in full).
+    The planner keys its templates by more than ``template_key`` (the round's largest trip
+    count, its groups): what it made and used is read from it, not looked up by these
+    keys."""
     if all(k is None for k in keys):
+        if any(k is not None for k in inherited):
+            return f"off ({why_untrusted(method, 'template_key')})"
         return "off (the method gives no template_key)"
     refused = [n for n in planner.notes if n.what == NOT_TEMPLATED]
     if refused:

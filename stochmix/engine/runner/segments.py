@@ -41,6 +41,7 @@ import copy
 
 import numpy as np
 
+from ..model.inherited_keys import method_key, why_untrusted
 from ..model.method import Method
 from ..model.rowmap import RowMap
 
@@ -246,7 +247,8 @@ class Segmenter:
         self.verified: dict = {}  # key -> program index, for the verified keys
         # the method's keys: round 0's, and that of every later round (the contract of
         # Method.segment_key)
-        self.first_key, self.later_key = method.segment_key(0), method.segment_key(1)
+        self.first_key = method_key(method, "segment_key", 0)
+        self.later_key = method_key(method, "segment_key", 1)
         self.limit = 0  # the round after which the pending batch must run
         self.programs: list[SlotProgram] = []
         #: per verified program, its (gradients, messages, floats): the same every round
@@ -437,7 +439,7 @@ def unsegmented(method, participation, back, layout, callback) -> str | None:
     anyway."""
     if not _could_segment(method, participation, back, layout, callback):
         return None
-    if method.segment_key(1) is not None:
+    if method_key(method, "segment_key", 1) is not None:
         return None
     built = (
         "each gossip tick builds its equations and plan (about 100x the cost of a tick run "
@@ -445,12 +447,16 @@ def unsegmented(method, participation, back, layout, callback) -> str | None:
     )
     if type(method).points is not Method.points:
         return f"the method takes its gradients elsewhere than its model rows: {built}"
+    why = why_untrusted(method, "segment_key")
+    if why is not None and method.segment_key(1) is not None:
+        return f"{why}: {built}"
     hint = "give it a segment_key"
     if hasattr(method, "rounds_repeat"):
         probe = copy.copy(method)  # what the method would say with the flag set
         probe.__dict__.pop("_repeats", None)
         probe.rounds_repeat = True
-        if probe.segment_key(1) is None:  # a decaying step, or reports of other rows (K-GT)
+        # a decaying step, or reports of other rows (K-GT)
+        if probe.segment_key(1) is None:  # (as the class would say, stating the flag)
             return (
                 "the method's iterations change with k (a decaying step) or its nodes report "
                 f"other rows than their model block, so its ticks cannot share a program: {built}"
@@ -473,7 +479,7 @@ def segmenter(method, problem, participation, layout, ctx, back, caps, dtype, ca
     if (
         not _could_segment(method, participation, back, layout, callback)
         or caps.compiled is False
-        or method.segment_key(1) is None
+        or method_key(method, "segment_key", 1) is None
         or numba_unavailable() is not None
     ):
         return None
