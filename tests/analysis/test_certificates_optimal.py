@@ -174,3 +174,26 @@ def test_the_worst_case_method_copies_and_pickles_with_its_tuning():
         assert found.method.constants == {"eta": -1.0}
         found.method.constants = dict(want)
     assert repr(found.method).startswith("APAPC(")
+
+
+class _Slotted(APAPC):
+    __slots__ = ("extra",)
+
+
+def test_a_pinned_method_keeps_slots_and_cycles():
+    """``pinned`` copies the method through its own reduction: slots kept, and a method
+    that refers to itself refers to the copy (deepcopy and pickle)."""
+    import copy
+    import pickle
+
+    from stochmix.analysis.certificates.system import pinned
+
+    method = _Slotted(None, StaticSequence(nx.cycle_graph(6)), L=10.0, mu=1.0)
+    method.extra = 42
+    method.me = method
+    made = pinned(method, {"tau": 0.5})
+    assert made.extra == 42 and made.me is method  # a copy: its attributes as they were
+    made.me = made
+    for other in (copy.deepcopy(made), pickle.loads(pickle.dumps(made))):
+        assert other.extra == 42 and other.me is other and other._kept == {"tau": 0.5}
+        assert type(other) is type(made)

@@ -348,8 +348,11 @@ class _KeepsTuning:
             setattr(self, name, copy.deepcopy(value))
 
     def __reduce_ex__(self, protocol):
+        # the object's own reduction (its state, slots, __getstate__), with the made class
+        # (not importable by name) rebuilt from the method's class
+        reduced = object.__reduce_ex__(self, max(int(protocol), 2))
         base = type(self).__mro__[2]  # (the made class, this mixin, the method's class)
-        return (_rebuilt, (base, self.__dict__.copy()))
+        return (_made, (base,), *reduced[2:])
 
 
 _KEEPING: dict[type, type] = {}
@@ -366,24 +369,41 @@ def _keeping(base: type) -> type:
     return made
 
 
-def _rebuilt(base: type, state: dict) -> Any:
-    """A pinned method of class ``base`` with attributes ``state`` (copies and pickles)."""
-    target: Any = object.__new__(_keeping(base))
-    target.__dict__.update(state)
-    return target
+def _made(base: type) -> Any:
+    """A new, empty pinned method of class ``base`` (copies and pickles fill it)."""
+    return object.__new__(_keeping(base))
 
 
 def pinned(target: Any, tuned: dict) -> Any:
     """``target`` (a copy of a method that mixes with other matrices) whose start keeps the
     attributes ``tuned`` (:func:`own_tuning`) instead of tuning them for its matrices: a
-    new object of a class that restores them after the method's own start (copies and
-    pickles of it do the same), with ``target``'s attributes."""
+    copy of it of a class that restores them after the method's own start (copies and
+    pickles of it do the same)."""
     if not tuned:
         return target
     base = type(target).__mro__[2] if isinstance(target, _KeepsTuning) else type(target)
-    state = dict(vars(target))
-    state["_kept"] = {name: copy.deepcopy(value) for name, value in tuned.items()}
-    return _rebuilt(base, state)
+    reduced: tuple = tuple(target.__reduce_ex__(4))
+    state = reduced[2] if len(reduced) > 2 else None
+    out = _made(base)
+    if state:
+        _set_state(out, state)
+    out._kept = {name: copy.deepcopy(value) for name, value in tuned.items()}
+    return out
+
+
+def _set_state(target: Any, state) -> None:
+    """What :mod:`copy` does with an object's reduced state: ``__setstate__``, or its
+    ``__dict__`` and slots (a ``(dict, slots)`` pair)."""
+    if hasattr(type(target), "__setstate__"):
+        target.__setstate__(state)
+        return
+    slots = None
+    if isinstance(state, tuple) and len(state) == 2:
+        state, slots = state
+    if state:
+        target.__dict__.update(state)
+    for name, value in (slots or {}).items():
+        setattr(target, name, value)
 
 
 def own_tuning(method: Any) -> dict:

@@ -20,7 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...engine import Phase
-from ...engine.model.inherited_keys import method_key
+from ...engine.model.inherited_keys import MethodKeys
 from ...engine.model.round_scalars import RoundArray, RoundScalar
 from .conserved import phase_block
 from .operators import run_context
@@ -200,6 +200,7 @@ class Rounds:
         """Start from round 0 (again): a fresh context, stream of masks and caches."""
         method, problem, participation, seed = self.args
         self.method = method
+        self._keys = MethodKeys(method)  # its keys as runs take them
         self.ctx = ctx = run_context(method, problem, participation.probabilities)
         self.masks = participation.masks(seed)
         self.cache: dict = {}
@@ -245,13 +246,13 @@ class Rounds:
         if self.replay is not None:
             return self.replay[r]
         participants = np.flatnonzero(next(self.masks))
-        key = method_key(self.method, "phase_key", r, participants)
+        key = self._keys.get("phase_key", r, participants)
         hit = self.cache.get(key) if key is not None else None
         if hit is not None:
             return hit, False
         tkey = None
         if participants.size >= 2:
-            tkey = method_key(self.method, "template_key", r, participants)
+            tkey = self._keys.get("template_key", r, participants)
         if tkey is not None:  # a phase's arrays have a length per participant: one per size
             tkey = (tkey, participants.size)
         template = self.templates.get(tkey) if tkey is not None else None

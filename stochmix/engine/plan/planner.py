@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..model.inherited_keys import method_key
+from ..model.inherited_keys import MethodKeys
 from ..model.method import Method, RunContext
 from ..model.traffic import CountedProblem, round_traffic
 from .capabilities import Capabilities, capabilities
@@ -72,6 +72,7 @@ class RoundPlanner:
         notes: SlowPaths | None = None,
     ):
         self.method, self.backend, self.ctx = method, backend, ctx
+        self.keys = MethodKeys(method)  # its keys as the engine takes them
         self.caps = capabilities(backend) if caps is None else caps
         self.notes = SlowPaths(method.name) if notes is None else notes
         self.cache: dict = {}  # phase key -> plan
@@ -91,7 +92,7 @@ class RoundPlanner:
         key = (
             None
             if record_overrides(self.ctx)
-            else method_key(self.method, "template_key", r, participants)
+            else self.keys.get("template_key", r, participants)
         )
         bases: tuple = ()
         trips = None
@@ -161,7 +162,7 @@ class RoundPlanner:
         twice)."""
         key = None
         if not record_overrides(self.ctx):
-            key = method_key(self.method, "phase_key", r, participants)
+            key = self.keys.get("phase_key", r, participants)
         if key is None or (participants.size > CACHE_MAX_PARTICIPANTS and _heavy(key)):
             return self.build(r, participants)
         plan = self.cache.get(key)

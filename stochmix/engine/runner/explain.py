@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..._validate import as_int
-from ..model.inherited_keys import method_key, why_untrusted
+from ..model.inherited_keys import MethodKeys
 from ..model.phase import Phase
 from ..model.rowmap import RowMap
 from ..plan.capabilities import capabilities
@@ -322,7 +322,7 @@ def explain(
     if clock is not None:  # the rounds as the clock makes them (deadlines, arrivals)
         stream = clock.stream(stream, method, setup.ctx, seed)
     whole = hasattr(back, "apply_blockwise")
-    plans, keys, overridden, inherited = [], [], [], []
+    plans, keys, overridden, inherited, cached = [], [], [], [], []
     for r in range(rounds):
         drawn = next(stream)
         nodes = getattr(drawn, "nodes", None)  # an Activation record, or the indices
@@ -330,8 +330,9 @@ def explain(
             participants = np.asarray(drawn, dtype=np.int64)
         else:
             participants, setup.ctx.activation = nodes, drawn
-        keys.append(method_key(method, "template_key", r, participants))
+        keys.append(planner.keys.get("template_key", r, participants))
         inherited.append(method.template_key(r, participants))
+        cached.append(method.phase_key(r, participants))
         overridden.append(record_overrides(setup.ctx))
         plan = planner.plan(r, participants)
         segments = tuple(
@@ -343,6 +344,7 @@ def explain(
         backend=getattr(back, "name", type(back).__name__),
         programs=_programs(back, setup, problem, dtype, rounds, dim),
         templating=_templating(planner, keys, overridden, plans, method, inherited)
+        + _refused_cache(planner, cached)
         + _ticks(method, problem, participation, setup, back, dtype, options, plans),
         rounds=tuple(plans),
         slow_paths=tuple(planner.notes),
@@ -460,7 +462,7 @@ def _templating(planner, keys: list, overridden: list, plans, method, inherited)
     keys."""
     if all(k is None for k in keys):
         if any(k is not None for k in inherited):
-            return f"off ({why_untrusted(method, 'template_key')})"
+            return f"off ({MethodKeys(method).why('template_key')})"
         return "off (the method gives no template_key)"
     refused = [n for n in planner.notes if n.what == NOT_TEMPLATED]
     if refused:
@@ -487,6 +489,14 @@ def _templating(planner, keys: list, overridden: list, plans, method, inherited)
         "on, not yet checked (a template is checked against a full build on its key's "
         "second round; none came back in these rounds)"
     )
+
+
+def _refused_cache(planner, cached: list) -> str:
+    """Why the plan cache is off where the method's own ``phase_key`` would give keys that
+    the engine sets aside ("" otherwise)."""
+    if not planner.keys.refused("phase_key") or all(k is None for k in cached):
+        return ""
+    return f"; plan cache: off ({planner.keys.why('phase_key')})"
 
 
 def _grouped(labels) -> str:

@@ -41,7 +41,7 @@ import copy
 
 import numpy as np
 
-from ..model.inherited_keys import method_key, why_untrusted
+from ..model.inherited_keys import MethodKeys
 from ..model.method import Method
 from ..model.rowmap import RowMap
 
@@ -247,8 +247,9 @@ class Segmenter:
         self.verified: dict = {}  # key -> program index, for the verified keys
         # the method's keys: round 0's, and that of every later round (the contract of
         # Method.segment_key)
-        self.first_key = method_key(method, "segment_key", 0)
-        self.later_key = method_key(method, "segment_key", 1)
+        keys = MethodKeys(method)
+        self.first_key = keys.get("segment_key", 0)
+        self.later_key = keys.get("segment_key", 1)
         self.limit = 0  # the round after which the pending batch must run
         self.programs: list[SlotProgram] = []
         #: per verified program, its (gradients, messages, floats): the same every round
@@ -439,7 +440,8 @@ def unsegmented(method, participation, back, layout, callback) -> str | None:
     anyway."""
     if not _could_segment(method, participation, back, layout, callback):
         return None
-    if method_key(method, "segment_key", 1) is not None:
+    keys = MethodKeys(method)
+    if keys.get("segment_key", 1) is not None:
         return None
     built = (
         "each gossip tick builds its equations and plan (about 100x the cost of a tick run "
@@ -447,9 +449,9 @@ def unsegmented(method, participation, back, layout, callback) -> str | None:
     )
     if type(method).points is not Method.points:
         return f"the method takes its gradients elsewhere than its model rows: {built}"
-    why = why_untrusted(method, "segment_key")
+    why = keys.why("segment_key")
     if why is not None and method.segment_key(1) is not None:
-        return f"{why}: {built}"
+        return f"{why}: each tick builds its equations and plan"
     hint = "give it a segment_key"
     if hasattr(method, "rounds_repeat"):
         probe = copy.copy(method)  # what the method would say with the flag set
@@ -479,7 +481,7 @@ def segmenter(method, problem, participation, layout, ctx, back, caps, dtype, ca
     if (
         not _could_segment(method, participation, back, layout, callback)
         or caps.compiled is False
-        or method_key(method, "segment_key", 1) is None
+        or MethodKeys(method).get("segment_key", 1) is None
         or numba_unavailable() is not None
     ):
         return None
