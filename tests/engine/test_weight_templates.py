@@ -251,18 +251,89 @@ def test_rules_survive_the_expressions(aggregate):
     np.testing.assert_array_equal(on.server, off.server)
 
 
-@pytest.mark.parametrize("weights", ["unbiased", "fedau"])
-def test_uneven_steps_with_weights_by_rule_equal_full_builds(weights):
-    """Per-node trip counts: the arrays cannot be bound there, so the round is refused as a
-    template (FedAU's estimator then updates in every round), never frozen."""
+UNEVEN = {
+    "FedStale": lambda lr: A.FedStale(lr, A.RandomSteps.uniform(1, 4), beta=0.5),
+    "FedVARP": lambda lr: A.FedVARP(lr, A.RandomSteps.uniform(1, 4)),
+    "MIFA": lambda lr: A.MIFA(lr, A.RandomSteps.uniform(1, 4)),
+    "FedAvg unbiased": lambda lr: A.FedAvg(
+        lr, A.RandomSteps.uniform(1, 4), weights="unbiased", probabilities=np.linspace(0.1, 0.5, N)
+    ),
+    "FedAU": lambda lr: A.FedAvg(lr, A.RandomSteps.uniform(1, 4), weights="fedau"),
+}
+PATHS = {
+    "NumPy programs": {"compiled": False},
+    "compiled loop": {"compiled": True},
+    "Torch": {"backend": "torch"},
+}
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+@pytest.mark.parametrize("name", sorted(UNEVEN))
+def test_uneven_steps_with_weights_by_rule_are_templated_and_change_no_number(name, path):
+    """Per-node trip counts (uneven local steps): a run bound by count holds its per-node
+    arrays in the participants' order, so the weights are bound by their rule there too
+    (before, such rounds were built in full every round); a round array of a repetition's
+    nodes alone is refused, never frozen. Bit for bit against full builds, every cost
+    column, on the three paths, under heterogeneous Bernoulli participation."""
+    if path == "Torch":
+        pytest.importorskip("torch")
     lr = 0.3 / _problem().smoothness
-    made = [
-        _run(A.FedAvg(lr, A.RandomSteps.uniform(1, 4), weights=weights, probabilities=None
-                      if weights == "fedau" else np.linspace(0.1, 0.5, N)),
-             Bernoulli(np.linspace(0.1, 0.5, N), N), templates)
-        for templates in (True, False)
-    ]  # fmt: skip
+    process = PROCESSES["Bernoulli, p_i from 0.1 to 0.5"]
+    found = sm.explain(UNEVEN[name](lr), _problem(), process(), rounds=8)
+    assert "template" in {plan.source for plan in found.rounds}, found.templating
+    made = []
+    for templates in (True, False):
+        method = UNEVEN[name](lr)
+        if not templates:
+            method.template_key = lambda r, participants: None
+        made.append(
+            sm.run(method, _problem(), process(), ROUNDS, seed=5, progress=False, **PATHS[path])
+        )
     np.testing.assert_array_equal(made[0].server, made[1].server)
+    for column in COLUMNS:
+        np.testing.assert_array_equal(getattr(made[0], column), getattr(made[1], column), column)
+
+
+class _ScheduledPerClient(A.FedAvg):
+    """A user's FedAvg whose local step size is a per-client round array inside the
+    repeated local step, halved from round 3 (all entries equal in any one round)."""
+
+    def template_key(self, r, participants):
+        return "own"
+
+    def _step(self, k):
+        return self.lr * (1.0 if k < 3 else 0.5)
+
+    def round_phases(self, r, participants, ctx):
+        if participants.size == 0:
+            return []
+        from stochmix.algorithms.local_training import train
+        from stochmix.engine import grad
+
+        eq = Equations(ctx)
+        x = eq.block("x")
+
+        def step(G):
+            rule = lambda k, clients: np.full(clients.size, self._step(k))  # noqa: E731
+            x[G] -= RoundArray(np.full(G.size, self._step(r)), rule) * grad(G)
+
+        phases = train(eq, participants, self.round_steps(r, participants, ctx), step)
+        return [*phases, self.aggregate(r, participants, ctx)]
+
+
+def test_a_repetitions_round_array_is_refused_not_frozen():
+    """A round array inside the repeated step covers, at a repetition, the nodes that
+    still step, not the participants: a template refuses it. Its entries are all equal in
+    the planned round, and it was taken for one repeated number (frozen: the step stayed
+    at its first value after round 3)."""
+    lr = 0.3 / _problem().smoothness
+    process = UniformSample(N, 6)
+    on = sm.run(_ScheduledPerClient(lr, A.RandomSteps.uniform(1, 4)), _problem(), process, 10,
+                seed=5, progress=False)  # fmt: skip
+    method = _ScheduledPerClient(lr, A.RandomSteps.uniform(1, 4))
+    method.template_key = lambda r, participants: None
+    off = sm.run(method, _problem(), process, 10, seed=5, progress=False)
+    np.testing.assert_array_equal(on.server, off.server)
 
 
 def test_a_subclass_with_its_own_weights_is_built_in_full():

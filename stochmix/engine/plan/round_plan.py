@@ -36,6 +36,7 @@ import numpy as np
 from ..model.blockwise import chained
 from ..model.method import Method, RunContext
 from ..model.phase import LocalForm, Phase
+from ..model.round_scalars import RoundArray
 from ..model.rowmap import RowMap
 from ..model.traffic import round_traffic
 from ..model.trips import TripCounts, descending
@@ -448,7 +449,11 @@ def _bind_trips(run: _Run, method: Method, ctx: RunContext, outside: tuple, traf
             if k >= body or level < 0 or np.ndim(c) == 0:
                 coefs.append(c)
             else:
-                coefs.append(_over_all(np.asarray(c), trips.counts > level, n))
+                spread = _over_all(np.asarray(c), trips.counts > level, n)
+                # a round array of a repetition's nodes no longer lines up with the
+                # participants: kept a round array without a rule (a template refuses it,
+                # never takes it for one repeated number)
+                coefs.append(spread.view(RoundArray) if isinstance(c, RoundArray) else spread)
     clients = None
     taking = next((lf for lf in run.forms if lf.takes_gradients), None)
     if taking is not None and taking.clients is not None and taking.nodes.size:

@@ -67,9 +67,11 @@ def _same_coefficients(a: tuple, b: tuple) -> bool:
 def _aligned(step: LocalStep, participants: np.ndarray) -> bool:
     """Whether a step's per-node arrays line up with the participants: its nodes are
     theirs shifted by a constant, in their order (so an array a rule gives for the
-    participants is the step's)."""
+    participants is the step's), and a step with repeated phases is bound by count (its
+    per-node arrays given for every node in that order; bound by prefix, they would be in
+    the order of the counts)."""
     k = _shift(step.nodes, participants)
-    return isinstance(k, int) and not step.extents and step.counts is None
+    return isinstance(k, int) and (not step.extents or step.counts is not None)
 
 
 def _label_of_slot(step: LocalStep, slot: int) -> str:
