@@ -172,12 +172,12 @@ def test_a_per_node_coefficient_of_a_repetition_is_read_at_its_node():
     # weights per client inside the repeated step: a run bound by count gives each node
     # its own value (the prefix binding reads them in the prefix order); both equal the
     # general path on every path (test_uneven_rounds_equal_the_general_path runs them)
-    from stochmix.engine.plan.round_plan import _over_all
+    from stochmix.engine.model.trips import spread_over
 
     values = np.array([1.0, 2.0, 3.0])
     members = np.array([False, True, True, False, True])
-    np.testing.assert_array_equal(_over_all(values, members, 5), [1.0, 1.0, 2.0, 1.0, 3.0])
-    same = _over_all(np.full(3, 0.5), members, 5)
+    np.testing.assert_array_equal(spread_over(values, members, 5), [1.0, 1.0, 2.0, 1.0, 3.0])
+    same = spread_over(np.full(3, 0.5), members, 5)
     assert (same == 0.5).all()  # equal values stay equal (templates read them as one number)
 
 

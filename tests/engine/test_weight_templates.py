@@ -14,6 +14,7 @@ import pytest
 
 import stochmix as sm
 from stochmix import algorithms as A
+from stochmix.engine import grad
 from stochmix.engine.model.equations import Equations, dot, mean
 from stochmix.engine.model.round_scalars import RoundArray, RoundScalar
 from stochmix.participation import Bernoulli, FedAUEstimator, Trace, UniformSample
@@ -308,7 +309,7 @@ class _ScheduledPerClient(A.FedAvg):
         if participants.size == 0:
             return []
         from stochmix.algorithms.local_training import train
-        from stochmix.engine import grad
+
 
         eq = Equations(ctx)
         x = eq.block("x")
@@ -345,3 +346,78 @@ def test_a_subclass_with_its_own_weights_is_built_in_full():
     on = _run(Tiered(0.05, 2), UniformSample(N, 5), True)
     off = _run(Tiered(0.05, 2), UniformSample(N, 5), False)
     np.testing.assert_array_equal(on.server, off.server)
+
+
+def _damp(k):
+    return 0.5 if k < 5 else 0.9
+
+
+def _plain_scaled(eq, x, G, r, lr, weights):
+    x[G] -= RoundScalar(_damp(r), _damp) * (np.full(G.size, lr) * grad(G))
+
+
+def _one_minus_ruled(eq, x, G, r, lr, weights):
+    a = RoundArray(np.full(G.size, 0.5 if r < 5 else 0.1),
+                   lambda k, clients: np.full(clients.size, 0.5 if k < 5 else 0.1))  # fmt: skip
+    x[G] -= (1.0 - a) * lr * grad(G)
+
+
+class _UserStep(A.FedAvg):
+    """A user's FedAvg whose local step writes per-client arrays without a rule of their
+    own (a plain array times a round scalar; ``1 - a`` of a round array)."""
+
+    write = staticmethod(_plain_scaled)
+
+    def template_key(self, r, participants):
+        return "own"
+
+    def round_phases(self, r, participants, ctx):
+        if participants.size == 0:
+            return []
+        from stochmix.algorithms.local_training import train
+
+        eq = Equations(ctx)
+        x = eq.block("x")
+        steps = self.round_steps(r, participants, ctx)
+        phases = train(eq, participants, steps, lambda G: self.write(eq, x, G, r, self.lr, None))
+        return [*phases, self.aggregate(r, participants, ctx)]
+
+
+@pytest.mark.parametrize("write", [_plain_scaled, _one_minus_ruled], ids=["scaled", "1 - a"])
+@pytest.mark.parametrize("steps", [3, "uneven"])
+def test_arrays_without_a_rule_are_refused_not_frozen(write, steps):
+    """Per-client arrays that follow no rule stay marked through every operation (a
+    negation, ``1 - a``, a product with a plain array) and through the node-local form:
+    a template refuses them. All entries are equal in the planned round, and they were
+    taken for one repeated number (the runs parted by 0.20-0.22 from round 5)."""
+    lr = 0.3 / _problem().smoothness
+    local = 3 if steps == 3 else A.RandomSteps.uniform(1, 4)
+    made = []
+    for templates in (True, False):
+        method = type("Mine", (_UserStep,), {"write": staticmethod(write)})(lr, local)
+        if not templates:
+            method.template_key = lambda r, participants: None
+        made.append(sm.run(method, _problem(), UniformSample(N, 6), 10, seed=5, progress=False))
+    np.testing.assert_array_equal(made[0].server, made[1].server)
+
+
+def test_lyapunov_rate_with_uneven_steps_equals_full_builds():
+    """The linear analysis substitutes participants into a template's matrices; with
+    uneven local steps the counts by position change from round to round, so such rounds
+    are built in full (the rate was 0.92606 with templates against 0.92047)."""
+    from stochmix.analysis.linear import lyapunov_rate
+
+    n = 12
+    problem = sm.problems.LeastSquares.random(n, 3, rows_per_client=3, seed=2)
+    cohorts = [[0, 1, 2, 3], [2, 3, 4, 5], [0, 2, 4, 6], [1, 3, 5, 7]]
+    masks = np.zeros((200, n), bool)
+    for r in range(200):
+        masks[r, cohorts[r % 4]] = True
+    rates = []
+    for templates in (True, False):
+        method = A.FedAvg(0.3 / problem.smoothness, np.array([1, 2] * (n // 2)))
+        if not templates:
+            method.template_key = lambda r, participants: None
+        rates.append(lyapunov_rate(method, problem, Trace(masks), rounds=120, burn_in=20,
+                                   batches=4).rate)  # fmt: skip
+    assert rates[0] == rates[1]

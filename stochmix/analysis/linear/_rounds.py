@@ -42,6 +42,8 @@ def _unchanged(values: tuple, r: int, participants: np.ndarray) -> bool:
     substituting the participants into a round's matrices keeps its numbers, where the
     engine's templates bind each round's."""
     for value in values:
+        if isinstance(value, RoundArray) and value.rule is None:
+            return False  # values that follow no rule: the round is built in full
         now = value.at(r, participants)
         if isinstance(value, RoundArray):
             if not np.array_equal(now, value.view(np.ndarray)):
@@ -253,6 +255,11 @@ class Rounds:
         tkey = None
         if participants.size >= 2:
             tkey = self._keys.get("template_key", r, participants)
+        if tkey is not None and (
+            self.method.round_trips(r, participants, self.ctx) is not None
+            or self.method.template_groups(r, participants, self.ctx) is not None
+        ):
+            tkey = None  # uneven local steps: the counts by position differ from round to round
         if tkey is not None:  # a phase's arrays have a length per participant: one per size
             tkey = (tkey, participants.size)
         template = self.templates.get(tkey) if tkey is not None else None

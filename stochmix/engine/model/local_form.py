@@ -453,8 +453,8 @@ def _coef(coef, n: int):
     align with the n nodes."""
     if isinstance(coef, RoundScalar):
         return coef
-    if isinstance(coef, RoundArray) and coef.rule is not None and coef.shape == (n,):
-        return coef  # (its rule kept)
+    if isinstance(coef, RoundArray) and coef.shape == (n,):
+        return coef  # (its rule kept; one without a rule stays marked: templates refuse it)
     arr = np.asarray(coef, dtype=np.float64)
     if arr.ndim == 0:
         return float(arr)

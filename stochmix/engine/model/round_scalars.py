@@ -167,10 +167,10 @@ class RoundArray(np.ndarray):
         if method == "reduce":
             return _reduced(ufunc, inputs, kwargs, out)
         rule = _scaled_rule(ufunc, method, inputs, kwargs)
-        if rule is None or not isinstance(out, np.ndarray) or out.shape != self.shape:
+        if not isinstance(out, np.ndarray) or out.shape != self.shape or out.dtype.kind != "f":
             return out
         found = out.view(RoundArray)
-        found.rule = rule
+        found.rule = rule  # None: the values follow no rule, and a template refuses them
         return found
 
     def __setitem__(self, key, value) -> None:

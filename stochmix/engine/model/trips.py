@@ -33,7 +33,9 @@ from functools import cached_property
 
 import numpy as np
 
-__all__ = ["TripCounts", "descending"]
+from .round_scalars import RoundArray
+
+__all__ = ["TripCounts", "descending", "spread_over"]
 
 
 class TripCounts:
@@ -101,3 +103,15 @@ def descending(counts: np.ndarray, most: int | None = None) -> np.ndarray:
         if most <= np.iinfo(dtype).max:
             return np.argsort(below.astype(dtype), kind="stable")
     return np.argsort(below, kind="stable")
+
+
+def spread_over(values, members: np.ndarray, n: int) -> np.ndarray:
+    """Per-node ``values`` of the nodes where ``members`` (a mask over n nodes) holds, as
+    an array over all n nodes (others get the first value: equal values stay equal). A
+    round array comes back a round array without a rule: its values no longer line up
+    with the participants, so a template refuses it (it never takes it for one repeated
+    number, which would freeze it)."""
+    arr = np.asarray(values)
+    out = np.full((n, *arr.shape[1:]), arr[0] if arr.size else 0, arr.dtype)
+    out[members] = arr
+    return out.view(RoundArray) if isinstance(values, RoundArray) else out

@@ -36,10 +36,9 @@ import numpy as np
 from ..model.blockwise import chained
 from ..model.method import Method, RunContext
 from ..model.phase import LocalForm, Phase
-from ..model.round_scalars import RoundArray
 from ..model.rowmap import RowMap
 from ..model.traffic import round_traffic
-from ..model.trips import TripCounts, descending
+from ..model.trips import TripCounts, descending, spread_over
 from .capabilities import Capabilities, capabilities
 from .schedule import Schedule, plan_schedule
 from .slowpath import SlowPaths
@@ -449,11 +448,7 @@ def _bind_trips(run: _Run, method: Method, ctx: RunContext, outside: tuple, traf
             if k >= body or level < 0 or np.ndim(c) == 0:
                 coefs.append(c)
             else:
-                spread = _over_all(np.asarray(c), trips.counts > level, n)
-                # a round array of a repetition's nodes no longer lines up with the
-                # participants: kept a round array without a rule (a template refuses it,
-                # never takes it for one repeated number)
-                coefs.append(spread.view(RoundArray) if isinstance(c, RoundArray) else spread)
+                coefs.append(spread_over(c, trips.counts > level, n))
     clients = None
     taking = next((lf for lf in run.forms if lf.takes_gradients), None)
     if taking is not None and taking.clients is not None and taking.nodes.size:
@@ -478,14 +473,6 @@ def _bind_trips(run: _Run, method: Method, ctx: RunContext, outside: tuple, traf
         level_traffic,
         trips.counts,
     )
-
-
-def _over_all(values: np.ndarray, members: np.ndarray, n: int) -> np.ndarray:
-    """Per-node ``values`` of the nodes where ``members`` (a mask over n nodes) holds, as
-    an array over all n nodes (others get the first value: equal values stay equal)."""
-    out = np.full((n, *values.shape[1:]), values[0] if values.size else 0, values.dtype)
-    out[members] = values
-    return out
 
 
 def plan_round(

@@ -319,9 +319,10 @@ class RoundTemplate:
             if missing:  # per-node coefficients that depend on who participates
                 label = _label_of_slot(item, missing[0])
                 return label, (
-                    "it has per-client coefficients of several values (an array), which "
-                    "depend on who participates: a template needs numbers, or arrays "
-                    "bound by a rule (RoundArray)"
+                    "it has per-client coefficients (an array) that follow no rule over "
+                    "the participants (several values, values without a rule, or a "
+                    "repetition's nodes only): a template needs numbers, or arrays bound "
+                    "by a rule (RoundArray) over the participants"
                 )
             node_shift = _fixed(_shift(item.nodes, participants), item.nodes)
             client_shift = _fixed(_shift(item.clients, participants), item.clients)
