@@ -2,9 +2,14 @@
 (issue 44): heavy ball and Nesterov's method against the slowest quadratic (exact), PEPit's
 worst cases (when installed) and Nesterov's textbook bound sqrt(1 - 1/sqrt(kappa)).
 
-L = 1. Prints the table of docs/guide/certificates.md ("Momentum and acceleration") and
-writes ``benchmarks/results-certify-momentum.json``. Run: ``.venv/bin/python
-benchmarks/bench_certify_momentum.py`` (about a minute with PEPit).
+L = 1. Prints the table and writes ``benchmarks/results-certify-momentum.json``. Run:
+``.venv/bin/python benchmarks/bench_certify_momentum.py`` (about a minute with PEPit).
+
+``--long [SOLVER [KAPPA [N,N,...]]]``: Nesterov's worst cases at longer horizons against
+its certificate (docs/guide/certificates.md, "Momentum and acceleration against PEPit"),
+written to ``results-certify-momentum-long-<solver>.json``; by default Clarabel, kappa 25
+and 100, N = 16, 24, 32 (about a minute). ``--long SCS 25 40,48`` solves the horizons
+Clarabel cannot (15-40 minutes a solve).
 """
 
 from __future__ import annotations
@@ -63,7 +68,50 @@ def row(name, kappa, kind, a, b) -> dict:
     return out
 
 
+def long_horizon(kappa: float, horizons: list[int], solver: str) -> dict:
+    """PEPit's Nesterov worst case W_N at longer horizons, with the certificate's ratio
+    W_N / rho^(2N) (bounded if the certificate holds) and the window estimates between
+    consecutive horizons. ``solver``: "CLARABEL" (accurate up to N = 32 here; it stops on
+    numerical errors beyond) or "SCS" (eps 1e-11: 15-40 minutes a solve at N = 40-48)."""
+    mu, b = 1.0 / kappa, momentum(kappa)
+    rate = certify(Nesterov(1.0, b), L=1.0, mu=mu).rate
+    options = {"solver": solver}
+    if solver == "SCS":
+        options.update(eps=1e-11, max_iters=200000)
+    worst, seconds = {}, {}
+    for n in horizons:
+        start = time.perf_counter()
+        worst[n] = pep_worst("nesterov", mu, n, 1.0, b, **options)
+        seconds[n] = time.perf_counter() - start
+        print(f"kappa {kappa:g}, N = {n}: W_N = {worst[n]:.6e} ({seconds[n]:.0f} s)", flush=True)
+    ns = sorted(worst)
+    return {
+        "kappa": kappa,
+        "solver": solver,
+        "certified": rate,
+        "worst": {str(n): worst[n] for n in ns},
+        "seconds": {str(n): seconds[n] for n in ns},
+        "ratio": {str(n): worst[n] / rate ** (2 * n) for n in ns},
+        "windows": {
+            f"{a}-{c}": (worst[c] / worst[a]) ** (1 / (2 * (c - a)))
+            for a, c in zip(ns, ns[1:], strict=False)
+        },
+    }
+
+
 def main() -> None:
+    if "--long" in sys.argv:  # --long [SOLVER [KAPPA [N,N,...]]]
+        rest = sys.argv[sys.argv.index("--long") + 1 :]
+        solver = rest[0] if rest else "CLARABEL"
+        kappas = [float(rest[1])] if len(rest) > 1 else [25.0, 100.0]
+        horizons = [int(n) for n in rest[2].split(",")] if len(rest) > 2 else [16, 24, 32]
+        found = [long_horizon(k, horizons, solver) for k in kappas]
+        name = f"results-certify-momentum-long-{solver.lower()}.json"
+        path = os.path.join(os.path.dirname(__file__), name)
+        with open(path, "w") as handle:
+            json.dump(found, handle, indent=1)
+        print(f"wrote {path}")
+        return
     rows = [row(*case) for case in CASES]
     cols = ["one_round", "across_rounds", "slowest_quadratic", "pepit_root_16"]
     cols += ["pepit_window_12_16", "textbook", "one_round_seconds", "across_rounds_seconds"]

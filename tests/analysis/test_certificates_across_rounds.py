@@ -146,8 +146,9 @@ def test_the_default_uses_the_constraints_across_rounds_for_few_calls_only():
 
 
 # --------------------------------------------------------------------------- PEPit
-def pep_worst(method, mu, n_steps, a, b=0.0):
-    """PEPit's worst case of ||x_N - x*||^2 with ||x_0 - x*|| <= 1 over L = 1, mu."""
+def pep_worst(method, mu, n_steps, a, b=0.0, **options):
+    """PEPit's worst case of ||x_N - x*||^2 with ||x_0 - x*|| <= 1 over L = 1, mu
+    (``options``: the solver's, through PEPit's ``solve``)."""
     from PEPit import PEP
     from PEPit.functions import SmoothStronglyConvexFunction
 
@@ -167,7 +168,7 @@ def pep_worst(method, mu, n_steps, a, b=0.0):
         for _ in range(n_steps):
             out, prev = out - a * f.gradient(out) + b * (out - prev), out
     problem.set_performance_metric((out - star) ** 2)
-    return problem.solve(verbose=0)
+    return problem.solve(verbose=0, **options)
 
 
 PEP_CASES = [
