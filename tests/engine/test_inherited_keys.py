@@ -34,8 +34,8 @@ class LaterStepsKeyed(LaterSteps):
         return (r < 5, participants.size)
 
 
-class DecayAt(GradientTracking):
-    """Gradient tracking whose step halves at round 5 (a plain number, no rule)."""
+class _HalvedAt5:
+    """A step halved at round 5 (a plain number, no rule): a user's mixin."""
 
     def round_phases(self, r, participants, ctx):
         self.lr = self._lr0 * (1.0 if r < 5 else 0.5)
@@ -46,14 +46,12 @@ class DecayAt(GradientTracking):
         super().start(ctx)
 
 
-class DGDDecay(DGD):
-    def round_phases(self, r, participants, ctx):
-        self.lr = self._lr0 * (1.0 if r < 5 else 0.5)
-        return super().round_phases(r, participants, ctx)
+class DecayAt(_HalvedAt5, GradientTracking):
+    """Gradient tracking whose step halves at round 5."""
 
-    def start(self, ctx):
-        self._lr0 = self.lr
-        super().start(ctx)
+
+class DGDDecay(_HalvedAt5, DGD):
+    """DGD whose step halves at round 5."""
 
 
 def _unkeyed(cls):
@@ -102,8 +100,8 @@ def test_gossip_ticks_of_an_overriding_subclass_are_built_in_full(problem):
     want = sm.run(_unkeyed(DGDDecay)(0.05, graphs), problem, ticks, 40).server
     np.testing.assert_array_equal(got, want)
     found = sm.explain(DGDDecay(0.05, graphs), problem, ticks)
-    assert "DGDDecay overrides round_phases, start" not in found.templating  # start: once
-    assert "DGDDecay overrides round_phases and inherits its segment_key" in found.templating
+    assert "round_phases, start" not in found.templating  # start: once
+    assert "_HalvedAt5 overrides round_phases and inherits its segment_key" in found.templating
 
 
 def test_which_overrides_count():
