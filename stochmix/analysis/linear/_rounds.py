@@ -203,7 +203,7 @@ class Rounds:
         method, problem, participation, seed = self.args
         self.method = method
         self._keys = MethodKeys(method)  # its keys as runs take them
-        self.ctx = ctx = run_context(method, problem, participation.probabilities)
+        self.ctx = ctx = run_context(method, problem, participation.probabilities, seed)
         self.masks = participation.masks(seed)
         self.cache: dict = {}
         self.templates: dict = {}

@@ -30,11 +30,12 @@ def _check_points(method: Method) -> None:
         )
 
 
-def run_context(method: Method, problem, probabilities=None) -> RunContext:
+def run_context(method: Method, problem, probabilities=None, seed=None) -> RunContext:
     """A :class:`RunContext` as :func:`stochmix.run` makes it (``method.start`` called).
 
     ``probabilities`` are the participation marginals a method may read (FedStale, unbiased
-    FedAvg); pass the process's ``.probabilities``.
+    FedAvg); pass the process's ``.probabilities``. ``seed``: the run's seed, from which a
+    method's own draws derive (``RandomSteps``' local step counts); None draws fresh ones.
     """
     if not isinstance(method, Method):
         raise TypeError(f"method must be a stochmix Method, got {_show(method)}")
@@ -45,7 +46,7 @@ def run_context(method: Method, problem, probabilities=None) -> RunContext:
     n, d = int(problem.n_clients), int(problem.dim)
     if probabilities is not None:
         probabilities = as_probabilities(probabilities, "probabilities", n)
-    ctx = RunContext(Layout(method.blocks(n)), n, d, probabilities)
+    ctx = RunContext(Layout(method.blocks(n)), n, d, probabilities, seed=seed)
     method.start(ctx)
     return ctx
 
