@@ -12,7 +12,7 @@ import pytest
 
 import stochmix as sm
 from stochmix.algorithms import DGD, FedAvg, GradientTracking
-from stochmix.engine.model.inherited_keys import MethodKeys, method_key, untrusted_key
+from stochmix.engine.model.inherited_keys import MethodKeys, untrusted_key
 from stochmix.mixing import StaticSequence
 from stochmix.participation import Full, RandomEdge, UniformSample
 from stochmix.problems import Quadratic
@@ -122,7 +122,7 @@ def test_which_overrides_count():
     assert untrusted_key(LaterSteps, "template_key") == ("LaterSteps", ("round_steps",))
     assert untrusted_key(LaterStepsKeyed, "template_key") is None
     assert untrusted_key(LaterStepsKeyed, "phase_key") == ("LaterSteps", ("round_steps",))
-    assert method_key(LaterSteps(0.1, 1), "template_key", 0, np.arange(3)) is None
+    assert MethodKeys(LaterSteps(0.1, 1)).get("template_key", 0, np.arange(3)) is None
 
     class Below(LaterStepsKeyed):  # nothing overridden below the class that gives the key
         pass

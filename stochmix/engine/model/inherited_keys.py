@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import types
 
-__all__ = ["KEYS", "ONCE", "MethodKeys", "method_key", "untrusted_key"]
+__all__ = ["KEYS", "ONCE", "MethodKeys", "untrusted_key"]
 
 #: The keys a method gives the engine.
 KEYS = ("template_key", "phase_key", "segment_key")
@@ -127,7 +127,6 @@ def _instance_hooks(method) -> tuple[str, ...]:
             if name not in ONCE
             and not name.startswith("__")
             and callable(value)
-            and _hook_like(getattr(cls, name, None))
             and callable(getattr(cls, name, None))
         )
     )
@@ -179,9 +178,3 @@ class MethodKeys:
             f"class's hooks only, so {_LOSS[key]}; {fix} (the engine checks a key on its "
             "second round)"
         )
-
-
-def method_key(method, key: str, *args):
-    """``method.<key>(*args)`` as the engine takes it (:class:`MethodKeys`), worked out
-    anew (a call site that asks for a run's every round keeps a :class:`MethodKeys`)."""
-    return MethodKeys(method).get(key, *args)

@@ -29,7 +29,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..._validate import as_int
-from ..model.inherited_keys import MethodKeys
 from ..model.phase import Phase
 from ..model.rowmap import RowMap
 from ..plan.capabilities import capabilities
@@ -343,7 +342,7 @@ def explain(
         method=method.name,
         backend=getattr(back, "name", type(back).__name__),
         programs=_programs(back, setup, problem, dtype, rounds, dim),
-        templating=_templating(planner, keys, overridden, plans, method, inherited)
+        templating=_templating(planner, keys, overridden, plans, inherited)
         + _refused_cache(planner, cached)
         + _ticks(method, problem, participation, setup, back, dtype, options, plans),
         rounds=tuple(plans),
@@ -452,7 +451,7 @@ def _programs(back, setup, problem, dtype, rounds: int, dim: int) -> str:
     )
 
 
-def _templating(planner, keys: list, overridden: list, plans, method, inherited) -> str:
+def _templating(planner, keys: list, overridden: list, plans, inherited) -> str:
     """Whether the explained rounds are templated, and why not. ``keys``: each round's
     ``template_key`` as the engine takes it (None where the method inherits it past an
     overriding subclass: ``inherited`` holds what it gives); ``overridden``: whether the
@@ -462,7 +461,7 @@ def _templating(planner, keys: list, overridden: list, plans, method, inherited)
     keys."""
     if all(k is None for k in keys):
         if any(k is not None for k in inherited):
-            return f"off ({MethodKeys(method).why('template_key')})"
+            return f"off ({planner.keys.why('template_key')})"
         return "off (the method gives no template_key)"
     refused = [n for n in planner.notes if n.what == NOT_TEMPLATED]
     if refused:
