@@ -151,3 +151,33 @@ def _with(method, options):
 def _masks(method, options):
     n = method.graphs.n_nodes
     return np.ones((1 if options else method.graphs.period, n), bool)
+
+
+def test_the_compiled_schur_complement_is_numpys_bit_for_bit(monkeypatch):
+    """The Kronecker part of the Schur complement, compiled with Numba (one pass, no index
+    arrays of size m^2), adds the same terms in the same order as the NumPy gathers: equal
+    bits, so a certificate does not depend on Numba being installed."""
+    from stochmix.analysis.certificates import structured
+
+    if structured._compiled_kron() is None:
+        pytest.skip("Numba is not available here: the NumPy path is the only one")
+    r = 7
+    a, b = np.triu_indices(r)
+    compiled = structured._Gather(r, a, b)
+    monkeypatch.setattr(structured, "_compiled_kron", lambda: None)
+    plain = structured._Gather(r, a, b)
+    rng = np.random.default_rng(1)
+    first, second = np.zeros((2, a.size, a.size))
+    for weight in (1.0, 2.0, -0.37):
+        u, v = rng.standard_normal((2, r, r))
+        compiled.add_kron(first, u, v.T, weight)  # a transposed (non-contiguous) operand
+        plain.add_kron(second, u, v.T, weight)
+    assert np.abs(first).max() > 1.0
+    assert np.array_equal(first, second)
+    assert np.array_equal(compiled.kron(u, v), plain.kron(u, v))
+    # the whole certificate: equal rates and solves with and without the compiled part
+    method = _ring_star(lambda s: EXTRA(0.4, s), 6)
+    without = certify(method, L=1.0, mu=0.1)
+    monkeypatch.undo()
+    with_numba = certify(method, L=1.0, mu=0.1)
+    assert (with_numba.rate, with_numba.solves) == (without.rate, without.solves)

@@ -49,10 +49,13 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
+from functools import cache
+from typing import no_type_check
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
+from ...engine.plan.gradients import numba_unavailable
 from .lmi import Feasibility, Solution
 
 __all__ = ["StructuredFeasibility", "structured_applies"]
@@ -91,24 +94,68 @@ def _sympick(w: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return w[..., a, b] + w[..., b, a]
 
 
+@no_type_check  # compiled by Numba: no runtime type checks wrapped around it
+def _add_kron(out, u, v, a, b, weight):  # pragma: no cover - run compiled
+    """``out += weight * kron(u, v)`` entry by entry (:meth:`_Gather.kron`): U and V read
+    where they lie (small: in the L1 cache), no index arrays of size m^2."""
+    m = a.size
+    for i in range(m):
+        ai, bi = a[i], b[i]
+        for j in range(m):
+            aj, bj = a[j], b[j]
+            s = u[bi, aj] * v[bj, ai]
+            s += u[bi, bj] * v[aj, ai]
+            s += u[ai, aj] * v[bj, bi]
+            s += u[ai, bj] * v[aj, bi]
+            out[i, j] += weight * s
+
+
+@cache
+def _compiled_kron():
+    """:func:`_add_kron` compiled with Numba (imported on first use), or None where Numba
+    cannot be used (then :class:`_Gather` gathers with NumPy: the same sums)."""
+    if numba_unavailable() is not None:
+        return None
+    import numba
+
+    return numba.njit(nogil=True, cache=True)(_add_kron)
+
+
 class _Gather:
-    """Flat indices of the four index pairs of :meth:`kron`, computed once per size."""
+    """The pairs of :meth:`kron` (and, without Numba, their flat indices, computed once per
+    size)."""
 
     def __init__(self, r: int, a: np.ndarray, b: np.ndarray) -> None:
-        self.ba = (b[:, None] * r + a[None, :]).astype(np.intp)
-        self.bb = (b[:, None] * r + b[None, :]).astype(np.intp)
-        self.aa = (a[:, None] * r + a[None, :]).astype(np.intp)
-        self.ab = (a[:, None] * r + b[None, :]).astype(np.intp)
+        self.a, self.b = a.astype(np.intp), b.astype(np.intp)
+        self._compiled = _compiled_kron()
+        if self._compiled is None:
+            self.ba = (b[:, None] * r + a[None, :]).astype(np.intp)
+            self.bb = (b[:, None] * r + b[None, :]).astype(np.intp)
+            self.aa = (a[:, None] * r + a[None, :]).astype(np.intp)
+            self.ab = (a[:, None] * r + b[None, :]).astype(np.intp)
 
     def kron(self, u: np.ndarray, v: np.ndarray) -> np.ndarray:
         """``tr(S_i U S_j V)`` for pairs i = (a_i, b_i), j = (a_j, b_j): (m, m), with
         ``tr(S_ab U S_cd V) = U_bc V_da + U_bd V_ca + U_ac V_db + U_ad V_cb``."""
+        if self._compiled is not None:
+            out = np.zeros((self.a.size, self.a.size))
+            self._compiled(out, u, v, self.a, self.b, 1.0)
+            return out
         uf, vf = u.ravel(), np.ascontiguousarray(v.T).ravel()
         out = uf.take(self.ba) * vf.take(self.ab)
         out += uf.take(self.bb) * vf.take(self.aa)
         out += uf.take(self.aa) * vf.take(self.bb)
         out += uf.take(self.ab) * vf.take(self.ba)
         return out
+
+    def add_kron(self, out: np.ndarray, u: np.ndarray, v: np.ndarray, weight: float) -> None:
+        """``out += weight * kron(u, v)`` (``out`` C-contiguous, (m, m)), the same sums in
+        the same order either way: the results do not depend on Numba being there."""
+        if self._compiled is not None:
+            self._compiled(out, np.ascontiguousarray(u), np.ascontiguousarray(v), self.a,
+                           self.b, float(weight))  # fmt: skip
+        else:
+            out += weight * self.kron(u, v)
 
 
 @dataclass
@@ -186,13 +233,14 @@ class StructuredFeasibility(Feasibility):
         m = self._obj.size
         mp = self._mp
         out = np.zeros((m, m))
+        pp = np.zeros((mp, mp))  # the P part, contiguous for the compiled accumulation
         a, b = self._a, self._b
         for blk, terms, x, zi in zip(self._blocks, scales, xs, zinv, strict=True):
             for i, (gk, sk) in enumerate(terms):
                 for gl, sl in terms[i:]:  # (l, k) is (k, l) transposed: symmetrised below
                     u, v = gk @ x @ gl.T, gl @ zi @ gk.T
                     weight = sk * sl * (1.0 if gl is gk else 2.0)
-                    out[:mp, :mp] += weight * self._gather.kron(u, v)
+                    self._gather.add_kron(pp, u, v, weight)
             if not np.any(blk.dense):
                 continue
             xdz = x @ blk.dense @ zi  # (k, N, N): X D_j Z^{-1}
@@ -201,6 +249,7 @@ class StructuredFeasibility(Feasibility):
                 cross = s * _sympick(g @ xdz @ g.T, a, b)  # (k, mp)
                 out[:mp, mp:] += cross.T
                 out[mp:, :mp] += cross
+        out[:mp, :mp] += pp
         return (out + out.T) / 2
 
     # ------------------------------------------------------------------ the method
