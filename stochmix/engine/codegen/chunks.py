@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from ..model.kernels import KERNELS
+
 __all__ = [
     "BUFFER_BYTES",
     "CHUNK_PARAMETERS",
@@ -110,6 +112,14 @@ class RowOps:
     def add_scaled(self, out, src, c) -> None:
         """``out += c * src`` in place (``out`` a vector or a row of the state)."""
         out += c * src
+
+    def kernel(self, name: str, row, params: list):
+        """A new vector: the element-wise kernel ``name`` of
+        :data:`~stochmix.engine.model.kernels.KERNELS` on ``row`` with round scalars
+        ``params`` (its NumPy form, the programs' operations)."""
+        out, tmp = np.empty_like(row), np.empty_like(row)
+        KERNELS[name].numpy(row, *params, out=out, tmp=tmp)
+        return out
 
     def rows_finite(self, z, rows: list) -> bool:
         """Whether every entry of ``z``'s ``rows`` is finite."""
@@ -425,7 +435,11 @@ class ChunkRuntime:
             finite = ops.rows_finite(z, [at(r) for r in self.outer_rows])
         for entries in self.tail:  # single rows from single rows, all at once
             new = {}
-            for row, kind, source, slot in entries:
+            for row, kind, source, slot, kernel, scalars in entries:
+                if kind == "kernel":  # alone on its row
+                    values = [coefs[slot + k] for k in range(scalars)]
+                    new[row] = ops.kernel(kernel, z[at(source)], values)
+                    continue
                 if row not in new:
                     new[row] = ops.zeros(z)
                 if kind == "row":

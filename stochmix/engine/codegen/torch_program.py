@@ -268,6 +268,11 @@ class TorchRows(RowOps):
     def add_scaled(self, out, src, c) -> None:
         out.add_(src, alpha=c)
 
+    def kernel(self, name: str, row, params: list):
+        out, tmp = self.torch.empty_like(row), self.torch.empty_like(row)
+        KERNELS[name].torch(self.torch, row, *params, out=out, tmp=tmp)
+        return out
+
     def rows_finite(self, z, rows: list) -> bool:
         for r in rows:
             self.flag.add_(z[r])

@@ -36,6 +36,7 @@ __all__ = [
     "OuterTerm",
     "RowTerm",
     "coefficient_kind",
+    "tail_kernel",
 ]
 
 
@@ -76,10 +77,11 @@ class OuterTerm(NamedTuple):
 class KernelTerm(NamedTuple):
     """``target[nodes] <- kernel(source[nodes]; *coef)``: an element-wise row kernel (see
     :mod:`stochmix.engine.model.kernels`) with its round scalars ``coef`` (a tuple of
-    numbers, bound when the round runs: a prox's threshold, a box's bounds)."""
+    numbers, bound when the round runs: a prox's threshold, a box's bounds). In a *tail
+    kernel* (:func:`tail_kernel`) target and source are rows of Z (ints), not blocks."""
 
-    target: str
-    source: str
+    target: str | int
+    source: str | int
     kernel: str
     coef: tuple
 
@@ -156,15 +158,47 @@ class LocalForm:
 
     @cached_property
     def outer_rows(self) -> frozenset:
-        """The outer rows the phase writes."""
-        return frozenset(r for r, _, _, _ in self.outer)
+        """The outer rows the phase writes (a tail kernel's target among them)."""
+        rows = {r for r, _, _, _ in self.outer}
+        rows.update(k.target for k in self.kernels if isinstance(k.target, int))
+        return frozenset(rows)
 
     @cached_property
     def single_reads(self) -> frozenset:
-        """Rows of Z the phase reads one at a time (broadcasts and outer singles)."""
+        """Rows of Z the phase reads one at a time (broadcasts, outer singles and a tail
+        kernel's source)."""
         rows: set = {r for _, r, _ in self.external}
         rows.update(ref for _, kind, ref, _ in self.outer if kind == "row")
+        rows.update(k.source for k in self.kernels if isinstance(k.source, int))
         return frozenset(rows)
+
+
+def tail_kernel(
+    lf: LocalForm, layout: Layout, nodes: np.ndarray, written: set, following: bool
+) -> LocalForm | None:
+    """A kernel-only form on one node (the server's prox after its average, a projection
+    of an aggregate) as the same kernels on rows of Z, with no nodes: a phase that a run
+    over ``nodes`` takes into its tail (:mod:`stochmix.engine.plan.round_plan`), applied
+    once the run's outer rows are set, as the next phase would be. It must lie outside
+    the run's nodes and read or write a row the run sets (``written``), or follow a tail
+    (``following``). None for any other form."""
+    if not lf.kernels or lf.nodes.size != 1 or lf.terms or lf.external or lf.gradients:
+        return None
+    if lf.outer or (nodes == lf.nodes[0]).any():
+        return None
+    node = int(lf.nodes[0])
+    kernels = []
+    for k in lf.kernels:
+        rows = []
+        for block in (str(k.target), str(k.source)):
+            local = node - layout.first_node(block)
+            if not 0 <= local < layout.block(block).rows:
+                return None
+            rows.append(layout.row(block, local))
+        kernels.append(k._replace(target=rows[0], source=rows[1]))
+    tail = LocalForm(np.zeros(0, dtype=np.int64), (), (), (), (), None, (), tuple(kernels))
+    touched = (tail.single_reads | tail.outer_rows) & written
+    return tail if following or touched else None
 
 
 def coefficient_kind(coef) -> str:

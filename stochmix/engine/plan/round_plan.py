@@ -34,6 +34,7 @@ from functools import lru_cache, partial
 import numpy as np
 
 from ..model.blockwise import chained
+from ..model.local_form import tail_kernel
 from ..model.method import Method, RunContext
 from ..model.phase import LocalForm, Phase
 from ..model.rowmap import RowMap
@@ -213,6 +214,11 @@ def _plan(
             j = run.repetition(ph, lf)
             if j:
                 run.add(ph, lf, j)
+                continue
+        if lf is not None and run is not None:
+            tail = tail_kernel(lf, ctx.layout, run.nodes, run.outer_written, bool(run.tail))
+            if tail is not None:  # the server's prox after its average: the run's tail
+                run.add(ph, tail)
                 continue
         if lf is not None and run is not None and run.accepts(lf):
             run.add(ph, lf)

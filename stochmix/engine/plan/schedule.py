@@ -272,9 +272,12 @@ def plan_schedule(
     for lf in forms[len(forms) - tail :]:
         slots = numbered(lf, base)
         base += len(lf.coefficients)
-        tail_entries.append(
-            tuple(TailEntry(e.row, e.kind, e.ref, c.slot) for e, c in slots["outer"])
-        )
+        entries = [TailEntry(e.row, e.kind, e.ref, c.slot) for e, c in slots["outer"]]
+        entries += [
+            TailEntry(k.target, "kernel", k.source, cs[0].slot if cs else -1, k.kernel, len(cs))
+            for k, cs in slots["kernels"]
+        ]
+        tail_entries.append(tuple(entries))
     blocks: list[str] = []
     gather: list[str] = []
     written: set[str] = set()

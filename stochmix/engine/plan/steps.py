@@ -200,12 +200,16 @@ class OuterSingle(NamedTuple):
 class TailEntry(NamedTuple):
     """One term of a tail phase: ``z[row]`` is rewritten as the sum of its entries, each
     ``coef * z[ref]`` (kind "row"), ``z[row]`` itself (kind "keep", no coefficient: slot
-    -1) or nothing (kind "zero")."""
+    -1) or nothing (kind "zero"); or, alone on its row, ``kernel(z[ref]; coefs[slot], ...,
+    coefs[slot + scalars - 1])`` (kind "kernel": an element-wise kernel of
+    :data:`~stochmix.engine.model.kernels.KERNELS` and its round scalars)."""
 
     row: int
     kind: str
     ref: int | None
     slot: int
+    kernel: str = ""
+    scalars: int = 0
 
 
 __all__ = [

@@ -170,7 +170,7 @@ class Shard:
         singles = set(program.singles) | set(program.outer_rows)
         singles |= {r for row, ref, _ in program.outer_singles for r in (row, ref) if r is not None}
         singles |= {
-            r for e in program.tail for row, _, ref, _ in e for r in (row, ref) if r is not None
+            r for e in program.tail for entry in e for r in (entry.row, entry.ref) if r is not None
         }
         single_rows = np.array(sorted(singles), dtype=np.int64)
         owners = set(self.owner(single_rows).tolist()) - {-1}
@@ -246,7 +246,7 @@ class Shard:
 
     def _on_owner(self, program, item, z, bind, data, ctx, owner, singles) -> bool:
         back = self.backend
-        rows = set(program.outer_rows) | {row for e in program.tail for row, *_ in e}
+        rows = set(program.outer_rows) | {entry.row for e in program.tail for entry in e}
         written = np.array(sorted(rows), dtype=np.int64)
         shared = written[self.owner(written) == -1]
         values = np.zeros((shared.size, z.shape[1]), dtype=z.dtype)
