@@ -274,3 +274,16 @@ def test_apapc_has_its_fixed_point_to_rounding():
     found = certify(method, L=1.0, mu=0.1)
     assert found.certified, found
     assert STRUCTURAL_RTOL <= 1e-6
+
+
+@pytest.mark.parametrize("L", [1e-9, 1e-6, 1e3, 1e9, 1e15])
+def test_the_units_of_l_do_not_change_the_answer(L):
+    """EXTRA with step 0.5 / L on a ring: the same certificate at every scale of L (the
+    class is [mu, L] in units of L). Where the run ends is a least-squares solve over
+    rows in units apart by L (a step of 5e8 against gradients of 1e-9); with one pass of
+    row and column scaling it lost ranks and said "inexact" for L <= 1e-9 (residual 2.5e-7
+    at 1e-9, 0.33 at 1e-12); equilibrated and refined, it is exact to 1e-16 there."""
+    ring = sm.mixing.StaticSequence(nx.cycle_graph(6))
+    found = certify(EXTRA(0.5 / L, ring), L=L, mu=L / 10)
+    assert found.certified, found.reason
+    assert found.rate == pytest.approx(0.95, abs=1e-6)
