@@ -85,6 +85,48 @@ def test_a_diverging_run_stops_where_the_two_segments_stopped(path, monkeypatch)
     assert fused.diverged_at == apart.diverged_at
 
 
+@pytest.mark.parametrize("path", ["numpy", "compiled", "torch"])
+@pytest.mark.parametrize("regularizer", ["L1", "elastic net"])
+def test_float32_keeps_each_paths_bits(regularizer, path, monkeypatch):
+    """In float32 the Numba loop computes its kernels in float64 (its round scalars are),
+    the NumPy programs and Torch in float32: the tail computes as the run's program does
+    (``RowwiseProgram.row_ops``), so each path keeps the bits its two segments gave (in
+    the NumPy form, the compiled path's prox moved 20 entries by up to 7e-8)."""
+    problem = _problem(REGULARIZERS[regularizer]())
+    lr = 0.3 / problem.smoothness
+    options = _options(path)
+    if path == "torch":  # the backend holds the dtype
+        from stochmix.engine import TorchBackend
+
+        options = {"backend": TorchBackend(dtype=np.float32)}
+    else:
+        options["dtype"] = np.float32
+    process = Bernoulli(0.3, N)
+    fused = sm.run(A.FedMid(lr, 3), problem, process, 10, seed=3, progress=False, **options)
+    _apart(monkeypatch)
+    apart = sm.run(A.FedMid(lr, 3), problem, process, 10, seed=3, progress=False, **options)
+    np.testing.assert_array_equal(fused.server, apart.server)
+    wide = sm.run(A.FedMid(lr, 3), problem, process, 10, seed=3, progress=False,
+                  **_options(path))  # fmt: skip
+    assert not np.array_equal(fused.server, wide.server)  # float32 did run
+
+
+def test_the_schedule_names_a_tail_kernel():
+    from stochmix.analysis.linear.operators import run_context
+    from stochmix.engine.backends import NumpyBackend
+
+    problem = _problem(sm.problems.L1(1.0))
+    method = A.FedMid(0.3 / problem.smoothness, 2)
+    ctx = run_context(method, problem)
+    ctx.regularizer = problem.regularizer  # (what stochmix.run's context holds)
+    phases = method.round_phases(0, np.arange(5), ctx)
+    plan = round_plan.plan_round(phases, NumpyBackend(compiled=False), method, ctx)
+    steps = [item for item in plan if isinstance(item, round_plan.LocalStep)]
+    assert len(steps) == 1
+    text = steps[0].structure.schedule.describe()
+    assert "= shrink(z[0]; c" in text, text
+
+
 def _kernel_form(node, block="x"):
     kernel = KernelTerm(block, block, "shrink", (0.1,))
     return LocalForm(np.array([node]), (block,), (), (), (), None, (), (kernel,))
@@ -104,3 +146,8 @@ def test_which_kernels_join_a_tail():
     assert tail_kernel(_kernel_form(0), layout, nodes, set(), True) is not None
     # a node the block has no row for
     assert tail_kernel(_kernel_form(N + 1), layout, nodes, {server}, True) is None
+    # a client's row (one process holds it on the distributed backend), even after a tail
+    client = layout.row("x", 20)
+    assert tail_kernel(_kernel_form(20), layout, nodes, {client}, True) is None
+    # every node is a client's where clients start at node 0 (decentralized layouts)
+    assert tail_kernel(_kernel_form(0), layout, nodes, {server}, True, client_node=0) is None

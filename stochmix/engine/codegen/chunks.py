@@ -46,6 +46,8 @@ __all__ = [
     "PARALLEL_BUFFER_BYTES",
     "PARALLEL_MIN_ROWS",
     "RowOps",
+    "WIDE_KERNEL_ROWS",
+    "WideKernelRows",
 ]
 
 MIN_CHUNK_ROWS = 16  # at d = 1000, fewer rows per chunk cost more in call overhead
@@ -131,6 +133,19 @@ class RowOps:
 
 
 NUMPY_ROWS = RowOps()
+
+
+class WideKernelRows(RowOps):
+    """NumPy's row operations with kernels computed in float64 and rounded once to the
+    state's dtype: what the Numba loop's inlined kernels do (their round scalars are
+    float64), so a kernel in a run's tail gives the loop's bits in float32 too."""
+
+    def kernel(self, name: str, row, params: list):
+        wide = np.asarray(row, dtype=np.float64)
+        return super().kernel(name, wide, params).astype(row.dtype, copy=False)
+
+
+WIDE_KERNEL_ROWS = WideKernelRows()
 
 
 class ByCount:
@@ -416,12 +431,16 @@ class ChunkRuntime:
                 )
         return finite, acc
 
+    #: the row operations of :meth:`finish` (a program whose kernels compute otherwise
+    #: says so: the Numba loop's, in float64 whatever the state's dtype)
+    row_ops: RowOps = NUMPY_ROWS
+
     @np.errstate(over="ignore", invalid="ignore")
     def finish(self, z, acc: dict, snapshot: dict, coefs: tuple, at=None) -> bool:
         """Set the outer rows from their sums ``acc`` and the snapshot's single-row terms,
         then apply the tail; False if a written entry is not finite. ``at(row)`` gives
         where a row lives in ``z`` (the row itself by default)."""
-        return self._settle(z, acc, snapshot, coefs, at, NUMPY_ROWS)
+        return self._settle(z, acc, snapshot, coefs, at, self.row_ops)
 
     def _settle(self, z, acc: dict, snapshot: dict, coefs: tuple, at, ops: RowOps) -> bool:
         """:meth:`finish` with the row operations ``ops`` (any dialect's)."""

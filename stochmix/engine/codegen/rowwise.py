@@ -29,7 +29,7 @@ import numpy as np
 from ..model.phase import LocalForm
 from ..plan.gradients import numba_available, numba_unavailable
 from ..plan.steps import EndGuard, Guard
-from .chunks import ByCount, work_before
+from .chunks import WIDE_KERNEL_ROWS, ByCount, work_before
 from .disk_cache import cache_dir, compiled_rows
 from .program import LocalProgram, SourceWriter
 from .row_statements import Call, Loop, Names, Put, Row, Sum, lower
@@ -75,7 +75,8 @@ ROWS_PARAMETERS = tuple(f.name for f in fields(RowsCall))
 
 
 class RowwiseProgram(LocalProgram):
-    """One run structure compiled by Numba; see the module docstring.
+    """One run structure compiled by Numba; see the module docstring. A kernel in the
+    run's tail is computed in float64, as the loop's kernels are (``row_ops``).
 
     Args:
         forms: the run's local forms, in order.
@@ -93,6 +94,8 @@ class RowwiseProgram(LocalProgram):
             :data:`LOWERED`; see :mod:`~stochmix.engine.codegen.row_statements`) or one loop per
             step. Both give the same numbers, bit for bit.
     """
+
+    row_ops = WIDE_KERNEL_ROWS
 
     def __init__(
         self,

@@ -174,17 +174,24 @@ class LocalForm:
 
 
 def tail_kernel(
-    lf: LocalForm, layout: Layout, nodes: np.ndarray, written: set, following: bool
+    lf: LocalForm,
+    layout: Layout,
+    nodes: np.ndarray,
+    written: set,
+    following: bool,
+    client_node: int = 1,
 ) -> LocalForm | None:
     """A kernel-only form on one node (the server's prox after its average, a projection
     of an aggregate) as the same kernels on rows of Z, with no nodes: a phase that a run
     over ``nodes`` takes into its tail (:mod:`stochmix.engine.plan.round_plan`), applied
-    once the run's outer rows are set, as the next phase would be. It must lie outside
-    the run's nodes and read or write a row the run sets (``written``), or follow a tail
-    (``following``). None for any other form."""
+    once the run's outer rows are set, as the next phase would be. It must lie on a node
+    that is no client (below ``client_node``: the server; a client's row belongs to one
+    process of the distributed backend, the server's to every one) and read or write a
+    row the run sets (``written``), or follow a tail (``following``). None for any other
+    form."""
     if not lf.kernels or lf.nodes.size != 1 or lf.terms or lf.external or lf.gradients:
         return None
-    if lf.outer or (nodes == lf.nodes[0]).any():
+    if lf.outer or int(lf.nodes[0]) >= client_node or (nodes == lf.nodes[0]).any():
         return None
     node = int(lf.nodes[0])
     kernels = []

@@ -216,7 +216,9 @@ def _plan(
                 run.add(ph, lf, j)
                 continue
         if lf is not None and run is not None:
-            tail = tail_kernel(lf, ctx.layout, run.nodes, run.outer_written, bool(run.tail))
+            tail = tail_kernel(
+                lf, ctx.layout, run.nodes, run.outer_written, bool(run.tail), method.client_node
+            )
             if tail is not None:  # the server's prox after its average: the run's tail
                 run.add(ph, tail)
                 continue

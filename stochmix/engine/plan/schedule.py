@@ -146,7 +146,11 @@ class Schedule:
             lines.append(f"outer z[{row}] += c{slot} z[{ref}]")
         for k, entries in enumerate(self.tail):
             terms = ", ".join(
-                f"z[{e.row}] "
+                f"z[{e.row}] = {e.kernel}(z[{e.ref}]; "
+                + ", ".join(f"c{e.slot + j}" for j in range(e.scalars))
+                + ")"
+                if e.kind == "kernel"
+                else f"z[{e.row}] "
                 + {"zero": "= 0", "keep": "kept"}.get(e.kind, f"+= c{e.slot} z[{e.ref}]")
                 for e in entries
             )
