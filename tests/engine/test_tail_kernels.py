@@ -14,6 +14,7 @@ from stochmix import algorithms as A
 from stochmix.engine.model.local_form import KernelTerm, LocalForm, tail_kernel
 from stochmix.engine.plan import round_plan
 from stochmix.participation import Bernoulli, UniformSample
+from tests._backends import PATHS, path_options
 
 N = 40
 COLUMNS = ("server", "distance", "objective_gap", "gradients", "messages", "floats")
@@ -35,20 +36,11 @@ METHODS = {
 }
 
 
-def _options(path):
-    if path == "torch":
-        pytest.importorskip("torch")
-        from stochmix.engine import TorchBackend
-
-        return {"backend": TorchBackend()}
-    return {"compiled": True} if path == "compiled" else {}
-
-
 def _apart(monkeypatch):
     monkeypatch.setattr(round_plan, "tail_kernel", lambda *args: None)
 
 
-@pytest.mark.parametrize("path", ["numpy", "compiled", "torch"])
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("method", list(METHODS))
 @pytest.mark.parametrize("regularizer", list(REGULARIZERS))
 def test_the_servers_prox_is_the_runs_tail(regularizer, method, path, monkeypatch):
@@ -57,7 +49,7 @@ def test_the_servers_prox_is_the_runs_tail(regularizer, method, path, monkeypatc
     lr = 0.3 / problem.smoothness
     text = str(sm.explain(make(lr), problem, UniformSample(N, 8), rounds=2))
     assert "; then prox x" in text and "2. node-local" not in text, text
-    options = _options(path)
+    options = path_options(path)
     fused = sm.run(make(lr), problem, Bernoulli(0.3, N), 12, seed=3, progress=False, **options)
     _apart(monkeypatch)
     text = str(sm.explain(make(lr), problem, UniformSample(N, 8), rounds=2))
@@ -69,13 +61,13 @@ def test_the_servers_prox_is_the_runs_tail(regularizer, method, path, monkeypatc
     assert np.abs(fused.server[-1] - smooth.server[-1]).max() > 1e-3  # the prox acted
 
 
-@pytest.mark.parametrize("path", ["numpy", "compiled", "torch"])
+@pytest.mark.parametrize("path", PATHS)
 def test_a_diverging_run_stops_where_the_two_segments_stopped(path, monkeypatch):
     """The tail checks the row it writes: a step far too large for L blows the server
     model up, and both plans report divergence at the same round."""
     problem = _problem(sm.problems.L1(0.01))
     lr = 40.0 / problem.smoothness
-    options = _options(path)
+    options = path_options(path)
     fused = sm.run(A.FedMid(lr, 3), problem, Bernoulli(0.5, N), 200, seed=1, progress=False,
                    **options)  # fmt: skip
     _apart(monkeypatch)
@@ -85,7 +77,7 @@ def test_a_diverging_run_stops_where_the_two_segments_stopped(path, monkeypatch)
     assert fused.diverged_at == apart.diverged_at
 
 
-@pytest.mark.parametrize("path", ["numpy", "compiled", "torch"])
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("regularizer", ["L1", "elastic net"])
 def test_float32_keeps_each_paths_bits(regularizer, path, monkeypatch):
     """In float32 the Numba loop computes its kernels in float64 (its round scalars are),
@@ -94,20 +86,14 @@ def test_float32_keeps_each_paths_bits(regularizer, path, monkeypatch):
     the NumPy form, the compiled path's prox moved 20 entries by up to 7e-8)."""
     problem = _problem(REGULARIZERS[regularizer]())
     lr = 0.3 / problem.smoothness
-    options = _options(path)
-    if path == "torch":  # the backend holds the dtype
-        from stochmix.engine import TorchBackend
-
-        options = {"backend": TorchBackend(dtype=np.float32)}
-    else:
-        options["dtype"] = np.float32
+    options = path_options(path, np.float32)
     process = Bernoulli(0.3, N)
     fused = sm.run(A.FedMid(lr, 3), problem, process, 10, seed=3, progress=False, **options)
     _apart(monkeypatch)
     apart = sm.run(A.FedMid(lr, 3), problem, process, 10, seed=3, progress=False, **options)
     np.testing.assert_array_equal(fused.server, apart.server)
     wide = sm.run(A.FedMid(lr, 3), problem, process, 10, seed=3, progress=False,
-                  **_options(path))  # fmt: skip
+                  **path_options(path))  # fmt: skip
     assert not np.array_equal(fused.server, wide.server)  # float32 did run
 
 

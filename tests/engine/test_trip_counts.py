@@ -26,7 +26,7 @@ from stochmix.engine.model.trips import TripCounts
 from stochmix.engine.plan import planner as planner_module
 from stochmix.engine.plan.round_plan import LocalStep
 from stochmix.engine.plan.schedule import EndGuard, Guard, plan_schedule
-from tests._backends import SparseOnly
+from tests._backends import PATHS, SparseOnly, path_options
 
 N = 60
 COLUMNS = ("gradients", "messages", "floats", "sample_gradients")
@@ -81,26 +81,18 @@ METHODS = {
     "FOCUS": lambda: FOCUS(LR, RandomSteps.uniform(1, 4)),
     "FedMid (L1)": lambda: FedMid(LR, RandomSteps.uniform(1, 4)),
 }
-PATHS = {
-    "numpy programs": {"compiled": False},
-    "compiled": {"compiled": True},
-    "torch": {"backend": "torch"},
-}
 
 
-@pytest.mark.parametrize("path", list(PATHS))
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("name", list(METHODS))
 def test_uneven_rounds_equal_the_general_path(name, path):
-    if path == "torch":
-        pytest.importorskip("torch")
-    if path == "compiled":
-        pytest.importorskip("numba")
+    paths = path_options(path)
     problem = _problem()
     if name.startswith("FedMid"):  # its prox: an element-wise kernel inside the run
         problem = sm.problems.Composite(problem, sm.problems.L1(0.01))
     participation = sm.participation.UniformSample(N, 20)
     options = {"seed": 4, "progress": False}
-    got = sm.run(METHODS[name](), problem, participation, 12, **options, **PATHS[path])
+    got = sm.run(METHODS[name](), problem, participation, 12, **options, **paths)
     want = sm.run(METHODS[name](), problem, participation, 12, **options, backend=SparseOnly())
     scale = 1.0 + float(np.abs(want.final).max())
     assert float(np.abs(got.final - want.final).max()) <= 1e-12 * scale

@@ -18,6 +18,7 @@ from stochmix.engine import grad
 from stochmix.engine.model.equations import Equations, dot, mean
 from stochmix.engine.model.round_scalars import RoundArray, RoundScalar
 from stochmix.participation import Bernoulli, FedAUEstimator, Trace, UniformSample
+from tests._backends import PATHS, path_options
 
 N, ROUNDS = 40, 14
 METHODS = {
@@ -261,14 +262,9 @@ UNEVEN = {
     ),
     "FedAU": lambda lr: A.FedAvg(lr, A.RandomSteps.uniform(1, 4), weights="fedau"),
 }
-PATHS = {
-    "NumPy programs": {"compiled": False},
-    "compiled loop": {"compiled": True},
-    "Torch": {"backend": "torch"},
-}
 
 
-@pytest.mark.parametrize("path", sorted(PATHS))
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("name", sorted(UNEVEN))
 def test_uneven_steps_with_weights_by_rule_are_templated_and_change_no_number(name, path):
     """Per-node trip counts (uneven local steps): a run bound by count holds its per-node
@@ -276,8 +272,7 @@ def test_uneven_steps_with_weights_by_rule_are_templated_and_change_no_number(na
     (before, such rounds were built in full every round); a round array of a repetition's
     nodes alone is refused, never frozen. Bit for bit against full builds, every cost
     column, on the three paths, under heterogeneous Bernoulli participation."""
-    if path == "Torch":
-        pytest.importorskip("torch")
+    paths = path_options(path)
     lr = 0.3 / _problem().smoothness
     process = PROCESSES["Bernoulli, p_i from 0.1 to 0.5"]
     found = sm.explain(UNEVEN[name](lr), _problem(), process(), rounds=8)
@@ -288,7 +283,7 @@ def test_uneven_steps_with_weights_by_rule_are_templated_and_change_no_number(na
         if not templates:
             method.template_key = lambda r, participants: None
         made.append(
-            sm.run(method, _problem(), process(), ROUNDS, seed=5, progress=False, **PATHS[path])
+            sm.run(method, _problem(), process(), ROUNDS, seed=5, progress=False, **paths)
         )
     np.testing.assert_array_equal(made[0].server, made[1].server)
     for column in COLUMNS:
