@@ -248,27 +248,6 @@ class _TableRows:
         )
 
 
-def _saga_estimate(g, old, average, *, info):
-    """v = g - (the table's old entry) + (the table's average)."""
-    return g - old + average
-
-
-class _AverageUpdate:
-    """average += (g - old) / m_i: the table's mean after entry s_i becomes g."""
-
-    name = "table average"
-
-    def __init__(self, counts: np.ndarray):
-        self.counts = counts
-
-    def __call__(self, g, old, average, *, info):
-        return average + (g - old) / self.counts[np.asarray(info.rows)][:, None]
-
-
-def _copy(g, *, info):
-    return g
-
-
 class GTSAGA(_VarianceReduced):
     r"""GT-SAGA: gradient tracking with SAGA estimates (see the module docstring). Every
     node keeps a table of its m_i component gradients (started at x^0) and their average;
@@ -283,8 +262,10 @@ class GTSAGA(_VarianceReduced):
     replaced entry). State: blocks ``x``, ``y``, ``v``, ``vn``, ``g`` (the drawn
     components), ``average`` (each (n, d)) and ``table`` (sum_i m_i rows, outside the
     node rows: always kept). A round is "mix", the drawn components (a row map: one
-    sample gradient a node), the estimate, the average and the table update (row maps
-    over the drawn rows) and "track". The table's size is the problem's: the method
+    sample gradient a node), "estimate" (one linear phase, each node reading and writing
+    its drawn entry of the table by index, ``table.at[offset_i + s_i]``, as its own row:
+    the estimate, the average's update ``average += (g - G_{i,s_i}) / m_i`` and the
+    entry's replacement) and "track". The table's size is the problem's: the method
     learns it when a run checks the problem (:meth:`check_problem`).
 
     References:
@@ -298,12 +279,14 @@ class GTSAGA(_VarianceReduced):
     def __init__(self, lr, graphs: GraphSequence, rule="metropolis", check_mixing=True):
         super().__init__(lr, graphs, 1, rule, check_mixing)
         self._counts: np.ndarray | None = None
+        self._inverse_counts: np.ndarray | None = None
 
-    _run_state = _VarianceReduced._run_state | {"_counts"}
+    _run_state = _VarianceReduced._run_state | {"_counts", "_inverse_counts"}
 
     def check_problem(self, problem) -> None:
         super().check_problem(problem)
         self._counts = np.asarray(problem.rows_per_client, dtype=np.int64)
+        self._inverse_counts = 1.0 / self._counts
 
     def _sizes(self, n_clients: int) -> np.ndarray:
         counts = self._counts
@@ -332,25 +315,21 @@ class GTSAGA(_VarianceReduced):
         if r == 0:
             owners = np.repeat(everyone, counts)
             within = np.arange(int(counts.sum())) - offsets[owners]
-            table = _TableRows(owners, within, counts)
-            phases.append(ctx.map("table", np.arange(owners.size), table, ("x", owners),
+            rows = _TableRows(owners, within, counts)
+            phases.append(ctx.map("table", np.arange(owners.size), rows, ("x", owners),
                                   round=r, label="table"))  # fmt: skip
             average = eq.block("average")
             average[:] = grad()
             phases.append(eq.build("table average"))
-        x, y = eq.blocks("x", "y")
+        x, y, g, vn, average, table = eq.blocks("x", "y", "g", "vn", "average", "table")
         w = self.mixing(r, self.rule)
         x[:] = w @ x - self.lr * y
         phases.append(eq.build("mix"))
         picks = draw_samples(ctx.seed, r, counts, 1)[:, 0]
-        drawn = offsets + picks  # each node's drawn row of the table
-        old = ("table", drawn)
-        phases += [
-            ctx.map("g", everyone, _Components(picks), "x", round=r, label=SAMPLES),
-            ctx.map("vn", everyone, _saga_estimate, "g", old, "average", round=r,
-                    label="estimate"),
-            ctx.map("average", everyone, _AverageUpdate(counts), "g", old, "average",
-                    round=r, label="average"),
-            ctx.map("table", drawn, _copy, ("g", everyone), round=r, label="table"),
-        ]  # fmt: skip
+        phases.append(ctx.map("g", everyone, _Components(picks), "x", round=r, label=SAMPLES))
+        old = table.at[offsets + picks]  # each node's drawn entry of the table
+        vn[:] = g - old + average
+        average[:] += (g - old) * self._inverse_counts
+        table.at[old.rows] = g[:]
+        phases.append(eq.build("estimate"))
         return [*phases, *self._track(eq, w)]

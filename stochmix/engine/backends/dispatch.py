@@ -133,7 +133,7 @@ class OneProcess:
             program, grads = rowwise_for(program, (kernel.kernel, kernel.fetch)), kernel
             rowwise = True
         # the row-wise loop takes repeated phases by count, programs of chunks by prefix
-        by_count = {"counts": item.counts} if rowwise and item.counts is not None else {}
+        by_count: dict = {"counts": item.counts} if rowwise and item.counts is not None else {}
         if not by_count:
             item = item.by_prefix()
         ok = program.run(
@@ -148,6 +148,7 @@ class OneProcess:
             whole=not self.pure,
             extents=item.extents,
             **by_count,
+            **({"views": item.views} if item.views else {}),
         )
         if zero is not None:
             zero.after_program(planned, item.nodes)

@@ -305,6 +305,7 @@ class ChunkRuntime:
         whole: bool = False,
         extents: tuple = (),
         counts=None,
+        views: tuple = (),
     ) -> bool:
         """Apply the run to ``z`` in place for ``nodes`` with the round's coefficient
         values ``coefs`` (in signature order) and gradient ``clients``; ``bind(clients,
@@ -312,7 +313,8 @@ class ChunkRuntime:
         finite. ``extents``: the prefixes of ``nodes`` that the run's limited phases run
         at (its program's ``levels`` number them); ``counts``: instead, each node's trips
         (a run bound by count, which only the row-wise programs take; see
-        :mod:`stochmix.engine.model.trips`).
+        :mod:`stochmix.engine.model.trips`); ``views``: the rows picked by index,
+        ``(name, block, rows)`` (:attr:`~stochmix.engine.plan.round_plan.LocalStep.views`).
 
         With ``workers`` > 1 and enough chunks, the chunks are split into that many
         contiguous parts run on threads (NumPy releases the GIL inside its loops); each
@@ -329,7 +331,7 @@ class ChunkRuntime:
         snapshot = self.snapshot(z)
         finite, acc = self.accumulate(
             z,
-            self.node_rows(nodes, layout),
+            self.node_rows(nodes, layout, views),
             nodes.size,
             coefs,
             clients,
@@ -357,11 +359,20 @@ class ChunkRuntime:
             return {r: copy(z[r]) for r in self.singles}
         return {r: copy(z[at(r)]) for r in self.singles}
 
-    def node_rows(self, nodes, layout) -> list:
-        """Per block slot, the rows of ``z`` that hold ``nodes`` (an array or a tensor)."""
+    def node_rows(self, nodes, layout, views: tuple = ()) -> list:
+        """Per block slot, the rows of ``z`` that hold ``nodes`` (an array or a tensor);
+        for rows picked by index (``views``: ``(name, block, rows)``, rows aligned with
+        ``nodes``), the rows of ``z`` they pick."""
         rows = []
         span = None
+        picked = {name: (block, at) for name, block, at in views}
         for b in self.blocks:
+            if b in picked:
+                found = layout.rows(*picked[b])
+                if hasattr(nodes, "cpu"):  # a tensor's rows as a tensor where it lives
+                    found = nodes.new_tensor(found)
+                rows.append(found)
+                continue
             offset = layout.node_offset(b)
             apart = layout.apart_nodes(b)
             if apart is not None and len(nodes):

@@ -196,6 +196,7 @@ class TorchProgram(LocalProgram):
         whole: bool = False,
         extents: tuple = (),
         flag=None,
+        views: tuple = (),
     ) -> bool:
         """Apply the run to the tensor ``z`` in place (see
         :meth:`LocalProgram.run <stochmix.engine.codegen.program.LocalProgram.run>`). The column
@@ -227,7 +228,7 @@ class TorchProgram(LocalProgram):
             index = nodes if cpu else to_tensor(t, nodes, device)
             if cpu and self.needs_gradients and _is_bind_clients(bind):
                 bind = _through_numpy(bind, t)
-            rows = self.node_rows(index, layout)
+            rows = self.node_rows(index, layout, views)
             bufs = self._buffer_set(min(step, size), d, dtype, device)
             blocks, tmp, ones = bufs["blocks"], bufs["tmp"], bufs["ones"]
             for lo, hi in self._bounds(size, step, extents):

@@ -191,6 +191,11 @@ class Equations:
         self._shifted[(id(clients), shift)] = (clients, rows)
         return rows
 
+    def _nodes_of(self, target: Selection) -> np.ndarray:
+        """The nodes of a selection's clients (one row per client: rows picked by index)."""
+        assert target.clients is not None  # (x.at[...] names its clients)
+        return self._rows(target.clients, self.client_node)
+
     # -- lowering ------------------------------------------------------------------------
 
     def _pending_update(self, update: _Update) -> _Update:
@@ -214,6 +219,8 @@ class Equations:
 
                 target = active_target(self, target)
             self._claim(target)
+            if target.view:
+                self._call("view", target.handle.name, target.rows, self._nodes_of(target))
             self._call("clear", target.handle.name, target.rows)
         else:
             raise TypeError(
@@ -227,6 +234,11 @@ class Equations:
         if self.active is None:
             self._lower(target, expr, keep)
         else:
+            if target.view or any(t.view for t in expr.terms):
+                raise ValueError(
+                    f"{target.text}: rows picked by index (x.at[...]) are not written under "
+                    "node activation (activate)"
+                )
             from .activated import lower  # imported here: it builds on this module's terms
 
             lower(self, target, expr, keep, Expression)
@@ -289,6 +301,11 @@ class Equations:
         terms = [self._resolved(t, target) for t in expr.terms]
         self._claim(target)
         call = self._call
+        if target.view:
+            call("view", name, target.rows, self._nodes_of(target))
+        for t in terms:
+            if t.view:
+                call("view", t.block, t.rows, self._rows(t.over, self.client_node))
         if target.clients is not None:  # one row per client, even for one client
             call("per_node", name, target.rows)
         if keep:

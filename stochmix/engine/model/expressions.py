@@ -262,13 +262,17 @@ class Selection(Expression):
 
     clients: np.ndarray | None  # a selection names its clients (never EVERY)
 
-    def __init__(self, handle: BlockRows, rows, clients: np.ndarray | None, text: str, whole=False):
-        term = _term(handle.name, rows, 1.0, clients, whole)
+    def __init__(
+        self, handle: BlockRows, rows, clients: np.ndarray | None, text: str, whole=False,
+        view=False,
+    ):  # fmt: skip
+        term = _term(handle.name, rows, 1.0, clients, whole, view)
         super().__init__((term,), clients)
         self.handle = handle
         self.rows = rows
         self.text = text
         self.whole = whole  # every row of the block (x[:])
+        self.view = view  # rows picked by index (x.at[...])
 
     # ``x[S] += e`` returns an _Update, which Python hands to ``BlockRows.__setitem__``
     # to record. Typed Any: a checker would otherwise want ``x[S] += e`` to give a
@@ -420,6 +424,18 @@ class BlockRows:
         self._eq._equation(self._select(clients), value)
 
     @property
+    def at(self) -> _Indexed:
+        """Rows picked by index, one per client: ``x.at[rows]`` is row ``rows[i]`` of the
+        block for every client i (``rows`` of shape (N,)), ``x.at[S, rows]`` row
+        ``rows[k]`` for client ``S[k]``. Rows are block-local (a table of per-sample rows:
+        node i's entry j at row ``offset_i + j``); they are read and written as the
+        clients' own rows, so ``vn[:] = g - table.at[drawn] + average`` and
+        ``table.at[drawn] = g[:]`` are per-client equations. Written rows must be distinct.
+        The indices are bound when the round runs (a phase that reads by index is node-
+        local, but no round template carries it)."""
+        return _Indexed(self)
+
+    @property
     def server(self) -> Selection:
         """The server's row (node 0)."""
         eq = self._eq
@@ -447,6 +463,56 @@ class BlockRows:
 
     def __repr__(self) -> str:
         return f"BlockRows({self.name!r})"
+
+
+class _Indexed:
+    """``x.at``: the rows of a block picked by index (see :attr:`BlockRows.at`)."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: BlockRows):
+        self.handle = handle
+
+    def _select(self, key) -> Selection:
+        handle = self.handle
+        eq, name = handle._eq, handle.name
+        if isinstance(key, tuple):
+            if len(key) != 2:
+                raise TypeError(
+                    f"{name}.at[...] takes rows (one per client) or (clients, rows), got "
+                    f"{len(key)} indices"
+                )
+            clients, rows = eq._clients(key[0]), key[1]
+        else:
+            clients, rows = eq.cache.whole(eq.n_clients, 0)[1], key
+        arr = np.asarray(rows)
+        if arr.dtype == np.bool_ or arr.dtype.kind not in "iu" or arr.ndim != 1:
+            raise TypeError(
+                f"{name}.at[...]: rows must be a 1-d integer array, got dtype {arr.dtype} and "
+                f"shape {arr.shape}"
+            )
+        if arr.size != clients.size:
+            raise ValueError(
+                f"{name}.at[...]: rows must hold one row per client, {clients.size}, got "
+                f"{arr.size}"
+            )
+        arr = arr.astype(np.int64, copy=False)
+        if arr.size and (arr.min() < 0 or arr.max() >= handle._size):
+            bad = arr[(arr < 0) | (arr >= handle._size)][0]
+            raise ValueError(
+                f"{name}.at[...]: row {bad} is out of range: block {name!r} has rows "
+                f"0..{handle._size - 1}"
+            )
+        return Selection(handle, arr, clients, f"{name}.at[...]", view=True)
+
+    def __getitem__(self, key) -> Selection:
+        return self._select(key)
+
+    def __setitem__(self, key, value) -> None:
+        self.handle._eq._equation(self._select(key), value)
+
+    def __repr__(self) -> str:
+        return f"{self.handle!r}.at"
 
 
 def grad(clients: int | np.integer | Int[np.ndarray, " s"] | list | None = None) -> Expression:

@@ -35,8 +35,10 @@ __all__ = [
     "NodeTerm",
     "OuterTerm",
     "RowTerm",
+    "ViewTerm",
     "coefficient_kind",
     "tail_kernel",
+    "view_name",
 ]
 
 
@@ -86,6 +88,22 @@ class KernelTerm(NamedTuple):
     coef: tuple
 
 
+class ViewTerm(NamedTuple):
+    """Rows of ``block`` picked by index (``x.at[...]``), one per node of the form: node
+    ``nodes[k]`` reads and writes row ``rows[k]`` of the block (block-local) as its own.
+    Terms name them ``name`` (the block's name and ``.at``) as they name a block. The
+    rows are bound per round, as coefficient values are."""
+
+    name: str
+    block: str
+    rows: np.ndarray
+
+
+def view_name(block: str) -> str:
+    """The name terms give the rows of ``block`` picked by index."""
+    return f"{block}.at"
+
+
 #: The order in which a form's coefficient values are numbered (its groups of entries):
 #: :attr:`LocalForm.coefficients` and the schedule's slots both follow it.
 COEFFICIENT_ORDER = ("terms", "external", "gradients", "outer", "kernels")
@@ -127,6 +145,15 @@ class LocalForm:
     clients: np.ndarray | None = None
     outer: tuple[OuterTerm, ...] = ()  # rows of Z
     kernels: tuple[KernelTerm, ...] = ()
+    views: tuple[ViewTerm, ...] = ()
+
+    @cached_property
+    def plain_blocks(self) -> frozenset:
+        """The blocks the form reads or writes at its nodes' own rows (not by index)."""
+        names = {*self.targets, *(t.source for t in self.terms)}
+        names.update(o.ref for o in self.outer if o.kind == "sum")
+        names.update(str(k.source) for k in self.kernels)
+        return frozenset(names - {v.name for v in self.views})
 
     @cached_property
     def signature(self) -> tuple:
@@ -140,6 +167,7 @@ class LocalForm:
                 for group in COEFFICIENT_ORDER[:-1]
             ),
             tuple((e.target, e.source, e.kernel, len(e.coef)) for e in self.kernels),
+            tuple((v.name, v.block) for v in self.views),
         )
 
     @cached_property
@@ -189,7 +217,7 @@ def tail_kernel(
     process of the distributed backend, the server's to every one) and read or write a
     row the run sets (``written``), or follow a tail (``following``). None for any other
     form."""
-    if not lf.kernels or lf.nodes.size != 1 or lf.terms or lf.external or lf.gradients:
+    if not lf.kernels or lf.nodes.size != 1 or lf.terms or lf.external or lf.gradients or lf.views:
         return None
     if lf.outer or int(lf.nodes[0]) >= client_node or (nodes == lf.nodes[0]).any():
         return None
@@ -241,6 +269,9 @@ class _LocalDraft:
     outer_nodes: list = field(default_factory=list)  # the node of each outer row
     # gradient sums whose nodes were not given: the phase's nodes must be theirs
     gradient_sums: int = 0
+    # rows picked by index: id(rows) -> (block, rows, nodes), and block -> rows
+    views: dict = field(default_factory=dict)
+    view_rows: dict = field(default_factory=dict)
 
     def fail(self, why: str) -> bool:
         """Give up on a node-local form, for the reason ``why`` (the first one is kept)."""
@@ -279,11 +310,67 @@ class _LocalDraft:
         """The row of Z of a block's row."""
         return self.layout.row(block, int(local_row))
 
+    def note_view(self, block: str, rows, nodes: np.ndarray) -> None:
+        """``block[rows]`` are the rows of ``nodes`` picked by index (``PhaseBuilder.view``):
+        the terms that name the same ``rows`` array read or write them as the nodes' own."""
+        if not self.ok:
+            return
+        known = self.view_rows.get(block)
+        if known is not None and known is not rows and not np.array_equal(known, rows):
+            self.fail(f"it picks rows of {block!r} by two different indices")
+            return
+        self.view_rows[block] = rows
+        self.views[id(rows)] = (block, rows, nodes)
+
+    def _view(self, block: str, rows) -> tuple[str, np.ndarray] | None:
+        """(the view's name, its nodes) when ``block[rows]`` are rows picked by index."""
+        found = self.views.get(id(rows))
+        if found is None or found[1] is not rows or found[0] != block:
+            return None
+        return view_name(block), found[2]
+
+    def _combine_view(self, target, t_rows, t_view, source, s_rows, s_view, coef, reduction):
+        """:meth:`note_combine` when a side is rows picked by index (always node rows)."""
+        t_name, t_nodes = t_view or (target, self._nodes(target, t_rows))
+        s_name, s_nodes = s_view or (source, self._nodes(source, s_rows))
+        if t_view is None and (reduction or (t_rows.size == 1 and s_rows.size > 1)):
+            if self.same(s_nodes):
+                self.outer.append(
+                    (self._row(target, t_rows[0]), "sum", s_name, _coef(coef, s_nodes.size))
+                )
+                self.outer_nodes.append(int(t_nodes[0]))
+            else:
+                self.fail(f"it sums {source!r} over other nodes than those of its other rows")
+        elif s_view is None and s_rows.size == 1 and t_rows.size > 1:
+            if self.on(t_nodes, t_name):
+                self.external.append(
+                    (t_name, self._row(source, s_rows[0]), _coef(coef, t_nodes.size))
+                )
+        elif s_nodes.size == t_nodes.size and (
+            s_nodes is t_nodes or np.array_equal(s_nodes, t_nodes)
+        ):
+            if self.on(t_nodes, t_name):
+                self.terms.append((t_name, s_name, _coef(coef, t_nodes.size)))
+        else:
+            self.fail(
+                f"it writes {target!r} of some nodes from {source!r} of other nodes (a "
+                "node's rows from another node's)"
+            )
+
     def note_combine(self, target, t_rows, source, s_rows, coef, reduction=False):
         """``coef * source[s_rows]`` is added to ``target[t_rows]`` (``PhaseBuilder.combine``;
         with ``reduction``, a reduction onto one row: ``PhaseBuilder.reduce``)."""
         if not self.ok:
             return
+        if self.views:
+            t_view, s_view = self._view(target, t_rows), self._view(source, s_rows)
+            if t_view or s_view:
+                t_rows, s_rows = _index(t_rows), _index(s_rows)
+                if t_rows.size and s_rows.size:
+                    self._combine_view(
+                        target, t_rows, t_view, source, s_rows, s_view, coef, reduction
+                    )
+                return
         t_rows, s_rows = _index(t_rows), _index(s_rows)
         if t_rows.size == 0 or s_rows.size == 0:
             return
@@ -334,11 +421,19 @@ class _LocalDraft:
     def note_per_node(self, target: str, rows: np.ndarray) -> None:
         """``target[rows]`` is written node by node (``PhaseBuilder.per_node``)."""
         if rows.size:
-            self.on(self._nodes(target, rows), target)
+            view = self._view(target, rows) if self.views else None
+            if view is None:
+                self.on(self._nodes(target, rows), target)
+            else:
+                self.on(view[1], view[0])
 
     def note_clear(self, target: str, rows: np.ndarray) -> None:
         """``target[rows]`` is cleared (``PhaseBuilder.clear``)."""
-        if rows.size == 1:
+        view = self._view(target, rows) if self.views else None
+        if view is not None:
+            if rows.size:
+                self.on(view[1], view[0])
+        elif rows.size == 1:
             node = int(self._nodes(target, rows)[0])
             self.singles.append((target, node, self._row(target, rows[0]), None, None, 0.0))
         elif rows.size:
@@ -400,8 +495,14 @@ class _LocalDraft:
     def note_gradient(self, target: str, t: np.ndarray, c: np.ndarray, coef) -> None:
         """``coef * G`` of the clients ``c`` is added to ``target[t]``, aligned
         (``PhaseBuilder.gradient``)."""
+        view = self._view(target, t) if self.views else None
         if self.ok and t.size and c.size:
-            if t.size != c.size:
+            if view is not None:
+                if t.size == c.size and self.same_clients(c) and self.on(view[1], view[0]):
+                    self.gradients.append((view[0], _coef(coef, t.size)))
+                elif t.size != c.size:
+                    self.fail(f"it adds the gradients of {c.size} clients to {t.size} rows")
+            elif t.size != c.size:
                 self.fail(
                     f"it adds the gradients of {c.size} clients to {t.size} rows of {target!r}"
                 )
@@ -464,6 +565,9 @@ class _LocalDraft:
         nodes = self.nodes if self.nodes is not None else np.zeros(0, dtype=np.int64)
         if nodes.size == 0 and not self.outer:
             return None
+        views = self._views()
+        if not self.ok:
+            return None
         return LocalForm(
             nodes,
             tuple(self.targets),
@@ -472,7 +576,31 @@ class _LocalDraft:
             tuple(GradientTerm(*t) for t in self.gradients),
             self.clients,
             tuple(OuterTerm(*t) for t in self.outer),
+            views=views,
         )
+
+    def _views(self) -> tuple[ViewTerm, ...]:
+        """The form's rows picked by index (giving up when a block is also read or written
+        at node rows or single rows: a view is its block's only access in a form)."""
+        if not self.view_rows:
+            return ()
+        used = {t for t in self.targets} | {t[1] for t in self.terms}
+        used.update(o[2] for o in self.outer if o[1] == "sum")
+        views = []
+        for block, rows in self.view_rows.items():
+            name = view_name(block)
+            if name not in used:
+                continue
+            if block in used:
+                self.fail(f"it reads or writes {block!r} both by index and at node rows")
+                return ()
+            z_rows = {r for _, r, *_ in self.external} | {o[0] for o in self.outer}
+            z_rows.update(o[2] for o in self.outer if o[1] == "row")
+            if any(self.layout.locate(int(r))[0] == block for r in z_rows):
+                self.fail(f"it reads or writes {block!r} both by index and as single rows")
+                return ()
+            views.append(ViewTerm(name, block, rows))
+        return tuple(views)
 
 
 def _single(coef) -> float:

@@ -49,6 +49,7 @@ from .local_form import (
     NodeTerm,
     OuterTerm,
     RowTerm,
+    ViewTerm,
     _index,
     _LocalDraft,
     coefficient_kind,
@@ -64,6 +65,7 @@ __all__ = [
     "Phase",
     "PhaseBuilder",
     "RowTerm",
+    "ViewTerm",
     "coefficient_kind",
 ]
 
@@ -279,6 +281,14 @@ class PhaseBuilder:
         self._local.note_combine(target, target_rows, source, source_rows, coef)
         self._deferred.append(("combine", target, target_rows, source, source_rows, coef))
         self._touched = self._touched or bool(np.size(target_rows) and np.size(source_rows))
+        return self
+
+    def view(self, block: str, rows, nodes):
+        """Declare that ``block[rows]`` (block-local rows, aligned with ``nodes``) are
+        read or written as those nodes' own rows by the terms that follow with the same
+        ``rows`` array (``x.at[...]``, rows picked by index). Changes no number of the
+        phase, only its node-local form, which reads them through a view bound per round."""
+        self._local.note_view(block, rows, _index(nodes))
         return self
 
     def reduce(self, target: str, target_row, source: str, source_rows, coef=1.0):

@@ -43,6 +43,7 @@ class _Term:
     summed: bool = False
     op: RowSparse | None = None  # a mixing operator applied to the whole block ``block``
     whole: bool = False  # every row of ``block`` (x[:]): ``rows`` and ``over`` are aranges
+    view: bool = False  # rows picked by index (x.at[...]): ``rows`` are not ``over`` shifted
 
     @property
     def coef(self):
@@ -51,13 +52,14 @@ class _Term:
         return scaled(self.num, self.den, np.true_divide)
 
 
-def _term(block, rows, num, over=None, whole: bool = False) -> _Term:
-    """``_Term(block, rows, num, over=over, whole=whole)``, made without the frozen
-    ``__init__`` (a round's equations make a few dozen terms)."""
+def _term(block, rows, num, over=None, whole: bool = False, view: bool = False) -> _Term:
+    """``_Term(block, rows, num, over=over, whole=whole, view=view)``, made without the
+    frozen ``__init__`` (a round's equations make a few dozen terms)."""
     new = object.__new__(_Term)
     new.__dict__.update(
-        block=block, rows=rows, num=num, den=1.0, over=over, summed=False, op=None, whole=whole
-    )
+        block=block, rows=rows, num=num, den=1.0, over=over, summed=False, op=None,
+        whole=whole, view=view,
+    )  # fmt: skip
     return new
 
 

@@ -189,6 +189,7 @@ def phase_traffic(layout, deferred: list) -> PhaseTraffic:
     gradients: dict = {}  # id(clients) -> the client array
     messages: dict = {}  # id(op) or a term's index -> messages
     rows: dict = {}
+    nodes = None  # (the layout's nodes: rows past them are the memory of their reader)
     for index, term in enumerate(deferred):
         kind = term[0]
         if kind == "gradient":
@@ -208,6 +209,14 @@ def phase_traffic(layout, deferred: list) -> PhaseTraffic:
             s = np.asarray(s_rows, dtype=np.int64).reshape(-1) + layout.first_node(source)
             if t.size == 0 or s.size == 0:
                 continue
+            if nodes is None:
+                nodes = _node_count(layout)
+            if int(t.max()) >= nodes or int(s.max()) >= nodes:  # a table's rows
+                t, s = np.broadcast_arrays(t, s)
+                inside = (t < nodes) & (s < nodes)
+                t, s = t[inside], s[inside]
+                if t.size == 0:
+                    continue
             if t.size == s.size:  # row to row
                 count = int(np.count_nonzero(t != s))
             elif t.size == 1:  # a reduction onto one row

@@ -252,9 +252,14 @@ class ZeroRows:
         """A run of node-local phases (``program``) ran on ``nodes``."""
         if not self.known:
             return
-        lost = {program.blocks[store.block] for store in program.schedule.stores}
+        # (rows picked by index are rows of their block: it is no longer known zero)
+        block = {v.name: v.block for lf in program.forms for v in lf.views}
+        stores = program.schedule.stores
+        lost = {block.get(b, b) for b in (program.blocks[st.block] for st in stores)}
         lost.difference_update(
-            program.blocks[store.block] for store in program.schedule.stores if store.value is None
+            program.blocks[st.block]
+            for st in stores
+            if st.value is None and program.blocks[st.block] not in block
         )
         single = [*program.outer_rows, *(e.row for entries in program.tail for e in entries)]
         lost.update(self._holding(np.asarray(single, dtype=np.int64)))

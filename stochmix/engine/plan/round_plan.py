@@ -39,117 +39,13 @@ from ..model.method import Method, RunContext
 from ..model.phase import LocalForm, Phase
 from ..model.rowmap import RowMap
 from ..model.traffic import round_traffic
-from ..model.trips import TripCounts, descending, spread_over
+from ..model.trips import descending, spread_over
 from .capabilities import Capabilities, capabilities
+from .runs import _block_of, _rows_ok, _Run, run_views
 from .schedule import Schedule, plan_schedule
 from .slowpath import SlowPaths
 
 __all__ = ["LocalStep", "Structure", "general_path", "label_of", "plan_round", "whole_path"]
-
-
-def _block_of(layout, row: int) -> tuple[str, int]:
-    """The block that row ``row`` of Z belongs to, and the node it holds."""
-    name, local = layout.locate(row)
-    return name, local + layout.first_node(name)
-
-
-class _Run:
-    """A run of node-local phases being assembled (see :func:`_plan`).
-
-    The run may end with a *tail*: phases without nodes (single rows from single rows,
-    such as a server step) that read an outer row the run has written. They are applied
-    after the run's outer rows are set.
-    """
-
-    def __init__(self, phase: Phase, lf: LocalForm):
-        self.phases = [phase]
-        self.forms = [lf]  # the phases' node-local forms
-        self.tail = 0
-        self.nodes = lf.nodes
-        self.same_nodes = {id(self.nodes)}  # node arrays known equal to ``nodes``
-        self.node_targets = set(lf.targets)
-        self.outer_written = set(lf.outer_rows)
-        self.late_rows: set = set()  # outer rows set with terms read once the run's are set
-        #: per form, -1 or the repetition (1, 2, ...) of :attr:`trips` it is
-        self.levels = [-1]
-        self.trips: TripCounts | None = None  # the counts of the run's repeated phases
-        self.shift = 0  # the run's nodes are trips.nodes + shift
-
-    def repetition(self, phase: Phase, lf: LocalForm) -> int:
-        """The repetition ``j`` of the run's trip counts that ``phase`` is (see
-        :mod:`stochmix.engine.model.trips`), checked against the run's nodes; 0 if it is
-        none (it then joins as any phase does, or not at all)."""
-        tag = phase.trips
-        if tag is None or self.tail or not lf.nodes.size:
-            return 0
-        trips, j = tag
-        if self.trips is None:
-            if self.nodes.size != trips.nodes.size or not self.nodes.size:
-                return 0
-            shift = int(self.nodes[0]) - int(trips.nodes[0])
-            if not np.array_equal(self.nodes, trips.nodes + shift):
-                return 0
-        elif trips is not self.trips:
-            return 0
-        else:
-            shift = self.shift
-        if not 1 <= j <= trips.most or lf.nodes.size != trips.extents[j - 1]:
-            return 0
-        if not np.array_equal(lf.nodes, trips.members(j) + shift):
-            return 0
-        if lf.single_reads & self.outer_written or lf.outer_rows & self.outer_written:
-            return 0
-        self.trips, self.shift = trips, shift
-        return j
-
-    def accepts(self, lf: LocalForm) -> bool:
-        outer_only = not lf.nodes.size and bool(lf.outer)
-        if self.tail:
-            return outer_only
-        nodes = lf.nodes
-        if nodes.size and self.nodes.size:
-            if id(nodes) not in self.same_nodes:
-                if not np.array_equal(nodes, self.nodes):
-                    return False
-                self.same_nodes.add(id(nodes))
-        elif nodes.size != self.nodes.size and not outer_only:
-            return False
-        if lf.single_reads & self.outer_written or lf.outer_rows & self.outer_written:
-            return outer_only or self._late(lf)  # the first phase of the tail, or late terms
-        return True
-
-    def _late(self, lf: LocalForm) -> bool:
-        """Whether a phase over the run's nodes that only sets outer rows may join the body
-        although it reads outer rows an earlier phase sets: it reads them only in
-        single-row terms of its outer rows, which the schedule applies once those are set
-        (:func:`~stochmix.engine.plan.schedule.plan_schedule`, its first tail entries), and
-        none of them gets such terms itself (they are applied all at once)."""
-        if not lf.nodes.size or lf.targets or lf.kernels or lf.outer_rows & self.outer_written:
-            return False
-        late = lf.single_reads & self.outer_written
-        return not (any(e.row in late for e in lf.external) or late & self.late_rows)
-
-    def add(self, phase: Phase, lf: LocalForm, repetition: int = 0) -> None:
-        if lf.nodes.size and lf.single_reads & self.outer_written and not self.tail:
-            self.late_rows.update(lf.outer_rows)  # (accepted by _late)
-        if self.tail or (
-            not lf.nodes.size
-            and (lf.single_reads & self.outer_written or lf.outer_rows & self.outer_written)
-        ):
-            self.tail += 1
-        self.phases.append(phase)
-        self.forms.append(lf)
-        self.levels.append(repetition - 1 if repetition else -1)
-        if not self.nodes.size:
-            self.nodes = lf.nodes
-            self.same_nodes = {id(self.nodes)}
-        self.node_targets.update(lf.targets)
-        self.outer_written.update(lf.outer_rows)
-
-    @property
-    def body(self) -> list[LocalForm]:
-        """The forms of the phases applied chunk by chunk (all but the tail)."""
-        return self.forms[: len(self.forms) - self.tail]
 
 
 def _local_refusal(lf: LocalForm, method: Method, ctx: RunContext, memo: dict) -> str | None:
@@ -166,6 +62,11 @@ def _local_refusal(lf: LocalForm, method: Method, ctx: RunContext, memo: dict) -
             memo[key] = bool((ordered[1:] > ordered[:-1]).all())
         if not memo[key]:
             return "its nodes repeat (a node's rows would be written twice, not summed)"
+    if any(v.block == method.model_block for v in lf.views):
+        return (
+            f"it picks rows of the model block {method.model_block!r} by index (x.at[...]), "
+            "where the node-local path takes gradients at the nodes' own rows"
+        )
     if not lf.takes_gradients:
         return None
     if type(method).points is not Method.points:
@@ -294,32 +195,6 @@ def _whole_runs(items: list) -> list:
     return out
 
 
-def _rows_ok(run: _Run, ctx: RunContext, memo: dict) -> bool:
-    """The single rows of a run are outside its nodes' rows: an outer row must not be
-    one of the nodes' rows of any block, and a row read one at a time must not be a
-    node's row of a block the run writes on its nodes (its snapshot would go stale)."""
-    nodes = run.nodes
-    if not nodes.size:
-        return True
-
-    def among_nodes(row):
-        key = ("row", row, id(nodes))
-        if key not in memo:
-            block, node = _block_of(ctx.layout, row)
-            memo[key] = block, bool((nodes == node).any())
-        return memo[key]
-
-    for lf in run.body:
-        for row in lf.outer_rows:
-            if among_nodes(row)[1]:
-                return False
-        for row in lf.single_reads:
-            block, inside = among_nodes(row)
-            if inside and block in run.node_targets:
-                return False
-    return True
-
-
 @dataclass(frozen=True, eq=False)
 class Structure:
     """What a compiled program of a run of node-local phases depends on: the phases'
@@ -390,6 +265,9 @@ class LocalStep:
     #: ordered by decreasing count and the phase of level j runs at the first
     #: ``extents[j]``; its per-node coefficients are given for those)
     counts: np.ndarray | None = None
+    #: the run's rows picked by index, ``(name, block, rows)`` with ``rows`` aligned with
+    #: ``nodes`` (:class:`~stochmix.engine.model.local_form.ViewTerm`), bound per round
+    views: tuple = ()
 
     def by_prefix(self) -> LocalStep:
         """This step bound by prefix (itself if it is): the nodes by decreasing count, each
@@ -418,6 +296,7 @@ class LocalStep:
             coefs=tuple(coefs),
             clients=None if self.clients is None else self.clients[order],
             counts=None,
+            views=tuple((name, block, rows[order]) for name, block, rows in self.views),
         )
 
 
@@ -439,6 +318,7 @@ def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
         tuple(sorted(outside)),
         tuple(ph.label for ph in run.phases),
         traffic,
+        views=run_views(forms),
     )
 
 
@@ -480,6 +360,7 @@ def _bind_trips(run: _Run, method: Method, ctx: RunContext, outside: tuple, traf
         trips.extents,
         level_traffic,
         trips.counts,
+        run_views(run.forms),
     )
 
 

@@ -224,6 +224,11 @@ def _step_traffic(unit: tuple, step: LocalStep, samples) -> tuple[int, int, int,
     return unit[0] * n, unit[1] * n, unit[2] * n, unit[3] * taken
 
 
+_BY_INDEX = (
+    "it reads or writes rows picked by index (x.at[...]), whose indices are bound per "
+    "round and follow no rule over the participants"
+)
+
 _UNEVEN_TRAFFIC = (
     "its gradients, messages or floats are not the same number for every node it runs "
     "on, so a template could not count them for other participants"
@@ -311,6 +316,8 @@ class RoundTemplate:
                 steps.append(recipe)
                 per_node.append(None)
                 continue
+            if item.views:
+                return (item.labels[0] if item.labels else ""), _BY_INDEX
             coefs = tuple(template_coefficient(c, rules=True) for c in item.coefs)
             ruled = any(isinstance(c, RoundArray) for c in coefs)
             if ruled and not _aligned(item, participants):
@@ -347,6 +354,8 @@ class RoundTemplate:
         for item in plan:
             if not isinstance(item, LocalStep):
                 return getattr(item, "label", ""), "it is not part of a node-local segment"
+            if item.views:
+                return (item.labels[0] if item.labels else ""), _BY_INDEX
             coefs = tuple(template_coefficient(c) for c in item.coefs)
             if None in coefs:
                 label = _label_of_slot(item, coefs.index(None))

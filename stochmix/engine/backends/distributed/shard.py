@@ -161,6 +161,12 @@ class Shard:
 
     # ------------------------------------------------------------------ node-local runs
     def local_step(self, item, z, bind, data, ctx) -> bool:
+        if item.views:
+            raise ValueError(
+                f'backend="distributed": phase(s) {", ".join(map(repr, item.labels))} read or '
+                "write rows picked by index (x.at[...]), which a shard does not split: run "
+                "the method with backend='numpy' or 'torch'"
+            )
         coefs = plain(item.coefs)  # what the programs compute with (round scalars as floats)
         if coefs is not item.coefs:
             item = replace(item, coefs=coefs)
