@@ -218,21 +218,6 @@ class GTSARAH(_VarianceReduced):
         return [*phases, *self._track(eq, w)]
 
 
-class _Components:
-    """g_i = grad f_{i,s_i}(x_i): each node's one drawn component at its point."""
-
-    name = "sampled components"
-
-    def __init__(self, picks: np.ndarray):
-        self.picks = picks
-
-    def __call__(self, x, *, info):
-        problem = info.problem
-        nodes = np.asarray(info.rows, dtype=np.int64)
-        counts = np.asarray(problem.rows_per_client, dtype=np.int64)[nodes]
-        return problem.sampled_gradients(nodes, x, self.picks[nodes, None], counts.astype(float))
-
-
 class _TableRows:
     """Every component of every node at the node's point: the table's rows in order
     (node i's m_i rows, then node i + 1's), ``owners`` the node of each row."""
@@ -261,12 +246,15 @@ class GTSAGA(_VarianceReduced):
     (the table as it was before the iteration in the estimate; the average follows the
     replaced entry). State: blocks ``x``, ``y``, ``v``, ``vn``, ``g`` (the drawn
     components), ``average`` (each (n, d)) and ``table`` (sum_i m_i rows, outside the
-    node rows: always kept). A round is "mix", the drawn components (a row map: one
-    sample gradient a node), "estimate" (one linear phase, each node reading and writing
-    its drawn entry of the table by index, ``table.at[offset_i + s_i]``, as its own row:
-    the estimate, the average's update ``average += (g - G_{i,s_i}) / m_i`` and the
-    entry's replacement) and "track". The table's size is the problem's: the method
-    learns it when a run checks the problem (:meth:`check_problem`).
+    node rows: always kept). A round is "mix", "estimate" and "track": "estimate" is one
+    linear phase that takes each node's drawn component gradient (a sampled gradient,
+    ``grad(nodes, samples=s)``: one sample gradient a node) and reads and writes its
+    drawn entry of the table by index (``table.at[offset_i + s_i]``) as its own row: the
+    estimate, the average's update ``average += (g - G_{i,s_i}) / m_i`` and the entry's
+    replacement. With the draws fixed the round is affine in the state on least squares,
+    so the exact operators (:func:`~stochmix.analysis.round_operator`) take it. The
+    table's size is the problem's: the method learns it when a run checks the problem
+    (:meth:`check_problem`).
 
     References:
         - R. Xin, U. A. Khan and S. Kar, "Variance-reduced decentralized stochastic
@@ -325,11 +313,12 @@ class GTSAGA(_VarianceReduced):
         w = self.mixing(r, self.rule)
         x[:] = w @ x - self.lr * y
         phases.append(eq.build("mix"))
-        picks = draw_samples(ctx.seed, r, counts, 1)[:, 0]
-        phases.append(ctx.map("g", everyone, _Components(picks), "x", round=r, label=SAMPLES))
-        old = table.at[offsets + picks]  # each node's drawn entry of the table
-        vn[:] = g - old + average
-        average[:] += (g - old) * self._inverse_counts
-        table.at[old.rows] = g[:]
+        picks = draw_samples(ctx.seed, r, counts, 1)
+        drawn = grad(everyone, samples=picks)  # grad f_{i, s_i}(x_i)
+        old = table.at[offsets + picks[:, 0]]  # each node's drawn entry of the table
+        g[:] = drawn
+        vn[:] = drawn - old + average
+        average[:] += (drawn - old) * self._inverse_counts
+        table.at[old.rows] = drawn
         phases.append(eq.build("estimate"))
         return [*phases, *self._track(eq, w)]

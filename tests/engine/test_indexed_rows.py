@@ -1,8 +1,8 @@
 """Rows picked by index (``x.at[...]``): a per-sample table read and written by each node
 as its own row. A phase that does so is node-local (its rows bound per round), joins a
 segment under the rules that keep its chunks exact, and gives the general path's numbers
-on the NumPy programs, the compiled loop and Torch. GT-SAGA's estimate, average and table
-update are one such phase (they were three nonlinear row maps)."""
+on the NumPy programs, the compiled loop and Torch. GT-SAGA's sampled component, estimate,
+average and table update are one such phase (they were four nonlinear row maps)."""
 
 import networkx as nx
 import numpy as np
@@ -30,14 +30,12 @@ class SlotMemory(Method):
     name = "SlotMemory"
     model_block = "x"
 
-    def __init__(self, lr: float, keyed: bool = False):
-        self.lr, self.keyed = lr, keyed
+    def __init__(self, lr: float, keyed: bool = False, first_node=None):
+        self.lr, self.keyed, self.first_node = lr, keyed, first_node
 
     def blocks(self, n_clients: int) -> list[Block]:
-        return [
-            Block("x", n_clients + 1, "model"),
-            Block("memory", n_clients * SLOTS, first_node=n_clients + 1),
-        ]
+        first = n_clients + 1 if self.first_node is None else self.first_node
+        return [Block("x", n_clients + 1, "model"), Block("memory", n_clients * SLOTS, first_node=first)]
 
     def template_key(self, r, participants):
         return "slots" if self.keyed else None
@@ -77,6 +75,61 @@ def test_a_phase_reading_and_writing_by_index_gives_the_general_paths_numbers(pa
     for column in COLUMNS:
         np.testing.assert_allclose(getattr(got, column), getattr(want, column), 1e-12, 1e-14)
     assert want.messages[1:].sum() > 0  # the pull and push of the model; the memory sends none
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_table_on_node_rows_is_kept_whole_by_compact_storage(path):
+    """A block read and written by index is kept whole (its rows are any of its rows),
+    also where it lies on the clients' node rows."""
+    problem = _problem()
+    lr, process = 0.2 / problem.smoothness, Bernoulli(0.5, N)
+    want = _run(SlotMemory(lr, first_node=1), problem, process, backend=SparseOnly())
+    got = _run(SlotMemory(lr, first_node=1), problem, process, storage="compact",
+               **path_options(path))  # fmt: skip
+    np.testing.assert_allclose(got.server, want.server, 1e-12, 1e-14)
+
+
+class ThroughTable(SlotMemory):
+    """A round whose pull goes through each participant's table row (then a step from it,
+    with the gradient at the client's previous model, and the average): the table row is
+    the client's, so the messages are FedAvg's, a pull and a push."""
+
+    def round_phases(self, r, participants, ctx):
+        s = participants
+        if s.size == 0:
+            return []
+        eq = Equations(ctx)
+        x, memory = eq.blocks("x", "memory")
+        rows = s * SLOTS + r % SLOTS
+        memory.at[s, rows] = x.server
+        pulled = eq.build("pull")
+        x[s] = memory.at[s, rows] - self.lr * grad(s)
+        step = eq.build("step")
+        x.server = mean(x[s])
+        return [pulled, step, eq.build("average")]
+
+
+@pytest.mark.parametrize("path", [*PATHS, "general path"])
+def test_messages_through_a_table_are_the_clients(path):
+    problem = _problem()
+    options = {"backend": SparseOnly()} if path == "general path" else path_options(path)
+    got = _run(ThroughTable(0.1), problem, UniformSample(N, 5), **options)
+    plain = _run(sm.algorithms.FedAvg(0.1, 1), problem, UniformSample(N, 5), **options)
+    for column in ("messages", "floats", "gradients"):
+        np.testing.assert_array_equal(getattr(got, column), getattr(plain, column), column)
+
+
+def test_a_row_written_twice_by_index_has_no_node_local_form():
+    """The builder's view may name a row twice; the general path adds the two writes, so
+    the phase has no node-local form (which would keep one)."""
+    from stochmix.engine import PhaseBuilder
+
+    layout = sm.engine.Layout([Block("h", N, first_node=1), Block("t", N, first_node=N + 1)])
+    twice = np.zeros(N, dtype=np.int64)
+    nodes = np.arange(N) + 1
+    ph = (PhaseBuilder(layout, "p").view("t", twice, nodes).per_node("t", twice)
+          .combine("t", twice, "h", np.arange(N)).build())  # fmt: skip
+    assert ph.local is None and "twice" in ph.local_why
 
 
 def test_templates_refuse_rows_by_index_and_keep_the_numbers():
@@ -132,8 +185,17 @@ def test_bad_indices_get_one_error_naming_them():
     def twice(h, t):
         t.at[np.zeros(N, dtype=np.int64)] = h[:]
 
-    with pytest.raises(ValueError, match="distinct"):
+    with pytest.raises(ValueError, match="rows picked by index must be distinct"):
         _phase(twice)
+
+    def one_client(h, t):
+        h[np.array([3])] = t.at[3, 5]  # one client and its row, as ints
+
+    def every_client(h, t):
+        h[:] = t.at[:, 2 * np.arange(N)]
+
+    for write in (one_client, every_client):
+        assert _phase(write).local.views[0].block == "t"
 
 
 def test_rows_by_index_are_refused_under_node_activation():
@@ -146,7 +208,7 @@ def test_rows_by_index_are_refused_under_node_activation():
 
 # --------------------------------------------------------------------------------- GT-SAGA
 @pytest.mark.parametrize("path", PATHS)
-def test_gt_saga_is_one_linear_phase_after_its_samples_and_matches_its_reference(path):
+def test_gt_saga_is_one_linear_phase_between_its_mixings_and_matches_its_reference(path):
     from stochmix.algorithms.variance_reduced import draw_samples
     from tests.algorithms.test_composite import _components
     from tests.reference.variance_reduced import gt_saga
@@ -158,7 +220,7 @@ def test_gt_saga_is_one_linear_phase_after_its_samples_and_matches_its_reference
     text = str(sm.explain(GTSAGA(lr, graphs), problem, Full(n), rounds=2))
     round_one = text.split("round 1")[1]
     assert "node-local segment, 6 nodes" in round_one and "estimate" in round_one, text
-    assert round_one.count("nonlinear row map") == 1, text  # the drawn components alone
+    assert "row map" not in round_one and round_one.count("whole-block") == 2, text
     x0 = np.random.default_rng(seed).normal(size=(n, 3))
     rows = []
     sm.run(

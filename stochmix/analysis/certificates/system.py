@@ -184,6 +184,12 @@ def _linear_phases(method: Method, r: int, participants: np.ndarray, ctx) -> lis
                 f"({phase.name}), so the round is not linear in the state and has no "
                 "state-space form to certify"
             )
+        if phase.draws is not None:
+            raise NotLinearError(
+                f"method {method.name}: phase {phase.label!r} takes sampled gradients "
+                "(grad(S, samples=...)), an oracle that certificates over function classes "
+                "do not model"
+            )
     return phases
 
 

@@ -23,7 +23,7 @@ from ...engine import Phase
 from ...engine.model.inherited_keys import MethodKeys
 from ...engine.model.round_scalars import RoundArray, RoundScalar
 from .conserved import phase_block
-from .operators import run_context
+from .operators import refuse_sampled, run_context
 
 
 def _ruled(phases: list[Phase]) -> tuple:
@@ -228,6 +228,7 @@ class Rounds:
             if phase.is_identity:
                 continue
             form = forms.get(id(phase))
+            refuse_sampled(phase)
             mix, rows, clients = phase.mix, phase.rows, phase.clients
             cols = np.unique(mix.indices)
             if form is None:

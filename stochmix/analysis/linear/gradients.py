@@ -39,6 +39,8 @@ class AffineGradients:
             )
         self.hessians, self.linear = hessians, linear
         self.diagonal = hessians.ndim == 2
+        #: the problem's sampled gradients, where it has them (see :meth:`sampled`)
+        self.sampler = None
 
     @property
     def n_clients(self) -> int:
@@ -73,6 +75,28 @@ class AffineGradients:
             return sp.diags_array(h.reshape(-1), format="csr")
         bsr = sp.bsr_array((h, np.arange(c), np.arange(c + 1)), shape=(c * d, c * d))
         return sp.csr_array(bsr)
+
+    def sampled(self, clients: np.ndarray, picks: np.ndarray) -> AffineGradients:
+        """The affine maps of the sampled gradients of ``clients`` drawing ``picks``
+        ((c, b); :func:`~stochmix.engine.model.expressions.grad`), one per client, in their
+        order: read off the problem's ``sampled_gradients`` at zero and at the unit
+        vectors (exact: they are affine where the full gradients are)."""
+        if self.sampler is None:
+            raise TypeError(
+                "sampled gradients (grad(S, samples=...)) need the problem itself: give the "
+                "problem, not its affine gradients"
+            )
+        from ...engine.plan.gradients import sampled_gradients_at
+
+        c, d = clients.size, self.dim
+        at = np.zeros((c, d))
+        zero = sampled_gradients_at(self.sampler, clients, at, picks)
+        hessians = np.empty((c, d, d))
+        for k in range(d):
+            at[:, k] = 1.0
+            hessians[:, :, k] = sampled_gradients_at(self.sampler, clients, at, picks) - zero
+            at[:, k] = 0.0
+        return AffineGradients(hessians, -zero)
 
     def weighted(self, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(sum_i w_i H_i, sum_i w_i c_i)`` as a dense (d, d) matrix and a (d,) vector."""
@@ -116,6 +140,8 @@ def affine_gradients(problem) -> AffineGradients:
             "problem must have affine gradients (a Quadratic, a LeastSquares, or an object with "
             f"hessians_and_linear_terms()), got {type(problem).__name__}: {_show(problem)}"
         )
+    if callable(getattr(problem, "sampled_gradients", None)):
+        out.sampler = problem
     try:
         _AFFINE_CACHE[problem] = out
     except TypeError:

@@ -86,9 +86,26 @@ def phase_operator(phase: Phase, layout: Layout, method: Method, problem) -> Aff
         model_rows = layout.rows(method.model_block, clients + method.client_node)
         select = sp.csr_array((np.ones(c), (np.arange(c), model_rows)), shape=(c, m))
         ks = sp.csr_array(sp.kron(select, eye, format="csr"))
-        lin = lin + kb @ aff.block(clients) @ ks
-        offset = -(kb @ aff.linear[clients].reshape(-1))
+        if phase.samples is not None:  # sampled gradients, the draws fixed
+            drawn = aff.sampled(clients, phase.samples)
+            lin = lin + kb @ drawn.block(np.arange(c)) @ ks
+            offset = -(kb @ drawn.linear.reshape(-1))
+        else:
+            lin = lin + kb @ aff.block(clients) @ ks
+            offset = -(kb @ aff.linear[clients].reshape(-1))
     return AffineMap(lin, offset, (m, d))
+
+
+def refuse_sampled(phase: Phase) -> None:
+    """Refuse a phase with sampled gradients where gradients are the full ones (the
+    per-round simulations and expectations): only :func:`phase_operator` and the maps
+    built on it fix a draw."""
+    if getattr(phase, "draws", None) is not None:
+        raise NotImplementedError(
+            f"phase {phase.label!r} takes sampled gradients (grad(S, samples=...)): its map "
+            "depends on the draw; phase_operator and round_operator give it with the draw "
+            "fixed, the simulations and expectations here take full gradients only"
+        )
 
 
 def _participants(participants, n: int) -> np.ndarray:

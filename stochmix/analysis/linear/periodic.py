@@ -16,7 +16,14 @@ from . import maps
 from .conserved import _ConservedScan
 from .gradients import affine_gradients
 from .maps import AffineMap
-from .operators import _check_points, _masks, pattern_operator, phase_operator, run_context
+from .operators import (
+    _check_points,
+    _masks,
+    pattern_operator,
+    phase_operator,
+    refuse_sampled,
+    run_context,
+)
 
 __all__ = [
     "FixedPoint",
@@ -127,6 +134,7 @@ def _apply(phases: list, z: np.ndarray, method: Method, ctx, aff) -> None:
     for phase in phases:
         if phase.is_identity:
             continue
+        refuse_sampled(phase)
         new = phase.mix @ z
         if phase.inject is not None:
             clients = phase.clients

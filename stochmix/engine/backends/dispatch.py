@@ -21,7 +21,15 @@ from ..model.phase import Phase
 from ..model.round_scalars import plain
 from ..model.rowmap import RowMap, apply_map
 from ..plan.capabilities import Capabilities, capabilities
-from ..plan.gradients import RowGradient, chunk_gradients, gradients_at, pure_formula, runs_rowwise
+from ..plan.gradients import (
+    RowGradient,
+    chunk_gradients,
+    gradients_at,
+    pure_formula,
+    runs_rowwise,
+    sampled_bind,
+    sampled_gradients_at,
+)
 from ..plan.liveness import ZeroRows
 from ..plan.round_plan import LocalStep, whole_path
 
@@ -125,9 +133,13 @@ class OneProcess:
             program = variant(program, item.nodes, zero)
         planned = program  # every dialect below runs this one's schedule
         rowwise = False
+        drawn = item.samples is not None  # sampled gradients: NumPy programs, one chunk
+        if drawn:
+            assert item.clients is not None  # (a run of sampled gradients takes them)
+            grads = sampled_bind(self.problem, item.clients, item.samples)
         if caps.own_programs:  # the backend's own dialect (Torch)
             program = self.backend.local_program(program)
-        elif kernel is not None and runs_rowwise(
+        elif kernel is not None and not drawn and runs_rowwise(
             caps.compiled, kernel, item.nodes.size, z.shape[1]
         ):
             program, grads = rowwise_for(program, (kernel.kernel, kernel.fetch)), kernel
@@ -144,8 +156,8 @@ class OneProcess:
             item.clients,
             grads,
             self.data,
-            WORKERS if self.pure else 1,
-            whole=not self.pure,
+            WORKERS if self.pure and not drawn else 1,
+            whole=not self.pure or drawn,
             extents=item.extents,
             **by_count,
             **({"views": item.views} if item.views else {}),
@@ -170,7 +182,10 @@ class OneProcess:
         grads = None
         if item.clients.size:
             points = self.method.points(z, ctx, item.clients)
-            grads = self.problem.gradients(item.clients, points)
+            if item.samples is not None:
+                grads = sampled_gradients_at(self.problem, item.clients, points, item.samples)
+            else:
+                grads = self.problem.gradients(item.clients, points)
         phase = item if layout.kept == layout.size else _KeptRows(item, layout.kept)
         ok = self.backend.apply(z, phase, grads)
         self._forget(item)

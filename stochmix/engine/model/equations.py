@@ -267,7 +267,8 @@ class Equations:
             rows = np.atleast_1d(np.asarray(target.rows, dtype=np.int64))
             if target.clients is not None and rows.size > 1:
                 if not (np.diff(rows) > 0).all() and np.unique(rows).size != rows.size:
-                    raise ValueError(f"{target.text}: the clients S must be distinct")
+                    what = "rows picked by index" if target.view else "the clients S"
+                    raise ValueError(f"{target.text}: {what} must be distinct")
         done = self._written.setdefault(name, [])
         for old, old_whole in done:
             if (rows.size and old.size) if whole or old_whole else np.isin(rows, old).any():
@@ -324,6 +325,8 @@ class Equations:
             elif t.block is None and t.summed:  # the clients' gradients summed onto one row
                 nodes = self._rows(t.rows, self.client_node)  # where they are taken
                 call("reduce_gradients", name, target.rows, t.rows, t.coef, nodes)
+            elif t.block is None and t.samples is not None:
+                call("gradient", name, target.rows, t.rows, t.coef, t.samples)
             elif t.block is None:
                 call("gradient", name, target.rows, t.rows, t.coef)
             elif t.summed:  # a reduction over the clients, even over one
@@ -349,6 +352,11 @@ class Equations:
                     raise ValueError(
                         f"{target.text}: grad() is every client's gradient, but the target "
                         "does not hold one row per client: write grad(S) with the clients"
+                    )
+                if t.samples is not None and t.samples.shape[0] != clients.size:
+                    raise ValueError(
+                        f"{target.text}: grad(samples=...) needs one row of samples for each "
+                        f"of the {clients.size} clients, got shape {t.samples.shape}"
                     )
                 return _with(t, rows=clients, over=clients)
             self._clients(t.rows)

@@ -179,6 +179,11 @@ class Expression:
                 f"{name}() of grad() with no clients: name them, {name}(grad(S)), so that "
                 "the reduction knows |S|"
             )
+        if any(t.samples is not None for t in self.terms):
+            raise ValueError(
+                f"{name}() of sampled gradients: write them to a block first (a phase's "
+                "reductions take full gradients)"
+            )
         s = self.clients.size
         if divide and s == 0:
             raise ValueError(f"{name}() over no client is undefined (the clients are empty)")
@@ -482,7 +487,14 @@ class _Indexed:
                     f"{name}.at[...] takes rows (one per client) or (clients, rows), got "
                     f"{len(key)} indices"
                 )
-            clients, rows = eq._clients(key[0]), key[1]
+            who = key[0]
+            if isinstance(who, slice) and who == slice(None):
+                who = eq.cache.whole(eq.n_clients, 0)[1]
+            elif isinstance(who, (int, np.integer)) and not isinstance(who, bool):
+                who = np.array([int(who)], dtype=np.int64)
+            clients, rows = eq._clients(who), key[1]
+            if np.ndim(rows) == 0 and clients.size == 1:
+                rows = np.atleast_1d(rows)
         else:
             clients, rows = eq.cache.whole(eq.n_clients, 0)[1], key
         arr = np.asarray(rows)
@@ -496,7 +508,9 @@ class _Indexed:
                 f"{name}.at[...]: rows must hold one row per client, {clients.size}, got "
                 f"{arr.size}"
             )
-        arr = arr.astype(np.int64, copy=False)
+        # (a copy, read-only: refilling the caller's array later changes no phase)
+        arr = arr.astype(np.int64, copy=True)
+        arr.flags.writeable = False
         if arr.size and (arr.min() < 0 or arr.max() >= handle._size):
             bad = arr[(arr < 0) | (arr >= handle._size)][0]
             raise ValueError(
@@ -515,7 +529,11 @@ class _Indexed:
         return f"{self.handle!r}.at"
 
 
-def grad(clients: int | np.integer | Int[np.ndarray, " s"] | list | None = None) -> Expression:
+def grad(
+    clients: int | np.integer | Int[np.ndarray, " s"] | list | None = None,
+    *,
+    samples: Int[np.ndarray, "..."] | None = None,
+) -> Expression:
     """The gradient of every client of ``clients`` at its point: a per-client expression
     (one row for a single int client); ``grad()``: every client's gradient, for targets
     with one row per client (``y[:] = W @ y + grad() - g``).
@@ -523,7 +541,17 @@ def grad(clients: int | np.integer | Int[np.ndarray, " s"] | list | None = None)
     The rows it adds to are those of the equation's target (``x[S] -= lr * grad(S)``); in
     a reduction (``y.server += total(grad(S))``) the clients' gradients add up on one row.
     Client indices are checked against N when the equation is written.
+
+    ``samples``: a minibatch estimate instead, on a finite sum
+    (:class:`~stochmix.protocols.FiniteSumProblem`): client ``S[k]`` takes the rows
+    ``samples[k]`` (positions among its m_k samples; shape ``(|S|, b)``, or ``(|S|,)``
+    for b = 1) and its gradient is ``(m_k / b) sum_j grad loss_j`` plus the problem's
+    ridge term: the problem's ``sampled_gradients``, one gradient evaluation and b sample
+    gradients per client. With b = 1 it is the component gradient grad f_{k, j} of f_k =
+    (1/m_k) sum_j f_{k, j}. A phase takes one set of gradients: full ones or one draw.
     """
+    if samples is not None:
+        return _sampled(grad(clients), samples)
     if clients is None:
         return Expression((_Term(None, EVERY, 1.0, over=EVERY),), EVERY)
     if isinstance(clients, (int, np.integer)) and not isinstance(clients, bool):
@@ -541,6 +569,28 @@ def grad(clients: int | np.integer | Int[np.ndarray, " s"] | list | None = None)
         )
     arr = arr.astype(np.int64, copy=False)
     return Expression((_Term(None, arr, 1.0, over=arr),), arr)
+
+
+def _sampled(expr: Expression, samples) -> Expression:
+    """``expr`` (a gradient term) drawing ``samples`` (checked against its clients)."""
+    arr = np.asarray(samples)
+    if arr.dtype == np.bool_ or arr.dtype.kind not in "iu" or arr.ndim not in (1, 2):
+        raise TypeError(
+            f"grad(samples=...) takes an integer array of shape (clients, b) or (clients,), "
+            f"got dtype {arr.dtype} and shape {arr.shape}"
+        )
+    (term,) = expr.terms
+    arr = arr.astype(np.int64, copy=False).reshape(arr.shape[0], -1)
+    if term.rows is EVERY:
+        return Expression((_with(term, samples=arr),), expr.clients)
+    if arr.shape[0] != np.size(term.rows) or arr.shape[1] == 0:
+        raise ValueError(
+            f"grad(samples=...) needs at least one sample for each of the {np.size(term.rows)} "
+            f"clients, got shape {np.shape(samples)}"
+        )
+    if arr.size and arr.min() < 0:
+        raise ValueError(f"grad(samples=...): sample {arr.min()} is negative")
+    return Expression((_with(term, samples=arr),), expr.clients)
 
 
 def _whole(value):

@@ -146,6 +146,9 @@ class LocalForm:
     outer: tuple[OuterTerm, ...] = ()  # rows of Z
     kernels: tuple[KernelTerm, ...] = ()
     views: tuple[ViewTerm, ...] = ()
+    #: sampled gradients: the rows each of ``clients`` draws, (c, b) int64 (the
+    #: problem's ``sampled_gradients``), bound per round; None: full gradients
+    samples: np.ndarray | None = None
 
     @cached_property
     def plain_blocks(self) -> frozenset:
@@ -168,6 +171,7 @@ class LocalForm:
             ),
             tuple((e.target, e.source, e.kernel, len(e.coef)) for e in self.kernels),
             tuple((v.name, v.block) for v in self.views),
+            None if self.samples is None else "sampled",
         )
 
     @cached_property
@@ -272,6 +276,7 @@ class _LocalDraft:
     # rows picked by index: id(rows) -> (block, rows, nodes), and block -> rows
     views: dict = field(default_factory=dict)
     view_rows: dict = field(default_factory=dict)
+    samples: np.ndarray | None = None  # the draw of sampled gradients
 
     def fail(self, why: str) -> bool:
         """Give up on a node-local form, for the reason ``why`` (the first one is kept)."""
@@ -492,9 +497,11 @@ class _LocalDraft:
         else:
             self.fail(f"it applies a matrix that mixes rows of several nodes into {target!r}")
 
-    def note_gradient(self, target: str, t: np.ndarray, c: np.ndarray, coef) -> None:
+    def note_gradient(self, target: str, t: np.ndarray, c: np.ndarray, coef, samples=None):
         """``coef * G`` of the clients ``c`` is added to ``target[t]``, aligned
-        (``PhaseBuilder.gradient``)."""
+        (``PhaseBuilder.gradient``; ``samples``: G sampled, drawing those rows)."""
+        if samples is not None:
+            self.samples = samples
         view = self._view(target, t) if self.views else None
         if self.ok and t.size and c.size:
             if view is not None:
@@ -577,6 +584,7 @@ class _LocalDraft:
             self.clients,
             tuple(OuterTerm(*t) for t in self.outer),
             views=views,
+            samples=self.samples if self.gradients else None,
         )
 
     def _views(self) -> tuple[ViewTerm, ...]:
@@ -593,6 +601,9 @@ class _LocalDraft:
                 continue
             if block in used:
                 self.fail(f"it reads or writes {block!r} both by index and at node rows")
+                return ()
+            if name in self.targets and rows.size > 1 and np.unique(rows).size != rows.size:
+                self.fail(f"it writes a row of {block!r} picked by index twice (they add up)")
                 return ()
             z_rows = {r for _, r, *_ in self.external} | {o[0] for o in self.outer}
             z_rows.update(o[2] for o in self.outer if o[1] == "row")

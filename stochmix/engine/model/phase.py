@@ -58,6 +58,7 @@ from .traffic import NO_TRAFFIC, PhaseTraffic, phase_traffic
 
 __all__ = [
     "COEFFICIENT_ORDER",
+    "Draws",
     "GradientTerm",
     "LocalForm",
     "NodeTerm",
@@ -76,6 +77,30 @@ __all__ = [
 DENSE_LOOKUP = 8
 
 
+class Draws:
+    """A phase's sampled gradients: client ``clients[k]`` draws the rows ``picks[k]`` of
+    its finite sum (int64, shape (c, b); see :func:`~stochmix.engine.model.expressions.grad`)."""
+
+    __slots__ = ("clients", "picks")
+
+    def __init__(self, clients: np.ndarray, picks: np.ndarray):
+        self.clients, self.picks = clients, picks
+
+    def same(self, clients: np.ndarray, picks: np.ndarray) -> bool:
+        """Whether ``(clients, picks)`` is this draw."""
+        return (self.clients is clients or np.array_equal(self.clients, clients)) and (
+            self.picks is picks or np.array_equal(self.picks, picks)
+        )
+
+    def aligned(self, clients: np.ndarray) -> np.ndarray:
+        """The picks of ``clients`` (a subset of this draw's, in any order)."""
+        own = self.clients
+        if own is clients or np.array_equal(own, clients):
+            return self.picks
+        order = np.argsort(own, kind="stable")
+        return self.picks[order[np.searchsorted(own, clients, sorter=order)]]
+
+
 class Phase:
     """``Z[rows] <- mix @ Z + inject @ G(clients)``; see the module docstring.
 
@@ -90,6 +115,8 @@ class Phase:
     #: ``(TripCounts, j)`` when the phase is the j-th repetition of a phase with per-node
     #: trip counts (see :mod:`stochmix.engine.model.trips`), else None
     trips: tuple | None = None
+    #: the phase's sampled gradients (:class:`Draws`), or None: full gradients
+    draws: Draws | None = None
 
     def __init__(
         self,
@@ -164,6 +191,15 @@ class Phase:
     def clients(self) -> np.ndarray:
         """The clients whose gradients the phase needs, sorted, shape (c,)."""
         return sorted_unique(self._triplets[4]).astype(np.int64, copy=False)
+
+    @cached_property
+    def samples(self) -> np.ndarray | None:
+        """The rows each of :attr:`clients` draws, (c, b) int64, when the phase takes
+        sampled gradients (:attr:`draws`); None for full gradients."""
+        draws = self.draws
+        if draws is None:
+            return None
+        return draws.aligned(self.clients)
 
     @cached_property
     def inject(self) -> sp.csr_array | None:
@@ -254,6 +290,8 @@ class PhaseBuilder:
         self._deferred: list[tuple] = []
         self._touched = False  # whether any term names at least one row
         self._local = _LocalDraft(layout)
+        self._draws: Draws | None = None  # the phase's sampled gradients
+        self._full = False  # whether it takes full gradients
 
     @staticmethod
     def _aligned(target_rows, other, coef):
@@ -287,7 +325,8 @@ class PhaseBuilder:
         """Declare that ``block[rows]`` (block-local rows, aligned with ``nodes``) are
         read or written as those nodes' own rows by the terms that follow with the same
         ``rows`` array (``x.at[...]``, rows picked by index). Changes no number of the
-        phase, only its node-local form, which reads them through a view bound per round."""
+        phase, only its node-local form, which reads them through a view bound per round
+        (a phase that writes one of them twice has none: the general path adds the two)."""
         self._local.note_view(block, rows, _index(nodes))
         return self
 
@@ -342,15 +381,26 @@ class PhaseBuilder:
         self._touched = self._touched or bool(op.rows.size)
         return self
 
-    def gradient(self, target: str, target_rows, clients, coef=1.0):
+    def gradient(self, target: str, target_rows, clients, coef=1.0, samples=None):
         """Add ``coef * grad F_client(X_client)`` to ``target[target_rows]``, aligned.
 
         One target row and several clients is a sum of their gradients onto that row
-        (:meth:`reduce_gradients`, whose nodes are then the phase's nodes)."""
+        (:meth:`reduce_gradients`, whose nodes are then the phase's nodes).
+
+        ``samples``: minibatch estimates instead (the problem's ``sampled_gradients``;
+        see :func:`~stochmix.engine.model.expressions.grad`), client ``clients[k]`` drawing
+        the rows ``samples[k]`` (int64, shape (c, b)), one row per client. A phase takes
+        either full gradients or one draw (the same clients and samples in every term)."""
         t, c = _index(target_rows), _index(clients)
+        if samples is not None:
+            self._draw(target, t, c, samples)
+        elif self._draws is not None and c.size:
+            raise ValueError(self._mixed_draws)
+        else:
+            self._full = self._full or bool(c.size)
         if t.size == 1 and c.size > 1:
             return self.reduce_gradients(target, t, c, coef)
-        self._local.note_gradient(target, t, c, coef)
+        self._local.note_gradient(target, t, c, coef, samples)
         self._deferred.append(("gradient", target, t, c, coef))
         self._touched = self._touched or bool(t.size and c.size)
         return self
@@ -367,10 +417,39 @@ class PhaseBuilder:
         t, c = _index(target_row), _index(clients)
         if t.size != 1:
             raise ValueError(f"reduce_gradients sums onto one row, got {t.size} rows of {target!r}")
+        if self._draws is not None and c.size:
+            raise ValueError(self._mixed_draws)
+        self._full = self._full or bool(c.size)
         self._local.note_reduce_gradients(target, t, c, coef, nodes)
         self._deferred.append(("gradient", target, t, c, coef))
         self._touched = self._touched or bool(c.size)
         return self
+
+    _mixed_draws = (
+        "a phase takes either full gradients or one draw of sampled gradients "
+        "(grad(S, samples=...)) with the same clients and samples in every term"
+    )
+
+    def _draw(self, target: str, t: np.ndarray, c: np.ndarray, samples) -> None:
+        """Record the phase's draw of sampled gradients (see :meth:`gradient`)."""
+        picks = np.asarray(samples, dtype=np.int64)
+        if picks.ndim != 2 or picks.shape[0] != c.size:
+            raise ValueError(
+                f"samples must have shape ({c.size}, b), one row per client, got {picks.shape}"
+            )
+        if t.size != c.size:
+            raise ValueError(
+                f"sampled gradients are added to one row of {target!r} per client: got "
+                f"{t.size} rows for {c.size} clients"
+            )
+        if self._full:
+            raise ValueError(self._mixed_draws)
+        if self._draws is None:
+            if c.size > 1 and np.unique(c).size != c.size:
+                raise ValueError("a draw of sampled gradients takes each client once")
+            self._draws = Draws(c, picks)
+        elif not self._draws.same(c, picks):
+            raise ValueError(self._mixed_draws)
 
     def _materialize(self) -> tuple:
         """The COO triplets of every term, in rows of Z."""
@@ -416,9 +495,16 @@ class PhaseBuilder:
     def build(self) -> Phase:
         """The phase holding every term added so far."""
         empty = not self._touched
+        draws = self._draws
         local = None if empty else self._local.finish()
-        blockwise = None if empty else partial(blockwise_form, self.layout, list(self._deferred))
-        return Phase(
+        blockwise = None
+        if not empty and draws is None:  # (sampled gradients: no whole-block form)
+            blockwise = partial(blockwise_form, self.layout, list(self._deferred))
+        traffic = None
+        if not empty:
+            owners = {key: (rows, nodes) for key, (_, rows, nodes) in self._local.views.items()}
+            traffic = partial(phase_traffic, self.layout, list(self._deferred), draws, owners)
+        phase = Phase(
             self.layout.size,
             self._materialize,
             local,
@@ -426,5 +512,7 @@ class PhaseBuilder:
             empty=empty,
             blockwise=blockwise,
             local_why=self._local.why,
-            traffic=None if empty else partial(phase_traffic, self.layout, list(self._deferred)),
+            traffic=traffic,
         )
+        phase.draws = draws
+        return phase

@@ -44,6 +44,7 @@ class _Term:
     op: RowSparse | None = None  # a mixing operator applied to the whole block ``block``
     whole: bool = False  # every row of ``block`` (x[:]): ``rows`` and ``over`` are aranges
     view: bool = False  # rows picked by index (x.at[...]): ``rows`` are not ``over`` shifted
+    samples: Any = None  # a sampled gradient's draws, (clients, b) int64 (grad(S, samples=))
 
     @property
     def coef(self):
@@ -58,7 +59,7 @@ def _term(block, rows, num, over=None, whole: bool = False, view: bool = False) 
     new = object.__new__(_Term)
     new.__dict__.update(
         block=block, rows=rows, num=num, den=1.0, over=over, summed=False, op=None,
-        whole=whole, view=view,
+        whole=whole, view=view, samples=None,
     )  # fmt: skip
     return new
 

@@ -19,8 +19,9 @@ the nodes) are the memory of the node that reads them, and reading them sends no
 
 Gradient evaluations and sample gradients. A *gradient evaluation* is one node's
 gradient oracle called at one point: its full local gradient grad f_i (a gradient term), or
-a stochastic or variance-reduced estimate drawn from some of its samples (the
-``sampled_gradients`` a row map asks for). A *sample gradient* is one component gradient
+a stochastic or variance-reduced estimate drawn from some of its samples (a sampled
+gradient term, ``grad(S, samples=...)``, or the ``sampled_gradients`` a row map asks
+for). A *sample gradient* is one component gradient
 grad f_{i,j} of a finite sum f_i = (1/m_i) sum_j f_{i,j} (the "incremental first-order
 oracle" calls by which variance-reduced methods are compared): a full local gradient costs
 m_i of them (:func:`sample_counts`: the problem's ``rows_per_client``, or the
@@ -58,14 +59,18 @@ COSTS = ("gradients", "messages", "floats", "sample_gradients")
 
 class PhaseTraffic:
     """One phase's cost: ``gradients`` (gradient evaluations), ``messages``, ``rows``
-    (block -> the rows of that block sent) and ``clients`` (the distinct client arrays
-    whose full local gradients it takes), counted as the module docstring says."""
+    (block -> the rows of that block sent), ``clients`` (the distinct client arrays
+    whose full local gradients it takes) and ``drawn`` (the sample gradients of its
+    sampled gradients: b per client), counted as the module docstring says."""
 
-    __slots__ = ("clients", "gradients", "messages", "rows")
+    __slots__ = ("clients", "drawn", "gradients", "messages", "rows")
 
-    def __init__(self, gradients: int, messages: int, rows: dict, clients: tuple = ()):
+    def __init__(
+        self, gradients: int, messages: int, rows: dict, clients: tuple = (), drawn: int = 0
+    ):
         self.gradients, self.messages, self.rows = gradients, messages, rows
         self.clients = clients
+        self.drawn = drawn  # sample gradients of sampled gradient terms
 
 
 NO_TRAFFIC = PhaseTraffic(0, 0, {})
@@ -179,13 +184,25 @@ def _forget_row_cross(key: int, _reference) -> None:
     _ROW_CROSS.pop(key, None)
 
 
-def phase_traffic(layout, deferred: list) -> PhaseTraffic:
+def phase_traffic(layout, deferred: list, draws=None, owners=None) -> PhaseTraffic:
     """The traffic of a phase from its builder's terms (``PhaseBuilder._deferred``).
 
     Counted without sorting: an operator applied to several blocks in one phase sends
     one message per pair and a row of each block; distinct operators, and rows copied
     between nodes, add up (a pair that two different operators of one phase use counts
-    twice). Gradients: one per client of each distinct client array."""
+    twice). Gradients: one per client of each distinct client array; with ``draws``
+    (the phase's sampled gradients, :class:`~stochmix.engine.model.phase.Draws`) one per
+    client of the draw, and b sample gradients each. ``owners``: rows picked by index
+    (``x.at[...]``), ``id(rows) -> (rows, nodes)``: each such row is its node's (a message
+    when another node's row is read or written); other rows past the nodes are the memory
+    of the node that reads or writes them."""
+
+    def nodes_of(block: str, block_rows) -> np.ndarray:
+        found = owners.get(id(block_rows)) if owners else None
+        if found is not None and found[0] is block_rows:
+            return found[1]
+        return np.asarray(block_rows, dtype=np.int64).reshape(-1) + layout.first_node(block)
+
     gradients: dict = {}  # id(clients) -> the client array
     messages: dict = {}  # id(op) or a term's index -> messages
     rows: dict = {}
@@ -205,8 +222,7 @@ def phase_traffic(layout, deferred: list) -> PhaseTraffic:
             _, target, t_rows, source, s_rows, coef = term
             if np.ndim(coef) == 0 and coef == 0:
                 continue
-            t = np.asarray(t_rows, dtype=np.int64).reshape(-1) + layout.first_node(target)
-            s = np.asarray(s_rows, dtype=np.int64).reshape(-1) + layout.first_node(source)
+            t, s = nodes_of(target, t_rows), nodes_of(source, s_rows)
             if t.size == 0 or s.size == 0:
                 continue
             if nodes is None:
@@ -231,9 +247,12 @@ def phase_traffic(layout, deferred: list) -> PhaseTraffic:
             rows[source] = rows.get(source, 0) + count
     taken = tuple(np.asarray(c, dtype=np.int64).reshape(-1) for c in gradients.values())
     total = sum(c.size for c in taken)
+    drawn = 0
+    if draws is not None and total:  # sampled: the draw's clients, b samples each
+        total, taken, drawn = int(draws.clients.size), (), int(draws.picks.size)
     if not messages:
-        return PhaseTraffic(total, 0, {}, taken) if total else NO_TRAFFIC
-    return PhaseTraffic(total, sum(messages.values()), rows, taken)
+        return PhaseTraffic(total, 0, {}, taken, drawn) if total else NO_TRAFFIC
+    return PhaseTraffic(total, sum(messages.values()), rows, taken, drawn)
 
 
 def _node_count(layout) -> int:
@@ -289,4 +308,5 @@ def round_traffic(phases, method, dim: int, samples=None) -> tuple[int, int, int
             if found is None or found[0] is not clients:
                 found = counted[id(clients)] = (clients, samples_of(samples, clients))
             sampled += found[1]
+        sampled += traffic.drawn
     return gradients, messages, floats, sampled

@@ -29,6 +29,8 @@ __all__ = [
     "pure_formula",
     "row_gradient",
     "runs_rowwise",
+    "sampled_bind",
+    "sampled_gradients_at",
 ]
 
 # compiled="auto" takes the row-wise path for runs of phases of at least
@@ -174,6 +176,43 @@ def gradients_at(problem, clients, points, consecutive: bool = False):
             clients = slice(int(clients[0]), int(clients[0]) + clients.size)
         return problem.gradients_unchecked(clients, points)
     return problem.gradients(clients, points)
+
+
+def sampled_gradients_at(problem, clients, points, picks):
+    """The sampled gradients of ``clients`` at ``points`` drawing the rows ``picks``
+    ((c, b) int64; see :func:`~stochmix.engine.model.expressions.grad`): the problem's
+    ``sampled_gradients`` with scale m_c / b, the indices and scales moved to the points'
+    device where the points are tensors."""
+    counts = getattr(problem, "rows_per_client", None)
+    if counts is None or not callable(getattr(problem, "sampled_gradients", None)):
+        raise ValueError(
+            f"grad(samples=...) needs a finite sum whose clients hold samples "
+            f"(rows_per_client and sampled_gradients: LeastSquares, Logistic), got "
+            f"{type(problem).__name__}"
+        )
+    clients = np.asarray(clients, dtype=np.int64)
+    scale = np.asarray(counts, dtype=np.int64).reshape(-1)
+    scale = np.broadcast_to(scale, (problem.n_clients,))[clients] / picks.shape[1]
+    if not isinstance(points, np.ndarray):  # a tensor (the Torch backend)
+        import torch
+
+        def moved(a):
+            return torch.tensor(a, device=points.device)
+
+        clients, picks, scale = moved(clients), moved(picks), moved(scale)
+    return problem.sampled_gradients(clients, points, picks, scale)
+
+
+def sampled_bind(problem, clients, picks):
+    """What :func:`chunk_gradients` gives, for a run that takes the sampled gradients of
+    its ``clients`` drawing ``picks`` in one chunk (the chunk's clients are all of them)."""
+
+    def bind(chunk, like):
+        if len(chunk) != len(clients):
+            raise AssertionError("a run of sampled gradients goes in one chunk")
+        return lambda x: sampled_gradients_at(problem, clients, x, picks)
+
+    return bind
 
 
 def runs_rowwise(compiled, kernel: RowGradient | None, nodes: int, dim: int) -> bool:

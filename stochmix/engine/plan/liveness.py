@@ -105,7 +105,9 @@ def needed(item, scratch: dict, ranges: dict, method) -> set:
                 return names & set(schedule.blocks)
             return set()
         zero = {b for b in names if scratch[b] == "zero"}
-        out = {b for b in schedule.gather if b in names and b not in zero}
+        # a block picked by index is kept whole: its rows are any of its rows
+        out = names & {v.block for lf in structure.forms for v in lf.views}
+        out.update(b for b in schedule.gather if b in names and b not in zero)
         out.update(
             schedule.blocks[st.block]
             for st in schedule.stores

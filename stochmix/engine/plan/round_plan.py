@@ -64,8 +64,9 @@ def _local_refusal(lf: LocalForm, method: Method, ctx: RunContext, memo: dict) -
             return "its nodes repeat (a node's rows would be written twice, not summed)"
     if any(v.block == method.model_block for v in lf.views):
         return (
-            f"it picks rows of the model block {method.model_block!r} by index (x.at[...]), "
-            "where the node-local path takes gradients at the nodes' own rows"
+            f"it picks rows of the model block {method.model_block!r} by index (x.at[...]): "
+            "node-local runs read the model at the nodes' own rows (their gradients), so it "
+            "is never picked by index there"
         )
     if not lf.takes_gradients:
         return None
@@ -268,6 +269,9 @@ class LocalStep:
     #: the run's rows picked by index, ``(name, block, rows)`` with ``rows`` aligned with
     #: ``nodes`` (:class:`~stochmix.engine.model.local_form.ViewTerm`), bound per round
     views: tuple = ()
+    #: the rows each of ``clients`` draws where the run takes sampled gradients ((c, b)
+    #: int64, bound per round), else None
+    samples: np.ndarray | None = None
 
     def by_prefix(self) -> LocalStep:
         """This step bound by prefix (itself if it is): the nodes by decreasing count, each
@@ -297,6 +301,7 @@ class LocalStep:
             clients=None if self.clients is None else self.clients[order],
             counts=None,
             views=tuple((name, block, rows[order]) for name, block, rows in self.views),
+            samples=None if self.samples is None else self.samples[order],
         )
 
 
@@ -319,6 +324,7 @@ def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
         tuple(ph.label for ph in run.phases),
         traffic,
         views=run_views(forms),
+        samples=next((lf.samples for lf in forms if lf.takes_gradients), None),
     )
 
 

@@ -2,6 +2,9 @@
 consecutive node-local phases over the same nodes that one program applies chunk by chunk,
 which phases may join it, and whether its single rows stay outside its nodes' rows.
 
+A run takes one set of gradients: full ones, or one draw of sampled gradients (the
+samples each node draws, bound per round), since its program binds one gradient function.
+
 Rows picked by index (``x.at[...]``, :class:`~stochmix.engine.model.local_form.ViewTerm`)
 join a run under two rules that keep a chunk's gathers and stores exact: a block is
 read and written in a run through one index array only (two nodes' rows never alias
@@ -48,6 +51,8 @@ class _Run:
         self.shift = 0  # the run's nodes are trips.nodes + shift
         self.views = {v.block: v.rows for v in lf.views}  # block -> its rows by index
         self.plain = set(lf.plain_blocks)  # blocks read or written at node rows
+        # the gradients its phases take: None (none yet), "full" or a draw's samples
+        self.draw = None if not lf.takes_gradients else _draw(lf)
 
     def repetition(self, phase: Phase, lf: LocalForm) -> int:
         """The repetition ``j`` of the run's trip counts that ``phase`` is (see
@@ -56,6 +61,8 @@ class _Run:
         tag = phase.trips
         if tag is None or self.tail or not lf.nodes.size or lf.views or self.views:
             return 0
+        if lf.samples is not None or not isinstance(self.draw, (str, type(None))):
+            return 0  # (sampled gradients: one draw a run)
         trips, j = tag
         if self.trips is None:
             if self.nodes.size != trips.nodes.size or not self.nodes.size:
@@ -82,6 +89,13 @@ class _Run:
             return outer_only
         if (lf.views or self.views) and not self._views_agree(lf):
             return False
+        if lf.takes_gradients and self.draw is not None:  # one draw of gradients a run
+            draw = _draw(lf)
+            if isinstance(draw, str) or isinstance(self.draw, str):
+                if draw != self.draw:
+                    return False
+            elif draw is not self.draw and not np.array_equal(draw, self.draw):
+                return False
         nodes = lf.nodes
         if nodes.size and self.nodes.size:
             if id(nodes) not in self.same_nodes:
@@ -136,6 +150,8 @@ class _Run:
         self.outer_written.update(lf.outer_rows)
         self.views.update((v.block, v.rows) for v in lf.views)
         self.plain.update(lf.plain_blocks)
+        if lf.takes_gradients and self.draw is None:
+            self.draw = _draw(lf)
 
     @property
     def body(self) -> list[LocalForm]:
@@ -168,6 +184,11 @@ def _rows_ok(run: _Run, ctx: RunContext, memo: dict) -> bool:
             if (inside and block in run.node_targets) or block in run.views:
                 return False
     return True
+
+
+def _draw(lf: LocalForm):
+    """What gradients a form takes: "full", or its sampled gradients' samples."""
+    return "full" if lf.samples is None else lf.samples
 
 
 def run_views(forms) -> tuple:

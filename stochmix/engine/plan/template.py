@@ -225,8 +225,9 @@ def _step_traffic(unit: tuple, step: LocalStep, samples) -> tuple[int, int, int,
 
 
 _BY_INDEX = (
-    "it reads or writes rows picked by index (x.at[...]), whose indices are bound per "
-    "round and follow no rule over the participants"
+    "it reads or writes rows picked by index (x.at[...]) or takes sampled gradients "
+    "(grad(S, samples=...)), whose indices are bound per round and follow no rule over "
+    "the participants"
 )
 
 _UNEVEN_TRAFFIC = (
@@ -316,7 +317,7 @@ class RoundTemplate:
                 steps.append(recipe)
                 per_node.append(None)
                 continue
-            if item.views:
+            if item.views or item.samples is not None:
                 return (item.labels[0] if item.labels else ""), _BY_INDEX
             coefs = tuple(template_coefficient(c, rules=True) for c in item.coefs)
             ruled = any(isinstance(c, RoundArray) for c in coefs)
@@ -354,7 +355,7 @@ class RoundTemplate:
         for item in plan:
             if not isinstance(item, LocalStep):
                 return getattr(item, "label", ""), "it is not part of a node-local segment"
-            if item.views:
+            if item.views or item.samples is not None:
                 return (item.labels[0] if item.labels else ""), _BY_INDEX
             coefs = tuple(template_coefficient(c) for c in item.coefs)
             if None in coefs:

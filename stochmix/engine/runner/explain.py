@@ -394,6 +394,8 @@ def _segment(item, back, kernel, dim: int, whole: bool, notes) -> Segment:
     if isinstance(item, LocalStep):
         if getattr(back, "local_program", None) is not None:
             runs = "Torch program"
+        elif item.samples is not None:  # (the problem's sampled gradients, in one chunk)
+            runs = "NumPy program (sampled gradients)"
         elif runs_rowwise(capabilities(back).compiled, kernel, item.nodes.size, dim):
             runs = "compiled loop (Numba)"
         else:

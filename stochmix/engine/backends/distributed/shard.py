@@ -33,6 +33,12 @@ def _tree(parts: np.ndarray) -> np.ndarray:
     return parts[0]
 
 
+_SAMPLED = (
+    'backend="distributed": phase(s) {} take sampled gradients (grad(S, samples=...)), '
+    "which a shard does not draw: run the method with backend='numpy' or 'torch'"
+)
+
+
 class Shard:
     """Which rows of the stacked state a rank holds, and the rank's part of each round.
 
@@ -161,6 +167,8 @@ class Shard:
 
     # ------------------------------------------------------------------ node-local runs
     def local_step(self, item, z, bind, data, ctx) -> bool:
+        if item.samples is not None:
+            raise ValueError(_SAMPLED.format(", ".join(map(repr, item.labels))))
         if item.views:
             raise ValueError(
                 f'backend="distributed": phase(s) {", ".join(map(repr, item.labels))} read or '
@@ -477,6 +485,8 @@ class Shard:
         )
         new = compact @ values(cols)
         if phase.inject is not None and clients.size:
+            if phase.draws is not None:
+                raise ValueError(_SAMPLED.format(repr(phase.label)))
             grads = problem.gradients(clients, values(points_rows))
             inject = phase.inject if held.size == rows.size else phase.inject.tocsr()[held]
             new += inject @ grads

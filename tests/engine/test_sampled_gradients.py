@@ -1,0 +1,157 @@
+"""Sampled gradients in the equations (``grad(S, samples=picks)``): each client's minibatch
+estimate from the rows it draws, a linear term with the draws fixed. A phase that takes
+them gives a per-client loop's numbers on every path (the general path, the NumPy
+programs, the compiled setting, Torch), counts one gradient evaluation and b sample
+gradients per client, and its exact operator gives the engine's next state (GT-SAGA)."""
+
+from itertools import islice
+
+import networkx as nx
+import numpy as np
+import pytest
+
+import stochmix as sm
+from stochmix.algorithms import GTSAGA
+from stochmix.engine import Block, Equations, Method, grad, mean
+from stochmix.engine.model.rowmap import map_generator
+from stochmix.mixing import StaticSequence
+from stochmix.participation import Bernoulli, Full, UniformSample
+from stochmix.problems import LeastSquares
+from tests._backends import PATHS, SparseOnly, path_options
+
+N, D, BATCH, ROUNDS = 10, 3, 2, 8
+
+
+def _picks(seed, r, counts, batch):
+    rng = map_generator(seed, r, "picks")
+    return (rng.random((counts.size, batch)) * counts[:, None]).astype(np.int64)
+
+
+class MinibatchFedAvg(Method):
+    """FedAvg with one local step on a minibatch of ``BATCH`` rows a participant (drawn
+    from the run's seed and the round), written with a sampled gradient term."""
+
+    name = "MinibatchFedAvg"
+    model_block = "x"
+
+    def __init__(self, lr: float):
+        self.lr = lr
+
+    def check_problem(self, problem) -> None:
+        self.counts = np.asarray(problem.rows_per_client, dtype=np.int64)
+
+    def blocks(self, n_clients: int) -> list[Block]:
+        return [Block("x", n_clients + 1, "model")]
+
+    def round_phases(self, r, participants, ctx):
+        s = participants
+        if s.size == 0:
+            return []
+        picks = _picks(ctx.seed, r, self.counts, BATCH)[s]
+        eq = Equations(ctx)
+        x = eq.block("x")
+        x[s] = x.server
+        pull = eq.build("pull")
+        x[s] -= self.lr * grad(s, samples=picks)
+        step = eq.build("minibatch step")
+        x.server = mean(x[s])
+        return [pull, step, eq.build("average")]
+
+
+def _reference(problem, process, lr, seed):
+    """The same rounds, client by client, from the problem's sampled gradients."""
+    counts = np.asarray(problem.rows_per_client, dtype=np.int64)
+    server = np.zeros(D)
+    out = [server.copy()]
+    for r, mask in enumerate(islice(process.masks(seed), ROUNDS)):
+        picks = _picks(seed, r, counts, BATCH)
+        models = []
+        for i in np.flatnonzero(mask):
+            g = problem.sampled_gradients(
+                np.array([i]), server[None], picks[i][None], np.array([counts[i] / BATCH])
+            )[0]
+            models.append(server - lr * g)
+        if models:
+            server = np.mean(models, axis=0)
+        out.append(server.copy())
+    return np.array(out)
+
+
+def _problem():
+    return LeastSquares.random(N, D, rows_per_client=(3, 8), reg=0.05, seed=2)
+
+
+@pytest.mark.parametrize("path", [*PATHS, "general path"])
+def test_a_sampled_gradient_step_is_a_per_client_loops(path):
+    problem = _problem()
+    lr, process = 0.3 / problem.smoothness, Bernoulli(0.6, N)
+    options = {"backend": SparseOnly()} if path == "general path" else path_options(path)
+    result = sm.run(MinibatchFedAvg(lr), problem, process, ROUNDS, seed=5, progress=False,
+                    x0=np.zeros(D), **options)  # fmt: skip
+    np.testing.assert_allclose(result.server, _reference(problem, process, lr, 5), 1e-12, 1e-14)
+    sizes = np.array([mask.sum() for mask in islice(process.masks(5), ROUNDS)])
+    np.testing.assert_array_equal(result.gradients[1:], sizes)  # one evaluation a client
+    np.testing.assert_array_equal(result.sample_gradients[1:], BATCH * sizes)
+    np.testing.assert_array_equal(result.messages[1:], 2 * sizes)
+
+
+def test_explain_says_which_program_takes_sampled_gradients():
+    problem = _problem()
+    text = str(sm.explain(MinibatchFedAvg(0.1), problem, UniformSample(N, 4), compiled=True))
+    assert "NumPy program (sampled gradients): pull, minibatch step, average" in text, text
+
+
+def _phase(write):
+    layout = sm.engine.Layout([Block("x", N + 1, "model"), Block("y", N, first_node=1)])
+    eq = Equations(layout, n_clients=N)
+    write(eq.block("x"), eq.block("y"))
+    return eq.build("p")
+
+
+def test_bad_draws_get_one_error():
+    s, picks = np.arange(4), np.zeros((4, 2), dtype=np.int64)
+
+    def mixed(x, y):
+        y[s] = grad(s, samples=picks) - grad(s)
+
+    def two_draws(x, y):
+        y[s] = grad(s, samples=picks) - grad(s, samples=picks + 1)
+
+    def summed(x, y):
+        x.server = mean(grad(s, samples=picks))
+
+    for write in (mixed, two_draws):
+        with pytest.raises(ValueError, match="either full gradients or one draw"):
+            _phase(write)
+    with pytest.raises(ValueError, match="write them to a block first"):
+        _phase(summed)
+    with pytest.raises(ValueError, match="for each of the 4 clients"):
+        grad(s, samples=np.zeros((3, 1), dtype=np.int64))
+    with pytest.raises(TypeError, match="integer array|'samples'"):  # (or jaxtyping's check)
+        grad(s, samples=np.zeros((4, 1)))
+    with pytest.raises(ValueError, match="negative"):
+        grad(s, samples=-np.ones((4, 1), dtype=np.int64))
+
+
+def test_the_exact_operator_of_a_gt_saga_round_is_the_engines_round():
+    """With the draws fixed, GT-SAGA's round (past the first, which fills its table by a row
+    map) is affine on least squares: its exact map gives the engine's next state (1e-12)."""
+    from stochmix.analysis import round_operator, run_context
+    from stochmix.engine.model.rowmap import NonlinearPhaseError
+
+    n = 6
+    problem = LeastSquares.random(n, 3, rows_per_client=(3, 6), reg=0.1, seed=3)
+    graphs = StaticSequence(nx.cycle_graph(n))
+    method = GTSAGA(0.05 / problem.smoothness, graphs)
+    states = []
+    sm.run(method, problem, Full(n), 5, metrics=(), progress=False,
+           callback=lambda r, z, ctx: states.append(np.array(z, copy=True)))  # fmt: skip
+    method.check_problem(problem)
+    ctx = run_context(method, problem)
+    ctx.seed = 0  # the run's: the same draws
+    everyone = np.ones(n, dtype=bool)
+    with pytest.raises(NonlinearPhaseError, match="table"):  # round 0 fills it by a map
+        round_operator(method, problem, everyone, 0, ctx)
+    for r in range(1, 5):
+        after = round_operator(method, problem, everyone, r, ctx)(states[r - 1])
+        np.testing.assert_allclose(after, states[r], 1e-12, 1e-13)
