@@ -35,7 +35,8 @@ class SlotMemory(Method):
 
     def blocks(self, n_clients: int) -> list[Block]:
         first = n_clients + 1 if self.first_node is None else self.first_node
-        return [Block("x", n_clients + 1, "model"), Block("memory", n_clients * SLOTS, first_node=first)]
+        memory = Block("memory", n_clients * SLOTS, first_node=first)
+        return [Block("x", n_clients + 1, "model"), memory]
 
     def template_key(self, r, participants):
         return "slots" if self.keyed else None
