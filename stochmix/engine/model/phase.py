@@ -50,6 +50,7 @@ from .local_form import (
     OuterTerm,
     RowTerm,
     ViewTerm,
+    _distinct,
     _index,
     _LocalDraft,
     coefficient_kind,
@@ -445,7 +446,7 @@ class PhaseBuilder:
         if self._full:
             raise ValueError(self._mixed_draws)
         if self._draws is None:
-            if c.size > 1 and np.unique(c).size != c.size:
+            if c.size > 1 and not _distinct(c):
                 raise ValueError("a draw of sampled gradients takes each client once")
             self._draws = Draws(c, picks)
         elif not self._draws.same(c, picks):
