@@ -78,6 +78,8 @@ class _VarianceReduced(DecentralizedMethod):
         self.batch = as_int(batch, "batch", minimum=1)
         self.rule = choice(rule, "rule", RULES)
 
+    _run_state = DecentralizedMethod._run_state | {"_counts"}
+
     def check_problem(self, problem) -> None:
         super().check_problem(problem)
         # FiniteSumProblem's members, looked up one by one (not isinstance: a Composite
@@ -90,6 +92,17 @@ class _VarianceReduced(DecentralizedMethod):
                 f"problem must be a finite sum whose clients hold samples (LeastSquares, "
                 f"Logistic) for {self.name}, got {show(problem)}"
             )
+        self._counts = np.asarray(problem.rows_per_client, dtype=np.int64)
+
+    def _sizes(self, n_clients: int) -> np.ndarray:
+        """Each node's samples m_i, as the run's problem holds them."""
+        counts = getattr(self, "_counts", None)
+        if counts is None or counts.size != n_clients:
+            raise ValueError(
+                f"{self.name} reads the problem's samples: run it with stochmix.run (which "
+                "checks the problem first)"
+            )
+        return counts
 
     def check_participation(self, participation) -> None:
         reason = "every node samples and mixes in every iteration"
@@ -179,8 +192,11 @@ class GTSARAH(_VarianceReduced):
     S the node's b samples of iteration k, and v_i^{k+1} = grad f_i(x_i^{k+1}) (full local
     gradients) whenever k + 1 is a multiple of q (``restart_every``). Made for nonconvex
     finite sums (its guarantee is on the gradient norm); it also converges on convex ones.
-    State: blocks ``x``, ``xp`` (x^k), ``y``, ``v``, ``vn``, each (n, d). A round is "mix"
-    (x and xp), the estimate (a row map, or full gradients at a restart) and "track".
+    State: blocks ``x``, ``xp`` (x^k), ``y``, ``v``, ``vn``, each (n, d). A round is
+    "estimate at x^k" (``vn = v - g_S(x^k)``, a sampled gradient term: ``grad(nodes,
+    samples=S)``), "mix" (x and xp), "estimate" (``vn += g_S(x^{k+1})``, the same samples)
+    and "track"; at a restart, "mix", "full gradients" and "track". All linear with the
+    draws fixed: on least squares the exact operators take every round.
 
     References:
         - R. Xin, U. A. Khan and S. Kar, "Fast decentralized nonconvex finite-sum
@@ -205,16 +221,24 @@ class GTSARAH(_VarianceReduced):
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         eq = self.round_equations(participants, ctx)
         phases = self._start(eq, r)
-        x, xp, y, vn = eq.blocks("x", "xp", "y", "vn")
+        x, xp, y, v, vn = eq.blocks("x", "xp", "y", "v", "vn")
+        restart = (r + 1) % self.restart_every == 0
+        if not restart:  # the samples' gradients at x^k, before x moves
+            everyone = np.arange(ctx.n_clients)
+            drawn = grad(everyone, samples=draw_samples(ctx.seed, r, self._sizes(everyone.size),
+                                                        self.batch))  # fmt: skip
+            vn[:] = v - drawn
+            phases.append(eq.build("estimate at x^k"))
         w = self.mixing(r, self.rule)
         x[:] = w @ x - self.lr * y
         xp[:] = x
         phases.append(eq.build("mix"))
-        if (r + 1) % self.restart_every == 0:
+        if restart:
             vn[:] = grad()
             phases.append(eq.build("full gradients"))
-        else:
-            phases.append(self._estimate(ctx, r, "x", "xp", "v"))
+        else:  # ... and at x^{k+1}: the same samples
+            vn[:] += drawn
+            phases.append(eq.build("estimate"))
         return [*phases, *self._track(eq, w)]
 
 
@@ -269,21 +293,11 @@ class GTSAGA(_VarianceReduced):
         self._counts: np.ndarray | None = None
         self._inverse_counts: np.ndarray | None = None
 
-    _run_state = _VarianceReduced._run_state | {"_counts", "_inverse_counts"}
+    _run_state = _VarianceReduced._run_state | {"_inverse_counts"}
 
     def check_problem(self, problem) -> None:
         super().check_problem(problem)
-        self._counts = np.asarray(problem.rows_per_client, dtype=np.int64)
         self._inverse_counts = 1.0 / self._counts
-
-    def _sizes(self, n_clients: int) -> np.ndarray:
-        counts = self._counts
-        if counts is None or counts.size != n_clients:
-            raise ValueError(
-                f"{self.name} sizes its table from the problem: run it with stochmix.run "
-                "(which checks the problem first)"
-            )
-        return counts
 
     def blocks(self, n_clients: int) -> list[Block]:
         total = int(self._sizes(n_clients).sum())

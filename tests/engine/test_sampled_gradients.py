@@ -155,3 +155,33 @@ def test_the_exact_operator_of_a_gt_saga_round_is_the_engines_round():
     for r in range(1, 5):
         after = round_operator(method, problem, everyone, r, ctx)(states[r - 1])
         np.testing.assert_allclose(after, states[r], 1e-12, 1e-13)
+
+
+def test_gt_sarah_is_linear_and_keeps_full_and_sampled_gradients_apart():
+    """GT-SARAH's estimate is two sampled gradient terms at x^k and x^{k+1} (the same
+    samples): no row map, a full-gradient phase and a sampled one never share a segment
+    (one gradient function a segment), and every round has an exact operator that gives
+    the engine's next state (1e-12)."""
+    from stochmix.algorithms import GTSARAH
+    from stochmix.analysis import round_operator, run_context
+
+    n = 6
+    problem = LeastSquares.random(n, 3, rows_per_client=(3, 6), reg=0.1, seed=4)
+    graphs = StaticSequence(nx.cycle_graph(n))
+    method = GTSARAH(0.05 / problem.smoothness, graphs, restart_every=3, batch=2)
+    text = str(sm.explain(method, problem, Full(n), rounds=2))
+    assert "row map" not in text, text
+    apart = "full gradients\n    2. node-local segment, 6 nodes, NumPy program (sampled gradients)"
+    assert apart in text, text
+    states = []
+    sm.run(method, problem, Full(n), 7, metrics=(), progress=False,
+           callback=lambda r, z, ctx: states.append(np.array(z, copy=True)))  # fmt: skip
+    method.check_problem(problem)
+    ctx = run_context(method, problem)
+    ctx.seed = 0
+    everyone = np.ones(n, dtype=bool)
+    before = ctx.layout.initial(np.zeros(3))
+    for r in range(7):
+        after = round_operator(method, problem, everyone, r, ctx)(before)
+        np.testing.assert_allclose(after, states[r], 1e-12, 1e-13)
+        before = states[r]

@@ -92,8 +92,8 @@ class _Run:
         if lf.takes_gradients and self.draw is not None:  # one draw of gradients a run
             draw = _draw(lf)
             if isinstance(draw, str) or isinstance(self.draw, str):
-                if draw != self.draw:
-                    return False
+                if not (isinstance(draw, str) and isinstance(self.draw, str)):
+                    return False  # full gradients and a draw: two gradient functions
             elif draw is not self.draw and not np.array_equal(draw, self.draw):
                 return False
         nodes = lf.nodes
