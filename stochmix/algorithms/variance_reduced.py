@@ -72,6 +72,7 @@ class _Difference:
 
 class _VarianceReduced(DecentralizedMethod):
     needs = {"rule": "doubly"}
+    _counts: np.ndarray | None = None  # each node's samples (check_problem)
 
     def __init__(self, lr, graphs: GraphSequence, batch=1, rule="metropolis", check_mixing=True):
         super().__init__(lr, graphs, check_mixing=check_mixing)
@@ -96,7 +97,7 @@ class _VarianceReduced(DecentralizedMethod):
 
     def _sizes(self, n_clients: int) -> np.ndarray:
         """Each node's samples m_i, as the run's problem holds them."""
-        counts = getattr(self, "_counts", None)
+        counts = self._counts
         if counts is None or counts.size != n_clients:
             raise ValueError(
                 f"{self.name} reads the problem's samples: run it with stochmix.run (which "
@@ -290,14 +291,13 @@ class GTSAGA(_VarianceReduced):
 
     def __init__(self, lr, graphs: GraphSequence, rule="metropolis", check_mixing=True):
         super().__init__(lr, graphs, 1, rule, check_mixing)
-        self._counts: np.ndarray | None = None
         self._inverse_counts: np.ndarray | None = None
 
     _run_state = _VarianceReduced._run_state | {"_inverse_counts"}
 
     def check_problem(self, problem) -> None:
         super().check_problem(problem)
-        self._inverse_counts = 1.0 / self._counts
+        self._inverse_counts = 1.0 / self._sizes(problem.n_clients)
 
     def blocks(self, n_clients: int) -> list[Block]:
         total = int(self._sizes(n_clients).sum())
