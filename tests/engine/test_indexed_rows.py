@@ -234,3 +234,36 @@ def test_gt_saga_is_one_linear_phase_between_its_mixings_and_matches_its_referen
     for got, want in zip(rows, gt_saga(component, counts, graphs.matrix(0, "metropolis")
                                        .toarray(), x0, lr, picks)[1:], strict=True):  # fmt: skip
         np.testing.assert_allclose(got, want, 1e-10, 1e-12)
+
+
+def test_messages_of_rows_by_index_do_not_depend_on_the_order_of_the_terms():
+    """A table row picked by index is its client's in the messages, also in a phase that
+    is not node-local (a failed form forgot the rows' clients before); a row of a node
+    block picked by index is the node's that holds it."""
+    from stochmix.engine import PhaseBuilder
+
+    layout = sm.engine.Layout(
+        [Block("x", N + 1, "model"), Block("h", N, first_node=1), Block("g", N, first_node=1),
+         Block("t", N, first_node=N + 1)]
+    )  # fmt: skip
+    s = np.arange(N)
+    rows = (3 * s) % N
+
+    def neighbours(b):  # each client's row from its neighbour's: N messages
+        b.per_node("h", s).combine("h", s, "h", (s + 1) % N)
+
+    def server_into_table(b):  # the server's row into each client's table row: N messages
+        b.view("t", rows, s + 1).per_node("t", rows).combine("t", rows, "x", 0)
+
+    def picked_neighbours(b):  # h's rows picked by index: the neighbours' rows, N messages
+        picked = (s + 1) % N
+        b.view("h", picked, s + 1).per_node("g", s).combine("g", s, "h", picked)
+
+    counts = []
+    for order in ((neighbours, server_into_table), (server_into_table, neighbours),
+                  (picked_neighbours,)):  # fmt: skip
+        builder = PhaseBuilder(layout, "p")
+        for write in order:
+            write(builder)
+        counts.append(builder.build().traffic.messages)
+    assert counts == [2 * N, 2 * N, N]

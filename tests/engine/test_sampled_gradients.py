@@ -185,3 +185,103 @@ def test_gt_sarah_is_linear_and_keeps_full_and_sampled_gradients_apart():
         after = round_operator(method, problem, everyone, r, ctx)(before)
         np.testing.assert_allclose(after, states[r], 1e-12, 1e-13)
         before = states[r]
+
+
+STEPS = np.array([1, 2, 1, 2])
+PICKS = np.array([[0], [1], [2], [0]])
+
+
+class DecayThenSample(Method):
+    """Uneven decay steps (per-node trip counts) and then one sampled step over S: the
+    sampled phase may not join the trips' run (chunked by prefix; one draw is one chunk)."""
+
+    name = "DecayThenSample"
+    model_block = "x"
+
+    def blocks(self, n_clients: int) -> list[Block]:
+        return [Block("x", n_clients + 1, "model")]
+
+    def round_phases(self, r, s, ctx):
+        from stochmix.algorithms.local_training import repetitions, tagged
+
+        eq = Equations(ctx)
+        x = eq.block("x")
+        x[s] = x.server
+        out = [eq.build("pull")]
+        trips, reps = repetitions(s, STEPS[s])
+        for j, group in reps:
+            x[group] = 0.9 * x[group]
+            out.append(tagged(eq.build(f"decay {j}"), trips, j))
+        x[s] -= 0.1 * grad(s, samples=PICKS[s])
+        out.append(eq.build("sampled"))
+        x.server = mean(x[s])
+        return [*out, eq.build("average")]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_sampled_phase_after_trip_counts_keeps_its_draw(path):
+    problem = LeastSquares.random(4, 2, rows_per_client=(3, 6), reg=0.05, seed=2)
+    counts = np.asarray(problem.rows_per_client)
+    want = []
+    for i in range(4):
+        x = 0.9 ** STEPS[i] * np.ones(2)
+        g = problem.sampled_gradients(np.array([i]), x[None], PICKS[i][None],
+                                      np.array([float(counts[i])]))[0]  # fmt: skip
+        want.append(x - 0.1 * g)
+    got = sm.run(DecayThenSample(), problem, Full(4), 1, progress=False, x0=np.ones(2),
+                 **path_options(path))  # fmt: skip
+    np.testing.assert_allclose(got.server[-1], np.mean(want, axis=0), 1e-13)
+    assert got.sample_gradients[-1] == 4
+
+
+def test_refilling_the_samples_array_changes_no_phase():
+    s = np.arange(3)
+    buffer = np.zeros((3, 1), dtype=np.int64)
+    layout = sm.engine.Layout([Block("x", N + 1, "model"), Block("y", N, first_node=1)])
+    eq = Equations(layout, n_clients=N)
+    y = eq.block("y")
+    y[s] = grad(s, samples=buffer)
+    first = eq.build("first")
+    buffer[:] = 1
+    y[s] = grad(s, samples=buffer)
+    second = eq.build("second")
+    assert (first.samples == 0).all() and (second.samples == 1).all()
+    assert first.local.samples is not second.local.samples
+
+
+def test_analyses_without_the_runs_seed_refuse_sampled_gradients():
+    """A round's exact map needs the draws: without the run's seed round_operator (and
+    the periodic analyses built on it) refuse a round that draws, instead of drawing
+    anew each call."""
+    from stochmix.analysis import periodic_rate, round_operator
+
+    n = 6
+    problem = LeastSquares.random(n, 3, rows_per_client=(3, 6), reg=0.1, seed=4)
+    graphs = StaticSequence(nx.cycle_graph(n))
+    from stochmix.algorithms import GTSARAH
+
+    method = GTSARAH(0.05 / problem.smoothness, graphs, restart_every=3)
+    method.check_problem(problem)
+    everyone = np.ones(n, dtype=bool)
+    with pytest.raises(ValueError, match="the run's seed"):
+        round_operator(method, problem, everyone, 0)
+    with pytest.raises(ValueError, match="the run's seed"):
+        periodic_rate(method, problem, everyone[None, :])
+
+
+def test_gossip_segments_leave_sampled_and_indexed_phases_out():
+    from stochmix.engine.runner.segments import slot_program
+
+    layout = sm.engine.Layout([Block("x", N + 1, "model"), Block("y", N, first_node=1)])
+    s = np.arange(N)
+    eq = Equations(layout, n_clients=N)
+    eq.block("y")[s] = grad(s, samples=np.zeros((N, 1), dtype=np.int64))
+    sampled = eq.build("sampled")
+    eq.block("y")[s] = eq.block("y").at[s, (s + 1) % N]
+    picked = eq.build("picked")
+    eq.block("y")[s] = grad(s)
+    plain = eq.build("plain")
+    nodes = np.arange(N + 1)
+    assert slot_program([plain], layout, nodes, 1) is not None
+    assert slot_program([sampled], layout, nodes, 1) is None
+    assert slot_program([picked], layout, nodes, 1) is None

@@ -11,7 +11,8 @@ import pytest
 
 import stochmix as sm
 from stochmix import algorithms as A
-from stochmix.engine.model.local_form import KernelTerm, LocalForm, tail_kernel
+from stochmix.engine.model.local_form import KernelTerm, LocalForm
+from stochmix.engine.model.tail_kernel import tail_kernel
 from stochmix.engine.plan import round_plan
 from stochmix.participation import Bernoulli, UniformSample
 from tests._backends import PATHS, path_options

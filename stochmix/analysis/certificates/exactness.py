@@ -34,7 +34,7 @@ from ...problems import Quadratic
 from ..linear.conserved import _ConservedScan
 from ..linear.gradients import affine_gradients
 from ..linear.maps import AffineMap, SingularMapError
-from ..linear.operators import phase_operator, run_context
+from ..linear.operators import phase_operator, refuse_sampled, run_context
 from ..linear.periodic import _apply, _phases, fixed_point_under_pattern
 from .system import RoundSystem
 
@@ -246,6 +246,7 @@ class _Period:
         cycle = AffineMap.identity(m * d, (m, d))
         for phases in cycle_phases:
             for phase in phases:
+                refuse_sampled(phase)
                 if not phase.is_identity:
                     cycle = phase_operator(phase, ctx.layout, method, aff).compose(cycle)
         self.ctx, self.start, self.basis = ctx, z, scan.basis()

@@ -78,7 +78,7 @@ class AffineGradients:
 
     def sampled(self, clients: np.ndarray, picks: np.ndarray) -> AffineGradients:
         """The affine maps of the sampled gradients of ``clients`` drawing ``picks``
-        ((c, b); :func:`~stochmix.engine.model.expressions.grad`), one per client, in their
+        ((c, b); :func:`~stochmix.engine.model.functions.grad`), one per client, in their
         order: read off the problem's ``sampled_gradients`` at zero and at the unit
         vectors (exact: they are affine where the full gradients are)."""
         if self.sampler is None:

@@ -146,6 +146,12 @@ def round_operator(
     shape = (ctx.layout.size, ctx.dim)
     out = AffineMap.identity(shape[0] * shape[1], shape)
     for phase in method.round_phases(r, idx, ctx):
+        if getattr(phase, "draws", None) is not None and ctx.seed is None:
+            raise ValueError(
+                f"round {r} of {method.name}: phase {phase.label!r} takes sampled gradients, "
+                "drawn from the run's seed; give a ctx with it (ctx = run_context(method, "
+                "problem); ctx.seed = the run's seed) to fix the draws"
+            )
         if not phase.is_identity:
             out = phase_operator(phase, ctx.layout, method, aff).compose(out)
     return out

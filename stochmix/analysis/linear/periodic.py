@@ -115,6 +115,7 @@ def fixed_point_under_pattern(
     cycle = AffineMap.identity(m * d, (m, d))
     for phases in cycle_phases:
         for phase in phases:
+            refuse_sampled(phase)
             if not phase.is_identity:
                 cycle = phase_operator(phase, ctx.layout, method, aff).compose(cycle)
     if cycle.size > maps.DENSE_LIMIT:

@@ -14,9 +14,9 @@ calls would give (the same matrices, the same node-local form, the same numbers)
     update = eq.build("stale update")
 
 The expressions (``x[S]``, ``x.server``, ``grad(S)``, their linear combinations and the
-reductions :func:`total`, :func:`mean` and :func:`dot`, with the index space they share)
-are :mod:`stochmix.engine.model.expressions`; this module re-exports them. Here they
-become equations.
+reductions ``total``, ``mean`` and ``dot``, with the index space they share) are
+:mod:`stochmix.engine.model.expressions` and :mod:`stochmix.engine.model.functions`; this
+module re-exports them. Here they become equations.
 
 **Equations** assign to a row selection of a block handle:
 
@@ -55,12 +55,9 @@ from .expressions import (
     _is_number,
     _same_clients,
     _Update,
-    dot,
-    grad,
-    mean,
     show,
-    total,
 )
+from .functions import dot, grad, mean, total
 from .layout import Layout
 from .phase import Phase, PhaseBuilder
 from .phase_cache import PhaseCache
@@ -234,10 +231,10 @@ class Equations:
         if self.active is None:
             self._lower(target, expr, keep)
         else:
-            if target.view or any(t.view for t in expr.terms):
+            if target.view or any(t.view or t.samples is not None for t in expr.terms):
                 raise ValueError(
-                    f"{target.text}: rows picked by index (x.at[...]) are not written under "
-                    "node activation (activate)"
+                    f"{target.text}: rows picked by index (x.at[...]) and sampled gradients "
+                    "(grad(samples=...)) are not written under node activation (activate)"
                 )
             from .activated import lower  # imported here: it builds on this module's terms
 

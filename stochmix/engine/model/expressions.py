@@ -18,9 +18,10 @@ and ``first_node=0`` (an anchor, a running sum) is read and written as ``a.serve
 with numbers (``eta * x[S]``, ``x[S] / n``), per-client coefficients (an array ``w`` of
 shape ``(|S|,)``: ``w * x[S]``), sums, differences and negation. An expression is either
 *per client* (it holds at least one term over S: one value per client; single rows in it
-are broadcast to every client) or *one row*. The reductions :func:`total`, :func:`mean`
-and :func:`dot` turn a per-client expression into one row: ``total(e) = sum_{i in S} e_i``,
-``mean(e) = total(e) / |S|``, ``dot(w, e) = sum_{i in S} w_i e_i``.
+are broadcast to every client) or *one row*. The reductions ``total``, ``mean`` and
+``dot`` turn a per-client expression into one row: ``total(e) = sum_{i in S} e_i``,
+``mean(e) = total(e) / |S|``, ``dot(w, e) = sum_{i in S} w_i e_i``. ``grad`` and the
+reductions are functions of :mod:`stochmix.engine.model.functions`.
 
 An :class:`Expression` only records its terms (:mod:`stochmix.engine.model.terms`). The
 block handles (:class:`BlockRows`) hand what is assigned to their rows (``x[S] = e``,
@@ -36,7 +37,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import scipy.sparse as sp
-from jaxtyping import Float, Int
+from jaxtyping import Int
 
 from ...mixing.rowsparse import RowSparse
 from .layout import Layout
@@ -44,7 +45,7 @@ from .phase_cache import PhaseCache
 from .round_scalars import RoundScalar, scaled
 from .terms import EVERY, _Every, _Term, _term, _with
 
-__all__ = ["BlockRows", "Expression", "Selection", "dot", "grad", "mean", "total"]
+__all__ = ["BlockRows", "Expression", "Selection"]
 
 
 def _is_number(value) -> bool:
@@ -200,11 +201,11 @@ class Expression:
         return Expression(tuple(terms), None)
 
     def sum(self) -> Expression:
-        """``sum_{i in S} e_i``, one row (same as :func:`total`)."""
+        """``sum_{i in S} e_i``, one row (same as ``total``)."""
         return self._reduce("total", False)
 
     def mean(self) -> Expression:
-        """``(1/|S|) sum_{i in S} e_i``, one row (same as :func:`mean`)."""
+        """``(1/|S|) sum_{i in S} e_i``, one row (same as ``mean``)."""
         return self._reduce("mean", True)
 
     def __rmatmul__(self, op) -> Expression:
@@ -529,70 +530,6 @@ class _Indexed:
         return f"{self.handle!r}.at"
 
 
-def grad(
-    clients: int | np.integer | Int[np.ndarray, " s"] | list | None = None,
-    *,
-    samples: Int[np.ndarray, "..."] | None = None,
-) -> Expression:
-    """The gradient of every client of ``clients`` at its point: a per-client expression
-    (one row for a single int client); ``grad()``: every client's gradient, for targets
-    with one row per client (``y[:] = W @ y + grad() - g``).
-
-    The rows it adds to are those of the equation's target (``x[S] -= lr * grad(S)``); in
-    a reduction (``y.server += total(grad(S))``) the clients' gradients add up on one row.
-    Client indices are checked against N when the equation is written.
-
-    ``samples``: a minibatch estimate instead, on a finite sum
-    (:class:`~stochmix.protocols.FiniteSumProblem`): client ``S[k]`` takes the rows
-    ``samples[k]`` (positions among its m_k samples; shape ``(|S|, b)``, or ``(|S|,)``
-    for b = 1) and its gradient is ``(m_k / b) sum_j grad loss_j`` plus the problem's
-    ridge term: the problem's ``sampled_gradients``, one gradient evaluation and b sample
-    gradients per client. With b = 1 it is the component gradient grad f_{k, j} of f_k =
-    (1/m_k) sum_j f_{k, j}. A phase takes one set of gradients: full ones or one draw.
-    """
-    if samples is not None:
-        return _sampled(grad(clients), samples)
-    if clients is None:
-        return Expression((_Term(None, EVERY, 1.0, over=EVERY),), EVERY)
-    if isinstance(clients, (int, np.integer)) and not isinstance(clients, bool):
-        one = np.array([int(clients)], dtype=np.int64)
-        return Expression((_Term(None, one, 1.0),), None)
-    arr = np.asarray(clients)
-    if arr.dtype == np.bool_:
-        raise TypeError("grad() takes client indices, got a boolean mask: use np.flatnonzero")
-    if arr.size == 0:
-        arr = arr.astype(np.int64)
-    if arr.dtype.kind not in "iu" or arr.ndim != 1:
-        raise TypeError(
-            f"grad() takes a 1-d integer array of clients or an int, got dtype {arr.dtype} "
-            f"and shape {arr.shape}"
-        )
-    arr = arr.astype(np.int64, copy=False)
-    return Expression((_Term(None, arr, 1.0, over=arr),), arr)
-
-
-def _sampled(expr: Expression, samples) -> Expression:
-    """``expr`` (a gradient term) drawing ``samples`` (checked against its clients)."""
-    arr = np.asarray(samples)
-    if arr.dtype == np.bool_ or arr.dtype.kind not in "iu" or arr.ndim not in (1, 2):
-        raise TypeError(
-            f"grad(samples=...) takes an integer array of shape (clients, b) or (clients,), "
-            f"got dtype {arr.dtype} and shape {arr.shape}"
-        )
-    (term,) = expr.terms
-    arr = arr.astype(np.int64, copy=False).reshape(arr.shape[0], -1)
-    if term.rows is EVERY:
-        return Expression((_with(term, samples=arr),), expr.clients)
-    if arr.shape[0] != np.size(term.rows) or arr.shape[1] == 0:
-        raise ValueError(
-            f"grad(samples=...) needs at least one sample for each of the {np.size(term.rows)} "
-            f"clients, got shape {np.shape(samples)}"
-        )
-    if arr.size and arr.min() < 0:
-        raise ValueError(f"grad(samples=...): sample {arr.min()} is negative")
-    return Expression((_with(term, samples=arr),), expr.clients)
-
-
 def _whole(value):
     """A block handle in an expression stands for all its rows."""
     return value[:] if isinstance(value, BlockRows) else value
@@ -635,26 +572,3 @@ def _mixed_clients(t: _Term, op):
     if op.rows.size == np.size(t.rows) or getattr(op, "closed", False):
         return t.over
     return _mixed(t, op).over
-
-
-def total(expr: Expression) -> Expression:
-    """``sum_{i in S} e_i``: a per-client expression summed onto one row."""
-    _expect(expr, "total")
-    return expr._reduce("total", False)
-
-
-def mean(expr: Expression) -> Expression:
-    """``(1/|S|) sum_{i in S} e_i``; a single row inside ``e`` counts as itself."""
-    _expect(expr, "mean")
-    return expr._reduce("mean", True)
-
-
-def dot(weights: float | Float[np.ndarray, " s"], expr: Expression) -> Expression:
-    """``sum_{i in S} w_i e_i`` with per-client weights ``w`` of shape ``(|S|,)``."""
-    _expect(expr, "dot")
-    return expr._scaled(weights, "dot() weights")._reduce("dot", False)
-
-
-def _expect(expr, name: str) -> None:
-    if not isinstance(expr, Expression):
-        raise TypeError(f"{name}() takes an expression of block rows, got {expr!r}")

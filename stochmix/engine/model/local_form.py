@@ -25,6 +25,7 @@ from jaxtyping import Int
 
 from ...mixing.rowsparse import Broadcast, Reduce, RowSparse
 from .layout import Layout
+from .picked import ViewTerm, _distinct, view_name
 from .round_scalars import RoundArray, RoundScalar
 
 __all__ = [
@@ -37,7 +38,6 @@ __all__ = [
     "RowTerm",
     "ViewTerm",
     "coefficient_kind",
-    "tail_kernel",
     "view_name",
 ]
 
@@ -86,22 +86,6 @@ class KernelTerm(NamedTuple):
     source: str | int
     kernel: str
     coef: tuple
-
-
-class ViewTerm(NamedTuple):
-    """Rows of ``block`` picked by index (``x.at[...]``), one per node of the form: node
-    ``nodes[k]`` reads and writes row ``rows[k]`` of the block (block-local) as its own.
-    Terms name them ``name`` (the block's name and ``.at``) as they name a block. The
-    rows are bound per round, as coefficient values are."""
-
-    name: str
-    block: str
-    rows: np.ndarray
-
-
-def view_name(block: str) -> str:
-    """The name terms give the rows of ``block`` picked by index."""
-    return f"{block}.at"
 
 
 #: The order in which a form's coefficient values are numbered (its groups of entries):
@@ -203,41 +187,6 @@ class LocalForm:
         rows.update(ref for _, kind, ref, _ in self.outer if kind == "row")
         rows.update(k.source for k in self.kernels if isinstance(k.source, int))
         return frozenset(rows)
-
-
-def tail_kernel(
-    lf: LocalForm,
-    layout: Layout,
-    nodes: np.ndarray,
-    written: set,
-    following: bool,
-    client_node: int = 1,
-) -> LocalForm | None:
-    """A kernel-only form on one node (the server's prox after its average, a projection
-    of an aggregate) as the same kernels on rows of Z, with no nodes: a phase that a run
-    over ``nodes`` takes into its tail (:mod:`stochmix.engine.plan.round_plan`), applied
-    once the run's outer rows are set, as the next phase would be. It must lie on a node
-    that is no client (below ``client_node``: the server; a client's row belongs to one
-    process of the distributed backend, the server's to every one) and read or write a
-    row the run sets (``written``), or follow a tail (``following``). None for any other
-    form."""
-    if not lf.kernels or lf.nodes.size != 1 or lf.terms or lf.external or lf.gradients or lf.views:
-        return None
-    if lf.outer or int(lf.nodes[0]) >= client_node or (nodes == lf.nodes[0]).any():
-        return None
-    node = int(lf.nodes[0])
-    kernels = []
-    for k in lf.kernels:
-        rows = []
-        for block in (str(k.target), str(k.source)):
-            local = node - layout.first_node(block)
-            if not 0 <= local < layout.block(block).rows:
-                return None
-            rows.append(layout.row(block, local))
-        kernels.append(k._replace(target=rows[0], source=rows[1]))
-    tail = LocalForm(np.zeros(0, dtype=np.int64), (), (), (), (), None, (), tuple(kernels))
-    touched = (tail.single_reads | tail.outer_rows) & written
-    return tail if following or touched else None
 
 
 def coefficient_kind(coef) -> str:
@@ -612,11 +561,6 @@ class _LocalDraft:
                 return ()
             views.append(ViewTerm(name, block, rows))
         return tuple(views)
-
-
-def _distinct(values: np.ndarray) -> bool:
-    """Whether ``values`` holds no value twice (increasing: one pass, no sort)."""
-    return bool((np.diff(values) > 0).all()) or np.unique(values).size == values.size
 
 
 def _single(coef) -> float:

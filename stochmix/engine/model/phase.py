@@ -50,11 +50,11 @@ from .local_form import (
     OuterTerm,
     RowTerm,
     ViewTerm,
-    _distinct,
     _index,
     _LocalDraft,
     coefficient_kind,
 )
+from .picked import _distinct
 from .traffic import NO_TRAFFIC, PhaseTraffic, phase_traffic
 
 __all__ = [
@@ -80,7 +80,7 @@ DENSE_LOOKUP = 8
 
 class Draws:
     """A phase's sampled gradients: client ``clients[k]`` draws the rows ``picks[k]`` of
-    its finite sum (int64, shape (c, b); see :func:`~stochmix.engine.model.expressions.grad`)."""
+    its finite sum (int64, shape (c, b); see :func:`~stochmix.engine.model.functions.grad`)."""
 
     __slots__ = ("clients", "picks")
 
@@ -118,6 +118,8 @@ class Phase:
     trips: tuple | None = None
     #: the phase's sampled gradients (:class:`Draws`), or None: full gradients
     draws: Draws | None = None
+    #: whether it reads or writes rows picked by index (``x.at[...]``), bound per round
+    by_index: bool = False
 
     def __init__(
         self,
@@ -292,6 +294,7 @@ class PhaseBuilder:
         self._touched = False  # whether any term names at least one row
         self._local = _LocalDraft(layout)
         self._draws: Draws | None = None  # the phase's sampled gradients
+        self._owners: dict = {}  # rows picked by index: id(rows) -> (rows, their nodes)
         self._full = False  # whether it takes full gradients
 
     @staticmethod
@@ -328,7 +331,9 @@ class PhaseBuilder:
         ``rows`` array (``x.at[...]``, rows picked by index). Changes no number of the
         phase, only its node-local form, which reads them through a view bound per round
         (a phase that writes one of them twice has none: the general path adds the two)."""
-        self._local.note_view(block, rows, _index(nodes))
+        nodes = _index(nodes)
+        self._owners[id(rows)] = (rows, nodes)  # (for the traffic, whatever the form)
+        self._local.note_view(block, rows, nodes)
         return self
 
     def reduce(self, target: str, target_row, source: str, source_rows, coef=1.0):
@@ -389,12 +394,12 @@ class PhaseBuilder:
         (:meth:`reduce_gradients`, whose nodes are then the phase's nodes).
 
         ``samples``: minibatch estimates instead (the problem's ``sampled_gradients``;
-        see :func:`~stochmix.engine.model.expressions.grad`), client ``clients[k]`` drawing
+        see :func:`~stochmix.engine.model.functions.grad`), client ``clients[k]`` drawing
         the rows ``samples[k]`` (int64, shape (c, b)), one row per client. A phase takes
         either full gradients or one draw (the same clients and samples in every term)."""
         t, c = _index(target_rows), _index(clients)
         if samples is not None:
-            self._draw(target, t, c, samples)
+            samples = self._draw(target, t, c, samples)
         elif self._draws is not None and c.size:
             raise ValueError(self._mixed_draws)
         else:
@@ -431,9 +436,10 @@ class PhaseBuilder:
         "(grad(S, samples=...)) with the same clients and samples in every term"
     )
 
-    def _draw(self, target: str, t: np.ndarray, c: np.ndarray, samples) -> None:
+    def _draw(self, target: str, t: np.ndarray, c: np.ndarray, samples) -> np.ndarray:
         """Record the phase's draw of sampled gradients (see :meth:`gradient`)."""
-        picks = np.asarray(samples, dtype=np.int64)
+        picks = np.array(samples, dtype=np.int64)  # (a copy: a later refill changes nothing)
+        picks.flags.writeable = False
         if picks.ndim != 2 or picks.shape[0] != c.size:
             raise ValueError(
                 f"samples must have shape ({c.size}, b), one row per client, got {picks.shape}"
@@ -451,6 +457,7 @@ class PhaseBuilder:
             self._draws = Draws(c, picks)
         elif not self._draws.same(c, picks):
             raise ValueError(self._mixed_draws)
+        return self._draws.picks
 
     def _materialize(self) -> tuple:
         """The COO triplets of every term, in rows of Z."""
@@ -503,7 +510,7 @@ class PhaseBuilder:
             blockwise = partial(blockwise_form, self.layout, list(self._deferred))
         traffic = None
         if not empty:
-            owners = {key: (rows, nodes) for key, (_, rows, nodes) in self._local.views.items()}
+            owners = dict(self._owners)
             traffic = partial(phase_traffic, self.layout, list(self._deferred), draws, owners)
         phase = Phase(
             self.layout.size,
@@ -516,4 +523,5 @@ class PhaseBuilder:
             traffic=traffic,
         )
         phase.draws = draws
+        phase.by_index = bool(self._owners)
         return phase

@@ -193,15 +193,17 @@ def phase_traffic(layout, deferred: list, draws=None, owners=None) -> PhaseTraff
     twice). Gradients: one per client of each distinct client array; with ``draws``
     (the phase's sampled gradients, :class:`~stochmix.engine.model.phase.Draws`) one per
     client of the draw, and b sample gradients each. ``owners``: rows picked by index
-    (``x.at[...]``), ``id(rows) -> (rows, nodes)``: each such row is its node's (a message
-    when another node's row is read or written); other rows past the nodes are the memory
-    of the node that reads or writes them."""
+    (``x.at[...]``), ``id(rows) -> (rows, nodes)``: a row of a table past the nodes picked
+    so is the picking node's (a message when another node writes or reads it); other rows
+    past the nodes are the memory of the node that reads or writes them, and a node
+    block's rows are their nodes' however they are picked."""
 
     def nodes_of(block: str, block_rows) -> np.ndarray:
         found = owners.get(id(block_rows)) if owners else None
-        if found is not None and found[0] is block_rows:
-            return found[1]
-        return np.asarray(block_rows, dtype=np.int64).reshape(-1) + layout.first_node(block)
+        first = layout.first_node(block)
+        if found is not None and found[0] is block_rows and first >= _node_count(layout):
+            return found[1]  # a table's rows: the memory of the client that picks them
+        return np.asarray(block_rows, dtype=np.int64).reshape(-1) + first
 
     gradients: dict = {}  # id(clients) -> the client array
     messages: dict = {}  # id(op) or a term's index -> messages

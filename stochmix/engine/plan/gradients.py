@@ -180,7 +180,7 @@ def gradients_at(problem, clients, points, consecutive: bool = False):
 
 def sampled_gradients_at(problem, clients, points, picks):
     """The sampled gradients of ``clients`` at ``points`` drawing the rows ``picks``
-    ((c, b) int64; see :func:`~stochmix.engine.model.expressions.grad`): the problem's
+    ((c, b) int64; see :func:`~stochmix.engine.model.functions.grad`): the problem's
     ``sampled_gradients`` with scale m_c / b, the indices and scales moved to the points'
     device where the points are tensors."""
     counts = getattr(problem, "rows_per_client", None)
@@ -191,8 +191,15 @@ def sampled_gradients_at(problem, clients, points, picks):
             f"{type(problem).__name__}"
         )
     clients = np.asarray(clients, dtype=np.int64)
-    scale = np.asarray(counts, dtype=np.int64).reshape(-1)
-    scale = np.broadcast_to(scale, (problem.n_clients,))[clients] / picks.shape[1]
+    held = np.broadcast_to(np.asarray(counts, dtype=np.int64).reshape(-1), (problem.n_clients,))
+    held = held[clients]
+    if picks.size and (picks.min() < 0 or (picks >= held[:, None]).any()):
+        k = int(np.flatnonzero(((picks < 0) | (picks >= held[:, None])).any(axis=1))[0])
+        raise ValueError(
+            f"grad(samples=...): client {int(clients[k])} holds {int(held[k])} samples "
+            f"(0..{int(held[k]) - 1}), got samples {picks[k].tolist()}"
+        )
+    scale = held / picks.shape[1]
     if not isinstance(points, np.ndarray):  # a tensor (the Torch backend)
         import torch
 

@@ -34,10 +34,10 @@ from functools import lru_cache, partial
 import numpy as np
 
 from ..model.blockwise import chained
-from ..model.local_form import tail_kernel
 from ..model.method import Method, RunContext
 from ..model.phase import LocalForm, Phase
 from ..model.rowmap import RowMap
+from ..model.tail_kernel import tail_kernel
 from ..model.traffic import round_traffic
 from ..model.trips import descending, spread_over
 from .capabilities import Capabilities, capabilities

@@ -89,6 +89,8 @@ class _Run:
             return outer_only
         if (lf.views or self.views) and not self._views_agree(lf):
             return False
+        if lf.samples is not None and self.trips is not None:
+            return False  # (a run with trip counts is chunked by prefix: a draw is one chunk)
         if lf.takes_gradients and self.draw is not None:  # one draw of gradients a run
             draw = _draw(lf)
             if isinstance(draw, str) or isinstance(self.draw, str):

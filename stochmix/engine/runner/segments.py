@@ -131,6 +131,8 @@ def slot_program(phases, layout, nodes: np.ndarray, client_node: int) -> SlotPro
     for phase in phases:
         if isinstance(phase, RowMap):
             return None  # nonlinear: no slot form (its _triplets refuse)
+        if getattr(phase, "draws", None) is not None or getattr(phase, "by_index", False):
+            return None  # sampled gradients, rows by index: bound per round, not slots
         triplets = getattr(phase, "_triplets", None)
         if triplets is None:
             return None
