@@ -555,6 +555,7 @@ def test_led_equals_its_reference(seed, n, local_steps):
         close(a, b)
 
 
+@pytest.mark.slow  # (long: run after the quick suite)
 def test_fedpd_is_exact_on_non_iid_clients_where_fedavg_is_not():
     """Zhang et al. 2021: FedPD's fixed point is the exact minimiser whatever the clients'
     data (communicating every round), where FedAvg with the same local steps stalls; with

@@ -32,6 +32,7 @@ def test_both_fits_are_exact_on_a_geometric_curve(rho):
     assert result.rate() == pytest.approx(rho, abs=1e-12)
 
 
+@pytest.mark.slow  # (long: run after the quick suite)
 def test_gradient_descent_rate_is_the_closed_form():
     """FedAvg with one client and one local step is gradient descent: on a diagonal
     quadratic with curvatures lambda its rate is max |1 - lr lambda|: met to 1e-7 when the

@@ -38,6 +38,7 @@ def _extra_static_worst(lr, sigma, L, mu):
     return best
 
 
+@pytest.mark.slow  # (long: run after the quick suite)
 def test_the_search_finds_extras_complex_worst_case():
     """The symmetric-only search stops at 1 - lr mu = 0.95; the whole class reaches the
     closed form's 0.97374 (to its grid), and stays under the certificate."""

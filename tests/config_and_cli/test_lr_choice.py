@@ -35,6 +35,7 @@ def test_the_default_picks_the_fewest_rounds_to_the_tolerance_and_says_so():
     assert config.parse(resolved).lr_choice == exp.lr_choice
 
 
+@pytest.mark.slow  # (long: run after the quick suite)
 def test_final_error_is_a_key_and_ranks_by_the_last_error():
     exp = config.parse(focus_grid(best_lr_by="final_error"))
     (outcome,) = run_experiment(exp, progress=False, log=None)

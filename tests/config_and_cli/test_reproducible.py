@@ -49,6 +49,7 @@ def test_readme_config_gives_the_same_metrics_bytes_twice(tmp_path, capsys):
     capsys.readouterr()
 
 
+@pytest.mark.slow  # (long: run after the quick suite)
 def test_default_gives_the_same_metrics_bytes_twice(tmp_path, capsys):
     first = _run(tmp_path / "a")
     second = _run(tmp_path / "b")

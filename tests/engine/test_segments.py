@@ -68,6 +68,7 @@ def test_segments_keep_the_schedule_and_the_last_round(monkeypatch):
     assert np.isfinite(result.distance).all()  # distance: every round, from the model
 
 
+@pytest.mark.slow  # (long: run after the quick suite)
 def test_no_segments_where_they_cannot_run(monkeypatch):
     problem = problems.Quadratic.random(N, 3, seed=1)
     graph = _graph()
