@@ -398,3 +398,19 @@ def test_run_options_are_checked_once_and_named_in_errors():
         options.seed = 4  # type: ignore[misc]
     explained = sm.explain(FedAvg(0.1), problem, Full(5), 2, options=RunOptions.of(seed=3))
     assert explained.rounds[0].participants == 5
+
+
+def test_a_dtype_the_backend_object_does_not_hold_is_refused():
+    """``dtype`` applies to a backend given by name; with a backend object, a dtype other
+    than the default that the object does not compute in would be ignored: refused, naming
+    both (a float32 comparison ran in float64 unnoticed)."""
+    from stochmix.engine import NumpyBackend
+
+    problem = sm.problems.Quadratic.random(4, 2, seed=0)
+    full = sm.participation.Full(4)
+    with pytest.raises(ValueError, match="dtype=float32 but the NumpyBackend object computes"):
+        run(FedAvg(0.1, 1), problem, full, 2, backend=NumpyBackend(), dtype=np.float32)
+    held = run(FedAvg(0.1, 1), problem, full, 2, backend=NumpyBackend(np.float32),
+               dtype=np.float32, progress=False)  # fmt: skip
+    named = run(FedAvg(0.1, 1), problem, full, 2, dtype=np.float32, progress=False)
+    np.testing.assert_array_equal(held.server, named.server)

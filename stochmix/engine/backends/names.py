@@ -29,6 +29,7 @@ def make_backend(backend, dtype=np.float64, **options):
                 f"options {sorted(options)} apply to a backend given by name; "
                 f"set them on the {type(backend).__name__} object instead"
             )
+        _check_dtype(backend, dtype)
         return backend
     choice(backend, "backend", BACKENDS)
     if backend == "distributed":
@@ -54,3 +55,22 @@ def make_backend(backend, dtype=np.float64, **options):
     if options:
         raise ValueError(f"options {sorted(options)} apply to the torch backend only")
     return NumpyBackend(dtype, compiled)
+
+
+def _check_dtype(backend, dtype) -> None:
+    """Refuse a ``dtype`` other than the default that the backend object does not hold
+    (the object's own dtype is what a run computes in: the argument would be ignored)."""
+    given = np.dtype(dtype)
+    own = getattr(backend, "dtype", None)
+    if given == np.float64 or own is None:  # (the default, or a backend without a dtype)
+        return
+    try:
+        held = np.dtype(str(own).removeprefix("torch."))
+    except TypeError:
+        return
+    if held != given:
+        raise ValueError(
+            f"dtype={given.name} but the {type(backend).__name__} object computes in "
+            f"{held.name}: give the dtype to the backend object ({type(backend).__name__}"
+            f"(dtype=...)), or the backend by name"
+        )
