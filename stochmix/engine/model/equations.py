@@ -61,7 +61,7 @@ from .functions import dot, grad, mean, total
 from .layout import Layout
 from .phase import Phase, PhaseBuilder
 from .phase_cache import PhaseCache
-from .terms import EVERY, _Term, _with
+from .terms import EVERY, _Term, _with, client_array
 
 __all__ = ["BlockRows", "Equations", "Expression", "Selection", "dot", "grad", "mean", "total"]
 
@@ -154,19 +154,7 @@ class Equations:
         found = self._checked.get(id(clients))
         if found is not None and found[0] is clients:
             return found[1]
-        arr = np.asarray(clients)
-        if arr.dtype == np.bool_:
-            raise TypeError(
-                "clients must be integer indices, got a boolean mask: use np.flatnonzero"
-            )
-        if arr.size == 0:
-            arr = arr.astype(np.int64)
-        if arr.dtype.kind not in "iu" or arr.ndim != 1:
-            raise TypeError(
-                f"clients must be a 1-d integer array or an int, got dtype {arr.dtype} and "
-                f"shape {arr.shape}"
-            )
-        arr = arr.astype(np.int64, copy=False)
+        arr = client_array(clients, "clients")
         if arr.size and (arr.min() < 0 or arr.max() >= self.n_clients):
             bad = arr[(arr < 0) | (arr >= self.n_clients)][0]
             raise ValueError(

@@ -9,7 +9,7 @@ import numpy as np
 from jaxtyping import Float, Int
 
 from .expressions import Expression
-from .terms import EVERY, _Term, _with
+from .terms import EVERY, _Term, _with, client_array
 
 __all__ = ["dot", "grad", "mean", "total"]
 
@@ -42,17 +42,7 @@ def grad(
     if isinstance(clients, (int, np.integer)) and not isinstance(clients, bool):
         one = np.array([int(clients)], dtype=np.int64)
         return Expression((_Term(None, one, 1.0),), None)
-    arr = np.asarray(clients)
-    if arr.dtype == np.bool_:
-        raise TypeError("grad() takes client indices, got a boolean mask: use np.flatnonzero")
-    if arr.size == 0:
-        arr = arr.astype(np.int64)
-    if arr.dtype.kind not in "iu" or arr.ndim != 1:
-        raise TypeError(
-            f"grad() takes a 1-d integer array of clients or an int, got dtype {arr.dtype} "
-            f"and shape {arr.shape}"
-        )
-    arr = arr.astype(np.int64, copy=False)
+    arr = client_array(clients, "grad()")
     return Expression((_Term(None, arr, 1.0, over=arr),), arr)
 
 

@@ -72,3 +72,19 @@ def _with(term: _Term, **changes) -> _Term:
     fields.update(term.__dict__)
     fields.update(changes)
     return new
+
+
+def client_array(clients, what: str) -> np.ndarray:
+    """``clients`` as a 1-d int64 array (indices not yet checked against N); ``what``
+    names the argument in the errors (a boolean mask, another dtype or shape)."""
+    arr = np.asarray(clients)
+    if arr.dtype == np.bool_:
+        raise TypeError(f"{what}: client indices expected, got a boolean mask: use np.flatnonzero")
+    if arr.size == 0:
+        arr = arr.astype(np.int64)
+    if arr.dtype.kind not in "iu" or arr.ndim != 1:
+        raise TypeError(
+            f"{what}: a 1-d integer array of clients or an int expected, got dtype "
+            f"{arr.dtype} and shape {arr.shape}"
+        )
+    return arr.astype(np.int64, copy=False)
