@@ -5,6 +5,7 @@ Importing this module imports Numba (the ``fast`` extra).
 
 from __future__ import annotations
 
+import math
 from typing import no_type_check
 
 import llvmlite.ir as ir
@@ -100,6 +101,39 @@ def shrink_scaled(v, t, s):  # pragma: no cover - compiled
 def clip_entry(v, lo, hi):  # pragma: no cover - compiled
     """One entry of ``min(max(v, lo), hi)``, a NaN kept (the kernel ``clip``)."""
     return lo if v < lo else (hi if v > hi else v)
+
+
+@numba.njit(inline="always", nogil=True)
+@no_type_check  # compiled by Numba: no runtime type checks wrapped around it
+def adam_moment(v, d, b, a):  # pragma: no cover - compiled
+    """One entry of ``b (v + a) + (1 - b) d^2`` (the kernel ``adam_moment``)."""
+    return b * (v + a) + (1.0 - b) * (d * d)
+
+
+@numba.njit(inline="always", nogil=True)
+@no_type_check  # compiled by Numba: no runtime type checks wrapped around it
+def yogi_moment(v, d, b, a):  # pragma: no cover - compiled
+    """One entry of ``w - (1 - b) d^2 sign(w - d^2)``, ``w = v + a`` (the kernel
+    ``yogi_moment``; the sign of a zero or a NaN is itself, as NumPy's)."""
+    w = v + a
+    square = d * d
+    u = w - square
+    sign = u if u == 0.0 or u != u else (1.0 if u > 0.0 else -1.0)
+    return w - (1.0 - b) * square * sign
+
+
+@numba.njit(inline="always", nogil=True)
+@no_type_check  # compiled by Numba: no runtime type checks wrapped around it
+def adagrad_moment(v, d, a):  # pragma: no cover - compiled
+    """One entry of ``(v + a) + d^2`` (the kernel ``adagrad_moment``)."""
+    return (v + a) + d * d
+
+
+@numba.njit(inline="always", nogil=True)
+@no_type_check  # compiled by Numba: no runtime type checks wrapped around it
+def adaptive_step(v, m, u, eta, tau):  # pragma: no cover - compiled
+    """One entry of ``v + eta m / (sqrt(u) + tau)`` (the kernel ``adaptive_step``)."""
+    return v + eta * m / (math.sqrt(u) + tau)
 
 
 def inlined(function):

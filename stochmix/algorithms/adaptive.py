@@ -25,6 +25,10 @@ class _SecondMoment:
     def __init__(self, kind: str, beta2: float, initial: float):
         self.kind, self.beta2, self.initial = kind, beta2, initial
         self.name = f"{kind} second moment"
+        #: the element-wise kernel the compiled programs apply in the run's tail
+        #: (:mod:`stochmix.engine.model.kernels`): the same operations in the same order
+        scalars = (initial,) if kind == "adagrad" else (beta2, initial)
+        self.row_kernel = (f"{kind}_moment", scalars)
 
     def __call__(self, v, delta, *, info):
         v = v + self.initial  # v_{-1}: added once, in the first update (initial = 0 after)
@@ -43,6 +47,7 @@ class _ServerStep:
 
     def __init__(self, server_lr: float, tau: float):
         self.server_lr, self.tau = server_lr, tau
+        self.row_kernel = ("adaptive_step", (server_lr, tau))  # (as the second moment's)
 
     def __call__(self, x0, m, v, *, info):
         return x0 + self.server_lr * m / (np.sqrt(v) + self.tau)
@@ -68,9 +73,12 @@ class FedAdaptive(LocalTraining, Method):
     (squares, roots, signs and the division entry by entry). The pseudo-gradient and m
     are one linear phase (``delta`` keeps Delta); the v update and the server step are
     nonlinear row maps (:class:`~stochmix.engine.RowMap`), so the exact-operator analysis
-    refuses the method. v starts from ``initial_v`` (the paper's v_{-1} >= tau^2; default
-    tau^2): the first update adds it. No bias correction, as in the paper. A round nobody
-    joins changes nothing.
+    refuses the method. Both are element-wise kernels of
+    :mod:`stochmix.engine.model.kernels` (``adam_moment``, ``yogi_moment``,
+    ``adagrad_moment``, ``adaptive_step``), which the compiled programs apply in the tail
+    of the round's run: a round is one program. v starts from ``initial_v`` (the paper's
+    v_{-1} >= tau^2; default tau^2): the first update adds it. No bias correction, as in
+    the paper. A round nobody joins changes nothing.
 
     Args:
         lr: local step size gamma.

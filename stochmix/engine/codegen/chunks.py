@@ -115,12 +115,13 @@ class RowOps:
         """``out += c * src`` in place (``out`` a vector or a row of the state)."""
         out += c * src
 
-    def kernel(self, name: str, row, params: list):
+    def kernel(self, name: str, row, params: list, more=()):
         """A new vector: the element-wise kernel ``name`` of
-        :data:`~stochmix.engine.model.kernels.KERNELS` on ``row`` with round scalars
-        ``params`` (its NumPy form, the programs' operations)."""
+        :data:`~stochmix.engine.model.kernels.KERNELS` on ``row`` (and its further
+        sources' rows ``more``) with round scalars ``params`` (its NumPy form, the
+        programs' operations)."""
         out, tmp = np.empty_like(row), np.empty_like(row)
-        KERNELS[name].numpy(row, *params, out=out, tmp=tmp)
+        KERNELS[name].numpy(row, *more, *params, out=out, tmp=tmp)
         return out
 
     def rows_finite(self, z, rows: list) -> bool:
@@ -140,9 +141,9 @@ class WideKernelRows(RowOps):
     state's dtype: what the Numba loop's inlined kernels do (their round scalars are
     float64), so a kernel in a run's tail gives the loop's bits in float32 too."""
 
-    def kernel(self, name: str, row, params: list):
-        wide = np.asarray(row, dtype=np.float64)
-        return super().kernel(name, wide, params).astype(row.dtype, copy=False)
+    def kernel(self, name: str, row, params: list, more=()):
+        wide = [np.asarray(r, dtype=np.float64) for r in (row, *more)]
+        return super().kernel(name, wide[0], params, wide[1:]).astype(row.dtype, copy=False)
 
 
 WIDE_KERNEL_ROWS = WideKernelRows()
@@ -465,10 +466,11 @@ class ChunkRuntime:
             finite = ops.rows_finite(z, [at(r) for r in self.outer_rows])
         for entries in self.tail:  # single rows from single rows, all at once
             new = {}
-            for row, kind, source, slot, kernel, scalars in entries:
+            for row, kind, source, slot, kernel, scalars, more in entries:
                 if kind == "kernel":  # alone on its row
                     values = [coefs[slot + k] for k in range(scalars)]
-                    new[row] = ops.kernel(kernel, z[at(source)], values)
+                    others = [z[at(m)] for m in more]
+                    new[row] = ops.kernel(kernel, z[at(source)], values, others)
                     continue
                 if row not in new:
                     new[row] = ops.zeros(z)

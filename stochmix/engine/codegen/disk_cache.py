@@ -20,11 +20,18 @@ from pathlib import Path
 
 import numpy as np
 
+from ..model.kernels import KERNELS
+
 __all__ = ["HELPERS", "cache_dir", "cached_function", "compiled_rows"]
 
 # The stochmix._compiled helpers the generated code calls by name (both where it is
 # compiled in memory and in the module text kept in the disk cache).
-HELPERS = ("prefetch_read", "prefetch_write", "rounded_as", "shrink", "shrink_scaled", "clip_entry")
+HELPERS = (
+    "prefetch_read",
+    "prefetch_write",
+    "rounded_as",
+    *(kernel.numba for kernel in KERNELS.values()),
+)
 #: the writer whose source keys every cached program (its code shapes what is generated)
 WRITER = "stochmix.engine.codegen.rowwise"
 

@@ -134,7 +134,8 @@ class NumpyWriter:
             self._add_scaled(w, step.out, self._operand(step.source), coef, step.scratch)
         elif isinstance(step, Kernel):
             coefs = [self._coef(w, c.kind, c.slot) for c in step.coefs]
-            self._kernel(w, step.out, step.source, step.kernel, coefs)
+            sources = [step.source, *step.more]
+            self._kernel(w, step.out, sources, step.kernel, coefs)
         else:  # pragma: no cover - a step type without a statement is a bug
             raise TypeError(f"no statement for schedule step {step!r}")
 
@@ -239,6 +240,6 @@ class NumpyWriter:
         w.emit(f"np.multiply({src}, {c}, out={scratch})")
         w.emit(f"np.add({out}, {scratch}, out={out})")
 
-    def _kernel(self, w: SourceWriter, out: str, src: str, name: str, coefs: list) -> None:
-        """``out <- kernel(src)`` (an element-wise row kernel; ``tmp`` its scratch)."""
-        w.emit(f"K_{name}({src}, {', '.join(coefs)}, out={out}, tmp=tmp)")
+    def _kernel(self, w: SourceWriter, out: str, sources: list, name: str, coefs: list) -> None:
+        """``out <- kernel(*sources)`` (an element-wise row kernel; ``tmp`` its scratch)."""
+        w.emit(f"K_{name}({', '.join(map(str, [*sources, *coefs]))}, out={out}, tmp=tmp)")

@@ -184,7 +184,9 @@ def _reads(step) -> tuple:
         return (step.source,)
     if isinstance(step, Check):
         return (step.value,)
-    if isinstance(step, Copy | Multiply | Kernel):
+    if isinstance(step, Kernel):
+        return (step.source, *step.more)
+    if isinstance(step, Copy | Multiply):
         return (step.source,)
     if isinstance(step, Add | Subtract | AddScaled):
         return (step.out, step.source)
@@ -357,11 +359,13 @@ class _Lowering:
         elif isinstance(step, Kernel):
             helper = KERNELS[step.kernel].numba
             scalars = ", ".join(self._coef(c) for c in step.coefs)
+            more = "".join(f"{self.read(b).entry}, " for b in step.more)
             if step.out == step.source:
-                self.update(step.out, lambda v: f"{helper}({v}, {scalars})", True)
+                self.update(step.out, lambda v: f"{helper}({v}, {more}{scalars})", True)
             else:
                 self.assign(
-                    step.out, lambda: f"{helper}({self.read(step.source).entry}, {scalars})"
+                    step.out,
+                    lambda: f"{helper}({self.read(step.source).entry}, {more}{scalars})",
                 )
         else:  # pragma: no cover - a step type without a statement is a bug
             raise TypeError(f"no statement for schedule step {step!r}")

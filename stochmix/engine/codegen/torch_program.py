@@ -156,8 +156,8 @@ class TorchProgram(LocalProgram):
         else:
             w.emit(f"{out}.add_({src}, alpha={c})")
 
-    def _kernel(self, w, out: str, src: str, name: str, coefs: list) -> None:
-        w.emit(f"K_{name}(torch, {src}, {', '.join(coefs)}, out={out}, tmp=tmp)")
+    def _kernel(self, w, out: str, sources: list, name: str, coefs: list) -> None:
+        w.emit(f"K_{name}(torch, {', '.join(map(str, [*sources, *coefs]))}, out={out}, tmp=tmp)")
 
     # ------------------------------------------------------------------ execution
     def _buffer_set(self, rows: int, d: int, dtype, worker=0) -> dict:
@@ -269,9 +269,9 @@ class TorchRows(RowOps):
     def add_scaled(self, out, src, c) -> None:
         out.add_(src, alpha=c)
 
-    def kernel(self, name: str, row, params: list):
+    def kernel(self, name: str, row, params: list, more=()):
         out, tmp = self.torch.empty_like(row), self.torch.empty_like(row)
-        KERNELS[name].torch(self.torch, row, *params, out=out, tmp=tmp)
+        KERNELS[name].torch(self.torch, row, *more, *params, out=out, tmp=tmp)
         return out
 
     def rows_finite(self, z, rows: list) -> bool:

@@ -77,15 +77,23 @@ class OuterTerm(NamedTuple):
 
 
 class KernelTerm(NamedTuple):
-    """``target[nodes] <- kernel(source[nodes]; *coef)``: an element-wise row kernel (see
-    :mod:`stochmix.engine.model.kernels`) with its round scalars ``coef`` (a tuple of
-    numbers, bound when the round runs: a prox's threshold, a box's bounds). In a *tail
-    kernel* (:func:`tail_kernel`) target and source are rows of Z (ints), not blocks."""
+    """``target[nodes] <- kernel(source[nodes], *more[nodes]; *coef)``: an element-wise row
+    kernel (see :mod:`stochmix.engine.model.kernels`) with its round scalars ``coef`` (a
+    tuple of numbers, bound when the round runs: a prox's threshold, a box's bounds) and,
+    for a kernel of several sources, the further ones ``more`` (an adaptive step's moments).
+    In a *tail kernel* (:func:`tail_kernel`) target and sources are rows of Z (ints), not
+    blocks."""
 
     target: str | int
     source: str | int
     kernel: str
     coef: tuple
+    more: tuple = ()
+
+    @property
+    def sources(self) -> tuple:
+        """Every source, the first one first."""
+        return (self.source, *self.more)
 
 
 #: The order in which a form's coefficient values are numbered (its groups of entries):
@@ -139,7 +147,7 @@ class LocalForm:
         """The blocks the form reads or writes at its nodes' own rows (not by index)."""
         names = {*self.targets, *(t.source for t in self.terms)}
         names.update(o.ref for o in self.outer if o.kind == "sum")
-        names.update(str(k.source) for k in self.kernels)
+        names.update(str(b) for k in self.kernels for b in k.sources)
         return frozenset(names - {v.name for v in self.views})
 
     @cached_property
@@ -153,7 +161,7 @@ class LocalForm:
                 tuple(e._replace(coef=coefficient_kind(e.coef)) for e in getattr(self, group))
                 for group in COEFFICIENT_ORDER[:-1]
             ),
-            tuple((e.target, e.source, e.kernel, len(e.coef)) for e in self.kernels),
+            tuple((e.target, e.sources, e.kernel, len(e.coef)) for e in self.kernels),
             tuple((v.name, v.block) for v in self.views),
             None if self.samples is None else "sampled",
         )
@@ -185,7 +193,7 @@ class LocalForm:
         kernel's source)."""
         rows: set = {r for _, r, _ in self.external}
         rows.update(ref for _, kind, ref, _ in self.outer if kind == "row")
-        rows.update(k.source for k in self.kernels if isinstance(k.source, int))
+        rows.update(b for k in self.kernels for b in k.sources if isinstance(b, int))
         return frozenset(rows)
 
 

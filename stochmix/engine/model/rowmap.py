@@ -47,7 +47,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .kernels import kernel_of
+from .kernels import KERNELS, kernel_of
 from .layout import Layout
 from .local_form import KernelTerm, LocalForm
 from .phase import Phase
@@ -227,17 +227,21 @@ class RowMap(Phase):
 
     def _kernel_form(self, layout: Layout) -> LocalForm | None:
         """The node-local form of an element-wise kernel read from the same nodes' rows of
-        one source block (``target[nodes] <- kernel(source[nodes])``), else None."""
-        if self.kernel is None or len(self._specs) != 1 or not self.target_rows.size:
-            return None
-        name, rows = self._specs[0]
-        nodes = self.target_rows + layout.first_node(self.target)
-        if rows.size != nodes.size or int(nodes.min()) < 0:  # (a server row: no node)
-            return None
-        if not np.array_equal(rows + layout.first_node(name), nodes):
+        as many source blocks as it takes (``target[nodes] <- kernel(source[nodes],
+        ...)``), else None."""
+        if self.kernel is None or not self.target_rows.size:
             return None
         kernel, params = self.kernel
-        term = KernelTerm(self.target, name, kernel, params)
+        if len(self._specs) != KERNELS[kernel].sources:
+            return None
+        nodes = self.target_rows + layout.first_node(self.target)
+        if int(nodes.min()) < 0:  # (a server row: no node)
+            return None
+        for name, rows in self._specs:
+            if rows.size != nodes.size or not np.array_equal(rows + layout.first_node(name), nodes):
+                return None
+        names = [name for name, _ in self._specs]
+        term = KernelTerm(self.target, names[0], kernel, params, tuple(names[1:]))
         return LocalForm(nodes, (self.target,), (), (), (), None, (), (term,))
 
     def _refuse(self, *_):

@@ -36,12 +36,12 @@ def tail_kernel(
     kernels = []
     for k in lf.kernels:
         rows = []
-        for block in (str(k.target), str(k.source)):
+        for block in (str(k.target), *(str(b) for b in k.sources)):
             local = node - layout.first_node(block)
             if not 0 <= local < layout.block(block).rows:
                 return None
             rows.append(layout.row(block, local))
-        kernels.append(k._replace(target=rows[0], source=rows[1]))
+        kernels.append(k._replace(target=rows[0], source=rows[1], more=tuple(rows[2:])))
     tail = LocalForm(np.zeros(0, dtype=np.int64), (), (), (), (), None, (), tuple(kernels))
     touched = (tail.single_reads | tail.outer_rows) & written
     return tail if following or touched else None

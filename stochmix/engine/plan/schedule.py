@@ -146,7 +146,9 @@ class Schedule:
             lines.append(f"outer z[{row}] += c{slot} z[{ref}]")
         for k, entries in enumerate(self.tail):
             terms = ", ".join(
-                f"z[{e.row}] = {e.kernel}(z[{e.ref}]; "
+                f"z[{e.row}] = {e.kernel}("
+                + "".join(f"z[{r}], " for r in (e.ref, *e.more))[:-2]
+                + "; "
                 + ", ".join(f"c{e.slot + j}" for j in range(e.scalars))
                 + ")"
                 if e.kind == "kernel"
@@ -278,7 +280,9 @@ def plan_schedule(
         base += len(lf.coefficients)
         entries = [TailEntry(e.row, e.kind, e.ref, c.slot) for e, c in slots["outer"]]
         entries += [
-            TailEntry(k.target, "kernel", k.source, cs[0].slot if cs else -1, k.kernel, len(cs))
+            TailEntry(
+                k.target, "kernel", k.source, cs[0].slot if cs else -1, k.kernel, len(cs), k.more
+            )
             for k, cs in slots["kernels"]
         ]
         tail_entries.append(tuple(entries))
@@ -287,7 +291,7 @@ def plan_schedule(
     written: set[str] = set()
     for lf, level in zip(body, levels, strict=True):
         reads: list = [t.source for t in lf.terms] + [o.ref for o in lf.outer if o.kind == "sum"]
-        reads += [k.source for k in lf.kernels]
+        reads += [b for k in lf.kernels for b in k.sources]
         if lf.takes_gradients:
             reads.append(model_block)
         if level >= 0:  # nodes past the prefix keep the values the block holds
@@ -303,7 +307,7 @@ def plan_schedule(
     p = _Planner(tuple(blocks))
     # a kernel's source is read as it is (a kernel of zero need not be zero: a box's
     # projection), so it is gathered even where the engine knows it is zero
-    zero = frozenset(zero) & set(blocks) - {k.source for lf in body for k in lf.kernels}
+    zero = frozenset(zero) & set(blocks) - {b for lf in body for k in lf.kernels for b in k.sources}
     gather = [b for b in gather if b not in zero]
     scratch = frozenset(scratch) & set(blocks)
     if scratch & set(gather):
@@ -483,12 +487,13 @@ def _guarded(p: _Planner, lf: LocalForm, base: int, model_block: str, level: int
 def _kernels(p: _Planner, entries: list) -> None:
     """Plan a phase of one element-wise kernel: the target's new rows from its source's
     current buffer (in place when the target is the source)."""
-    ((term, coefs),) = entries  # a row map has one target and, to be a kernel, one source
+    ((term, coefs),) = entries  # a row map has one target
     source = p.cur.get(term.source)
-    assert source is not None  # plan_schedule gathers every kernel source
+    more = tuple(p.cur.get(b) for b in term.more)
+    assert source is not None and None not in more  # plan_schedule gathers kernel sources
     read = (source, p.version.get(source, 0))
-    faithful = KERNELS[term.kernel].faithful
-    in_place = term.target == term.source
+    faithful = KERNELS[term.kernel].faithful  # (None for several sources: checks kept)
+    in_place = term.target == term.source and term.target not in term.more
     if faithful is None:
         # a projection maps an infinite entry to a bound: its read carries nothing on, so
         # a value it replaces is checked first, and one it leaves stays to be checked
@@ -499,7 +504,7 @@ def _kernels(p: _Planner, entries: list) -> None:
     else:  # the output stands for the source: not a read that carries its NaN on
         p.unread.discard(source)
     out = source if in_place else p.spare(term.target)
-    p.steps.append(Kernel(out, source, term.kernel, coefs))
+    p.steps.append(Kernel(out, source, term.kernel, coefs, more))
     p.wrote(out)
     if faithful is not None and not in_place:
         bounds = tuple(zip(coefs, faithful, strict=True))

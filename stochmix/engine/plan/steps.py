@@ -130,14 +130,16 @@ class AddScaled(NamedTuple):
 
 
 class Kernel(NamedTuple):
-    """``out <- kernel(source)`` entry by entry, ``kernel`` an element-wise row kernel of
-    :data:`~stochmix.engine.model.kernels.KERNELS` with its round scalars ``coefs`` (a
-    tuple of :class:`Coef`); ``out`` may be ``source`` (in place)."""
+    """``out <- kernel(source, *more)`` entry by entry, ``kernel`` an element-wise row
+    kernel of :data:`~stochmix.engine.model.kernels.KERNELS` with its round scalars
+    ``coefs`` (a tuple of :class:`Coef`) and the buffers of its further sources ``more``;
+    ``out`` may be ``source`` (in place), never one of ``more``."""
 
     out: Buffer
     source: Buffer
     kernel: str
     coefs: tuple
+    more: tuple = ()
 
 
 class Zero(NamedTuple):
@@ -200,9 +202,10 @@ class OuterSingle(NamedTuple):
 class TailEntry(NamedTuple):
     """One term of a tail phase: ``z[row]`` is rewritten as the sum of its entries, each
     ``coef * z[ref]`` (kind "row"), ``z[row]`` itself (kind "keep", no coefficient: slot
-    -1) or nothing (kind "zero"); or, alone on its row, ``kernel(z[ref]; coefs[slot], ...,
-    coefs[slot + scalars - 1])`` (kind "kernel": an element-wise kernel of
-    :data:`~stochmix.engine.model.kernels.KERNELS` and its round scalars)."""
+    -1) or nothing (kind "zero"); or, alone on its row, ``kernel(z[ref], *(z[m] for m in
+    more); coefs[slot], ..., coefs[slot + scalars - 1])`` (kind "kernel": an element-wise
+    kernel of :data:`~stochmix.engine.model.kernels.KERNELS`, its further sources' rows and
+    its round scalars)."""
 
     row: int
     kind: str
@@ -210,6 +213,7 @@ class TailEntry(NamedTuple):
     slot: int
     kernel: str = ""
     scalars: int = 0
+    more: tuple = ()
 
 
 __all__ = [

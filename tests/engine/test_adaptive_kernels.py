@@ -1,0 +1,204 @@
+"""Element-wise kernels of several sources (stochmix.engine.model.kernels): FedAdam's,
+FedYogi's and FedAdagrad's second moments and the adaptive server step.
+
+What must hold: each kernel's NumPy, Torch and Numba forms compute the method's own row
+map entry for entry (bit for bit in float64, NaN and Inf kept); a run gives the numbers
+of the same run with plain row maps on every path (NumPy programs, the compiled loop,
+Torch, compact storage; float32 within a few units of the last place on the compiled
+loop, whose inlined kernels compute in float64 and round once) with the same cost
+columns; a round is one program; and a kernel of several sources on the clients' rows
+(not in a tail) runs inside the run too, a target among its further sources included.
+"""
+
+from __future__ import annotations
+
+from typing import no_type_check
+
+import numpy as np
+import pytest
+
+import stochmix as sm
+from stochmix.algorithms import FedAdagrad, FedAdam, FedYogi, adaptive
+from stochmix.engine import Block, Equations, Method, grad
+from stochmix.engine.model.kernels import KERNELS, kernel_of
+from stochmix.participation import Bernoulli, UniformSample
+from stochmix.problems import LeastSquares
+
+COLUMNS = ("gradients", "messages", "floats", "sample_gradients")
+
+
+def _maps():
+    """``(row function, its kernel's sources)`` for every kernel of several sources."""
+    return [
+        (adaptive._SecondMoment("adam", 0.99, 1e-6), 2),
+        (adaptive._SecondMoment("adam", 0.9, 0.0), 2),
+        (adaptive._SecondMoment("yogi", 0.99, 1e-6), 2),
+        (adaptive._SecondMoment("yogi", 0.5, 0.0), 2),
+        (adaptive._SecondMoment("adagrad", 0.99, 1e-6), 2),
+        (adaptive._ServerStep(0.1, 1e-3), 3),
+    ]
+
+
+def _rows(sources: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    rows = [rng.normal(size=(30, 6)) for _ in range(sources)]
+    rows[-1] = np.abs(rows[-1])  # (the step's second moment: its root is taken)
+    rows[0][0, 0], rows[1][1, 1], rows[-1][2, 2] = np.nan, np.inf, np.inf
+    rows[0][3, 3] = rows[1][3, 3] ** 2  # a sign of zero (yogi)
+    return rows
+
+
+@pytest.mark.parametrize("function, sources", _maps(), ids=lambda f: getattr(f, "name", f))
+def test_each_form_is_the_methods_row_map(function, sources):
+    name, params = kernel_of(function)
+    kernel = KERNELS[name]
+    assert kernel.sources == sources and kernel.faithful is None
+    rows = _rows(sources)
+    with np.errstate(invalid="ignore"):
+        want = function(*rows, info=None)
+        np.testing.assert_array_equal(kernel.apply(rows[0], params, rows[1:]), want)
+    torch = pytest.importorskip("torch")
+    out, tmp = (torch.empty(want.shape, dtype=torch.float64) for _ in range(2))
+    kernel.torch(torch, *map(torch.from_numpy, rows), *params, out=out, tmp=tmp)
+    np.testing.assert_array_equal(out.numpy(), want)
+
+
+@pytest.mark.parametrize("function, sources", _maps(), ids=lambda f: getattr(f, "name", f))
+def test_numba_form_is_the_methods_row_map(function, sources):
+    numba = pytest.importorskip("numba")
+    from stochmix import _compiled
+
+    name, params = kernel_of(function)
+    helper = getattr(_compiled, KERNELS[name].numba)
+
+    @numba.njit
+    @no_type_check  # compiled by Numba: no jaxtyping wrapper
+    def entries(rows, params):
+        out = np.empty_like(rows[0])
+        for i in range(out.shape[0]):
+            for j in range(out.shape[1]):
+                if len(rows) == 2 and len(params) == 1:
+                    out[i, j] = helper(rows[0][i, j], rows[1][i, j], params[0])
+                elif len(rows) == 2:
+                    out[i, j] = helper(rows[0][i, j], rows[1][i, j], params[0], params[1])
+                else:
+                    out[i, j] = helper(
+                        rows[0][i, j], rows[1][i, j], rows[2][i, j], params[0], params[1]
+                    )
+        return out
+
+    rows = _rows(sources, seed=1)
+    with np.errstate(invalid="ignore"):
+        want = function(*rows, info=None)
+    np.testing.assert_array_equal(entries(tuple(rows), tuple(map(float, params))), want)
+
+
+class _PlainMoment(adaptive._SecondMoment):
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.row_kernel = None
+
+
+class _PlainStep(adaptive._ServerStep):
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.row_kernel = None
+
+
+PATHS = [
+    {"compiled": False},
+    {"compiled": True},
+    {"backend": "torch"},
+    {"storage": "compact"},
+    {"dtype": "float32", "compiled": False},
+    {"dtype": "float32", "compiled": True},
+]
+
+
+@pytest.mark.parametrize("cls", [FedAdam, FedYogi, FedAdagrad])
+def test_runs_equal_the_row_map_runs(cls, monkeypatch):
+    problem = LeastSquares.random(40, 5, 5, seed=0)
+    lr = 0.1 / problem.smoothness
+    for options in PATHS:
+        if options.get("backend") == "torch":
+            pytest.importorskip("torch")
+        got = sm.run(cls(lr, 2), problem, Bernoulli(0.3, 40), 10, seed=3, **options)
+        with monkeypatch.context() as patch:
+            patch.setattr(adaptive, "_SecondMoment", _PlainMoment)
+            patch.setattr(adaptive, "_ServerStep", _PlainStep)
+            plan = sm.explain(cls(lr, 2), problem, UniformSample(40, 10), **options)
+            assert "nonlinear row map" in str(plan)  # (the maps are plain here)
+            want = sm.run(cls(lr, 2), problem, Bernoulli(0.3, 40), 10, seed=3, **options)
+        if options.get("dtype") == "float32" and options.get("compiled"):
+            np.testing.assert_allclose(got.server, want.server, rtol=1e-5, atol=1e-6)
+            assert not np.array_equal(got.server, np.zeros_like(got.server))
+        else:
+            np.testing.assert_array_equal(got.server, want.server)
+        for column in COLUMNS:
+            np.testing.assert_array_equal(getattr(got, column), getattr(want, column))
+
+
+@pytest.mark.parametrize("cls", [FedAdam, FedYogi, FedAdagrad])
+def test_a_round_is_one_program(cls):
+    problem = LeastSquares.random(40, 5, 5, seed=0)
+    for compiled in (False, True):
+        plan = sm.explain(cls(0.01, 2), problem, UniformSample(40, 10), rounds=3, compiled=compiled)
+        assert all(len(p.segments) == 1 for p in plan.rounds)
+        text = str(plan)
+        assert "pseudo-gradient; then second moment, server step" in text
+        assert "nonlinear row map" not in text
+
+
+class LocalAdam(Method):
+    """Each participant keeps Adam's moments of its own gradient and steps by them:
+    ``d_i = grad_i(x_i)``, ``v_i <- b (v_i + a) + (1 - b) d_i^2``, ``x_i <- x_i - lr d_i /
+    (sqrt(v_i) + tau)`` (a client-side adaptive step), K times, then the server averages.
+    ``swap``: the step written with x as a further source (``x_i <- d_i + eta x_i /
+    (sqrt(v_i) + tau)``, a target among the further sources)."""
+
+    def __init__(self, lr, steps, swap=False, plain=False):
+        self.lr, self.steps, self.swap, self.plain = lr, steps, swap, plain
+
+    def blocks(self, n):
+        return [Block("x", n + 1, "model"), Block("d", n + 1), Block("v", n + 1)]
+
+    def round_phases(self, r, participants, ctx):
+        S = participants
+        if S.size == 0:
+            return []
+        eq = Equations(ctx)
+        x, d = eq.blocks("x", "d")
+        x[S] = x.server
+        pull = eq.build("pull")
+        d[S] = grad(S)
+        gradient = eq.build("gradient")
+        moment = adaptive._SecondMoment("adam", 0.9, 1e-6 if r == 0 else 0.0)
+        step = adaptive._ServerStep(-self.lr, 1e-3)
+        if self.plain:
+            moment.row_kernel = step.row_kernel = None
+        rows = S + 1
+        phases = [pull]
+        for _ in range(self.steps):
+            phases.append(gradient)
+            phases.append(ctx.map("v", rows, moment, "v", "d", round=r, label="moment"))
+            sources = ("d", "x", "v") if self.swap else ("x", "d", "v")
+            phases.append(ctx.map("x", rows, step, *sources, round=r, label="adaptive step"))
+        x.server = sm.engine.mean(x[S])
+        return [*phases, eq.build("average")]
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_kernels_of_several_sources_on_the_clients_rows(swap):
+    problem = LeastSquares.random(30, 4, 5, seed=1)
+    lr = 0.05 / problem.smoothness
+    process = UniformSample(30, 7)
+    text = str(sm.explain(LocalAdam(lr, 2, swap), problem, process, compiled=True))
+    assert "nonlinear row map" not in text
+    assert "gradient, moment, adaptive step, gradient, moment, adaptive step, average" in text
+    for options in ({"compiled": False}, {"compiled": True}, {"storage": "compact"}):
+        got = sm.run(LocalAdam(lr, 2, swap), problem, process, 6, seed=2, **options)
+        want = sm.run(LocalAdam(lr, 2, swap, plain=True), problem, process, 6, seed=2, **options)
+        np.testing.assert_array_equal(got.server, want.server)
+        assert np.isfinite(got.server).all() and np.abs(got.server).max() > 0
+        for column in COLUMNS:
+            np.testing.assert_array_equal(getattr(got, column), getattr(want, column))
