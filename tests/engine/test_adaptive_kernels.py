@@ -115,7 +115,12 @@ PATHS = [
 ]
 
 
-@pytest.mark.parametrize("cls", [FedAdam, FedYogi, FedAdagrad])
+SLOW = pytest.mark.slow  # (the same mechanism as the quick case beside it)
+
+
+@pytest.mark.parametrize(
+    "cls", [FedAdam, pytest.param(FedYogi, marks=SLOW), pytest.param(FedAdagrad, marks=SLOW)]
+)
 def test_runs_equal_the_row_map_runs(cls, monkeypatch):
     problem = LeastSquares.random(40, 5, 5, seed=0)
     lr = 0.1 / problem.smoothness
@@ -187,7 +192,7 @@ class LocalAdam(Method):
         return [*phases, eq.build("average")]
 
 
-@pytest.mark.parametrize("swap", [False, True])
+@pytest.mark.parametrize("swap", [False, pytest.param(True, marks=SLOW)])
 def test_kernels_of_several_sources_on_the_clients_rows(swap):
     problem = LeastSquares.random(30, 4, 5, seed=1)
     lr = 0.05 / problem.smoothness
