@@ -14,11 +14,14 @@ evaluating the *same* samples at two points; gradient tracking then mixes:
     x^{k+1} = W_k x^k - \alpha y^k,\qquad
     y^{k+1} = W_k y^k + v^{k+1} - v^k,\qquad y^0 = v^0 = \nabla F(x^0).
 
-The estimate is a row map (:class:`~stochmix.engine.RowMap`) that reads the problem's
-sampled gradients (:meth:`~stochmix.protocols.FiniteSumProblem.sampled_gradients`); the
-mixing phases are whole-block products. With a constant step these converge linearly to
-the exact minimiser on strongly convex finite sums, where gradient tracking with minibatch
-gradients stalls at a noise floor.
+Each estimate is linear with the draws fixed: sampled gradient terms (``grad(nodes,
+samples=S)``, the problem's
+:meth:`~stochmix.protocols.FiniteSumProblem.sampled_gradients`), GT-SAGA's table read and
+written by index (``table.at[...]``), node-local phases that the compiled programs run; the
+mixing phases are whole-block products. So the exact operators (``round_operator`` with the
+run's seed) take every round on least squares. With a constant step these converge
+linearly to the exact minimiser on strongly convex finite sums, where gradient tracking
+with minibatch gradients stalls at a noise floor.
 """
 
 from __future__ import annotations
@@ -41,33 +44,6 @@ def draw_samples(seed, r: int, counts: np.ndarray, batch: int) -> np.ndarray:
     0..m_i-1, from ``map_generator(seed, r, "samples")`` (what the methods draw)."""
     rng = map_generator(seed, r, SAMPLES)
     return (rng.random((counts.size, batch)) * counts[:, None]).astype(np.int64)
-
-
-class _Difference:
-    """v = g_S(a) - g_S(b) + c row by row: g_S the mean of each node's ``batch`` drawn
-    components (:func:`draw_samples`, from the map's generator), the same samples at both
-    points (one call of the problem's sampled gradients)."""
-
-    name = "variance-reduced estimate"
-
-    def __init__(self, batch: int):
-        self.batch = batch
-
-    def __call__(self, a, b, c, *, info):
-        problem = info.problem
-        nodes = np.asarray(info.rows, dtype=np.int64)
-        counts = np.asarray(problem.rows_per_client, dtype=np.int64)
-        picks = (info.rng.random((counts.size, self.batch)) * counts[:, None]).astype(np.int64)
-        picks = picks[nodes]
-        scale = (counts[nodes] / self.batch).astype(float)
-        both = problem.sampled_gradients(
-            np.concatenate([nodes, nodes]),
-            np.concatenate([a, b]),
-            np.concatenate([picks, picks]),
-            np.concatenate([scale, scale]),
-        )
-        k = nodes.size
-        return both[:k] - both[k:] + c
 
 
 class _VarianceReduced(DecentralizedMethod):
@@ -109,12 +85,6 @@ class _VarianceReduced(DecentralizedMethod):
         reason = "every node samples and mixes in every iteration"
         require_everyone(participation, self.name, reason)
 
-    def _estimate(self, ctx: RunContext, r: int, a: str, b: str, c: str):
-        """The map vn <- g_S(a) - g_S(b) + c over every node, S drawn for iteration r."""
-        function = _Difference(self.batch)
-        everyone = np.arange(ctx.n_clients)
-        return ctx.map("vn", everyone, function, a, b, c, round=r, label=SAMPLES)
-
     def _start(self, eq, r: int) -> list:
         if r > 0:
             return []
@@ -141,9 +111,15 @@ class GTSVRG(_VarianceReduced):
 
     S the node's b samples of iteration k. State: blocks ``x``, ``y``, ``v`` (the last
     estimate), ``vn`` (the new one), ``tau`` and ``mu``, each (n, d). A round is the
-    snapshot (every T), "mix" (x), the estimate (a row map) and "track" (y and v). A full
-    local gradient costs m_i sample gradients, so a snapshot iteration costs m_i + 2b of
-    them at node i, the others 2b.
+    snapshot (every T), "mix" (x), the estimate and "track" (y and v). The estimate is
+    three linear node-local phases, one program: "to the snapshot" (x and tau trade
+    places, so that the model block holds tau_i), "estimate at the snapshot" (``vn = mu -
+    g_S(tau)``, a sampled gradient term, while x and tau trade back) and "estimate" (``vn
+    += g_S(x^{k+1})``, the same samples). The trade is the way to take a gradient at tau:
+    the engine takes gradients at the model block. All linear with the draws fixed: on
+    least squares the exact operators take every round. A full local gradient costs m_i
+    sample gradients, so a snapshot iteration costs m_i + 2b of them at node i, the
+    others 2b.
 
     References:
         - R. Xin, U. A. Khan and S. Kar, "Variance-reduced decentralized stochastic
@@ -178,7 +154,18 @@ class GTSVRG(_VarianceReduced):
             phases.append(eq.build("snapshot"))
         w = self.mixing(r, self.rule)
         x[:] = w @ x - self.lr * y
-        phases += [eq.build("mix"), self._estimate(ctx, r, "x", "tau", "mu")]
+        phases.append(eq.build("mix"))
+        everyone = np.arange(ctx.n_clients)
+        picks = draw_samples(ctx.seed, r, self._sizes(everyone.size), self.batch)
+        drawn = grad(everyone, samples=picks)
+        vn = eq.block("vn")
+        x[:], tau[:] = tau, x
+        phases.append(eq.build("to the snapshot"))
+        vn[:] = mu - drawn  # at tau, in the model block for this phase
+        x[:], tau[:] = tau, x
+        phases.append(eq.build("estimate at the snapshot"))
+        vn[:] += drawn  # at x^{k+1}: the same samples
+        phases.append(eq.build("estimate"))
         return [*phases, *self._track(eq, w)]
 
 

@@ -187,6 +187,40 @@ def test_gt_sarah_is_linear_and_keeps_full_and_sampled_gradients_apart():
         before = states[r]
 
 
+def test_gt_svrg_takes_its_snapshots_gradients_in_one_program_and_is_linear():
+    """GT-SVRG's estimate takes the samples' gradients at the snapshot tau (x and tau trade
+    places for one phase, then back) and at x^{k+1}: no row map, the three phases one
+    program, the state after the round has x and tau where they belong, and every round
+    has an exact operator that gives the engine's next state (1e-12)."""
+    from stochmix.algorithms import GTSVRG
+    from stochmix.analysis import round_operator, run_context
+
+    n = 6
+    problem = LeastSquares.random(n, 3, rows_per_client=(3, 6), reg=0.1, seed=5)
+    graphs = StaticSequence(nx.cycle_graph(n))
+    method = GTSVRG(0.05 / problem.smoothness, graphs, snapshot_every=3, batch=2)
+    text = str(sm.explain(method, problem, Full(n), rounds=2))
+    assert "row map" not in text, text
+    assert "to the snapshot, estimate at the snapshot, estimate\n" in text, text
+    states = []
+    sm.run(method, problem, Full(n), 7, metrics=(), progress=False,
+           callback=lambda r, z, ctx: states.append(np.array(z, copy=True)))  # fmt: skip
+    method.check_problem(problem)
+    ctx = run_context(method, problem)
+    ctx.seed = 0
+    layout = ctx.layout
+    everyone = np.ones(n, dtype=bool)
+    before = layout.initial(np.zeros(3))
+    for r in range(7):
+        after = round_operator(method, problem, everyone, r, ctx)(before)
+        np.testing.assert_allclose(after, states[r], 1e-12, 1e-13)
+        snapshot = 3 * (r // 3)  # tau: x as the last round that is a multiple of 3 began
+        if snapshot:
+            x_then = states[snapshot - 1][layout.slice("x")]
+            np.testing.assert_array_equal(states[r][layout.slice("tau")], x_then)
+        before = states[r]
+
+
 STEPS = np.array([1, 2, 1, 2])
 PICKS = np.array([[0], [1], [2], [0]])
 
