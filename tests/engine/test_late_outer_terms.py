@@ -3,9 +3,11 @@ outer row an earlier phase of the run sets (FedDyn's server model, x_0 = mean(x_
 h_0 / alpha, after its memory h_0 -= alpha / N sum(x_S - x_0)) joins the run: its sums are
 made chunk by chunk with the others, its single-row terms once the run's outer rows are
 set (the schedule's first tail entries). The round is one segment, and its numbers are
-those of the two-segment plan bit for bit, on the NumPy programs, the compiled loop and
-Torch. Phases whose nodes read such a row, or whose terms read a row that itself gets
-late terms, still cut the run."""
+those of the two-segment plan bit for bit on the NumPy programs and the compiled loop, and
+to a few units of the last place on Torch (whose sums of a chunk add in an order that its
+CPU kernels choose by the processor: equal on one machine, one unit apart on another).
+Phases whose nodes read such a row, or whose terms read a row that itself gets late terms,
+still cut the run."""
 
 import numpy as np
 import pytest
@@ -45,6 +47,10 @@ def test_feddyn_is_one_segment_and_the_same_numbers(options, monkeypatch):
     fused = _run(A.FedDyn(lr, 3, alpha=0.1), Bernoulli(0.3, N), **options)
     _without_late(monkeypatch)
     apart = _run(A.FedDyn(lr, 3, alpha=0.1), Bernoulli(0.3, N), **options)
+    if "backend" in options:  # Torch sums a chunk in an order of its own CPU kernels
+        np.testing.assert_allclose(fused.server, apart.server, rtol=4e-15, atol=1e-15)
+        np.testing.assert_allclose(fused.distance, apart.distance, rtol=4e-15, atol=1e-15)
+        return
     np.testing.assert_array_equal(fused.server, apart.server)
     np.testing.assert_array_equal(fused.distance, apart.distance)
 
