@@ -2,11 +2,12 @@
 FedYogi's and FedAdagrad's second moments and the adaptive server step.
 
 What must hold: each kernel's NumPy, Torch and Numba forms compute the method's own row
-map entry for entry (bit for bit in float64, NaN and Inf kept); a run gives the numbers
-of the same run with plain row maps on every path (NumPy programs, the compiled loop,
-Torch, compact storage; float32 within a few units of the last place on the compiled
-loop, whose inlined kernels compute in float64 and round once) with the same cost
-columns; a round is one program; and a kernel of several sources on the clients' rows
+map entry for entry (bit for bit in float64, NaN and Inf kept; the Torch form of the step
+to one unit in the last place, Torch's CPU square root not being correctly rounded
+everywhere); a run gives the numbers of the same run with plain row maps on every path
+(NumPy programs, the compiled loop, compact storage; Torch and float32 on the compiled
+loop, whose inlined kernels compute in float64 and round once, to rounding) with the same
+cost columns; a round is one program; and a kernel of several sources on the clients' rows
 (not in a tail) runs inside the run too, a target among its further sources included.
 """
 
@@ -60,7 +61,13 @@ def test_each_form_is_the_methods_row_map(function, sources):
     torch = pytest.importorskip("torch")
     out, tmp = (torch.empty(want.shape, dtype=torch.float64) for _ in range(2))
     kernel.torch(torch, *map(torch.from_numpy, rows), *params, out=out, tmp=tmp)
-    np.testing.assert_array_equal(out.numpy(), want)
+    # Torch's CPU square root is not always correctly rounded (one unit apart at some
+    # entries on some processors): the step's Torch form agrees to a unit, the others
+    # bit for bit
+    if name == "adaptive_step":
+        np.testing.assert_allclose(out.numpy(), want, rtol=4.5e-16, atol=0)
+    else:
+        np.testing.assert_array_equal(out.numpy(), want)
 
 
 @pytest.mark.parametrize("function, sources", _maps(), ids=lambda f: getattr(f, "name", f))
@@ -137,6 +144,8 @@ def test_runs_equal_the_row_map_runs(cls, monkeypatch):
         if options.get("dtype") == "float32" and options.get("compiled"):
             np.testing.assert_allclose(got.server, want.server, rtol=1e-5, atol=1e-6)
             assert not np.array_equal(got.server, np.zeros_like(got.server))
+        elif "backend" in options:  # Torch's square root (see above): a unit apart
+            np.testing.assert_allclose(got.server, want.server, rtol=1e-14, atol=1e-15)
         else:
             np.testing.assert_array_equal(got.server, want.server)
         for column in COLUMNS:
@@ -207,3 +216,55 @@ def test_kernels_of_several_sources_on_the_clients_rows(swap):
         assert np.isfinite(got.server).all() and np.abs(got.server).max() > 0
         for column in COLUMNS:
             np.testing.assert_array_equal(getattr(got, column), getattr(want, column))
+
+
+class _Shift:
+    """``x + m / (sqrt(u) + 1)`` entry by entry: the kernel ``adaptive_step`` with eta 1 and
+    tau 1 (plain: the same map without ``row_kernel``)."""
+
+    name = "shift"
+
+    def __init__(self, plain):
+        self.row_kernel = None if plain else ("adaptive_step", (1.0, 1.0))
+
+    def __call__(self, x, m, u, *, info):
+        return x + 1.0 * m / (np.sqrt(u) + 1.0)
+
+
+class ClearThenKernel(Method):
+    """A phase copies into u a block known to be zero (u is then zero to the run: it holds
+    no buffer), then a kernel reads u as a further source: the zeros are made in a buffer
+    inside the run."""
+
+    def __init__(self, plain=False):
+        self.plain = plain
+
+    def blocks(self, n):
+        return [Block("x", n + 1, "model"), *(Block(b, n + 1) for b in "muw")]
+
+    def round_phases(self, r, participants, ctx):
+        S = participants
+        if S.size == 0:
+            return []
+        eq = Equations(ctx)
+        x, m, u, w = eq.blocks("x", "m", "u", "w")
+        x[S] = x.server
+        pull = eq.build("pull")
+        m[S] = x[S]
+        u[S] = w[S]  # (w is never written: zero, which the run knows)
+        clear = eq.build("copy and clear")
+        rows = S + 1
+        step = ctx.map("x", rows, _Shift(self.plain), "x", "m", "u", round=r, label="shift")
+        x.server = sm.engine.mean(x[S])
+        return [pull, clear, step, eq.build("average")]
+
+
+def test_a_kernel_reads_a_block_a_phase_of_its_run_cleared():
+    problem = LeastSquares.random(20, 3, 4, seed=2)
+    process = UniformSample(20, 6)
+    assert "nonlinear row map" not in str(sm.explain(ClearThenKernel(), problem, process))
+    for options in ({"compiled": False}, {"compiled": True}, {"storage": "compact"}):
+        got = sm.run(ClearThenKernel(), problem, process, 4, seed=1, x0=np.ones(3), **options)
+        want = sm.run(ClearThenKernel(True), problem, process, 4, seed=1, x0=np.ones(3), **options)
+        np.testing.assert_array_equal(got.server, want.server)
+        assert abs(got.server[-1, 0] - 2.0**4) < 1e-12  # x doubles a round: x + x / (0 + 1)

@@ -488,9 +488,15 @@ def _kernels(p: _Planner, entries: list) -> None:
     """Plan a phase of one element-wise kernel: the target's new rows from its source's
     current buffer (in place when the target is the source)."""
     ((term, coefs),) = entries  # a row map has one target
-    source = p.cur.get(term.source)
-    more = tuple(p.cur.get(b) for b in term.more)
-    assert source is not None and None not in more  # plan_schedule gathers kernel sources
+    for block in term.sources:  # zeroed by a phase before: a kernel reads it as it is
+        if p.cur.get(block) is None:
+            buffer = p.spare(block)
+            p.steps.append(Zero(buffer))
+            p.wrote(buffer)
+            p.read(buffer)  # zeros: nothing to check
+            p.cur[block] = buffer
+    source = p.cur[term.source]
+    more = tuple(p.cur[b] for b in term.more)
     read = (source, p.version.get(source, 0))
     faithful = KERNELS[term.kernel].faithful  # (None for several sources: checks kept)
     in_place = term.target == term.source and term.target not in term.more
