@@ -13,7 +13,7 @@ of rounds 1-5 (round 0 may hold a method's start) and what each segment is, and 
 slow paths ``explain`` lists. Nothing is timed.
 
 Run: ``.venv/bin/python benchmarks/programs_per_round.py [--compiled true|false|auto]``
-(about half a minute).
+(a few seconds).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from typing import no_type_check
 
 import llvmlite.ir as ir
 import numba
+import numpy as np
 from numba.core import cgutils, types
 from numba.extending import intrinsic, overload
 
@@ -106,7 +107,9 @@ def clip_entry(v, lo, hi):  # pragma: no cover - compiled
 @numba.njit(inline="always", nogil=True)
 @no_type_check  # compiled by Numba: no runtime type checks wrapped around it
 def adam_moment(v, d, b, a):  # pragma: no cover - compiled
-    """One entry of ``b (v + a) + (1 - b) d^2`` (the kernel ``adam_moment``)."""
+    """One entry of ``b (v + a) + (1 - b) d^2`` (the kernel ``adam_moment``; in float64
+    whatever the entries' type, as the loop's other kernels)."""
+    v, d = np.float64(v), np.float64(d)
     return b * (v + a) + (1.0 - b) * (d * d)
 
 
@@ -114,9 +117,9 @@ def adam_moment(v, d, b, a):  # pragma: no cover - compiled
 @no_type_check  # compiled by Numba: no runtime type checks wrapped around it
 def yogi_moment(v, d, b, a):  # pragma: no cover - compiled
     """One entry of ``w - (1 - b) d^2 sign(w - d^2)``, ``w = v + a`` (the kernel
-    ``yogi_moment``; the sign of a zero or a NaN is itself, as NumPy's)."""
-    w = v + a
-    square = d * d
+    ``yogi_moment``; the sign of a zero or a NaN is itself, as NumPy's; in float64)."""
+    w = np.float64(v) + a
+    square = np.float64(d) * np.float64(d)
     u = w - square
     sign = u if u == 0.0 or u != u else (1.0 if u > 0.0 else -1.0)
     return w - (1.0 - b) * square * sign
@@ -125,14 +128,17 @@ def yogi_moment(v, d, b, a):  # pragma: no cover - compiled
 @numba.njit(inline="always", nogil=True)
 @no_type_check  # compiled by Numba: no runtime type checks wrapped around it
 def adagrad_moment(v, d, a):  # pragma: no cover - compiled
-    """One entry of ``(v + a) + d^2`` (the kernel ``adagrad_moment``)."""
+    """One entry of ``(v + a) + d^2`` (the kernel ``adagrad_moment``; in float64)."""
+    v, d = np.float64(v), np.float64(d)
     return (v + a) + d * d
 
 
 @numba.njit(inline="always", nogil=True)
 @no_type_check  # compiled by Numba: no runtime type checks wrapped around it
 def adaptive_step(v, m, u, eta, tau):  # pragma: no cover - compiled
-    """One entry of ``v + eta m / (sqrt(u) + tau)`` (the kernel ``adaptive_step``)."""
+    """One entry of ``v + eta m / (sqrt(u) + tau)`` (the kernel ``adaptive_step``; in
+    float64)."""
+    v, m, u = np.float64(v), np.float64(m), np.float64(u)
     return v + eta * m / (math.sqrt(u) + tau)
 
 

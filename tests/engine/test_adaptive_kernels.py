@@ -268,3 +268,39 @@ def test_a_kernel_reads_a_block_a_phase_of_its_run_cleared():
         want = sm.run(ClearThenKernel(True), problem, process, 4, seed=1, x0=np.ones(3), **options)
         np.testing.assert_array_equal(got.server, want.server)
         assert abs(got.server[-1, 0] - 2.0**4) < 1e-12  # x doubles a round: x + x / (0 + 1)
+
+
+@pytest.mark.parametrize("function, sources", _maps(), ids=lambda f: getattr(f, "name", f))
+def test_numba_form_computes_float32_entries_in_float64(function, sources):
+    """On float32 entries the inlined helper computes in float64 and rounds once, as the
+    NumPy form on the entries widened (what a run's tail applies for the compiled loop):
+    a kernel gives the same bits on clients' rows and in a tail."""
+    numba = pytest.importorskip("numba")
+    from stochmix import _compiled
+    from stochmix.engine.codegen.chunks import WIDE_KERNEL_ROWS
+
+    name, params = kernel_of(function)
+    helper = getattr(_compiled, KERNELS[name].numba)
+    rows = [r.astype(np.float32) for r in _rows(sources, seed=2)]
+
+    @numba.njit
+    @no_type_check  # compiled by Numba: no jaxtyping wrapper
+    def entries(rows, params):
+        out = np.empty_like(rows[0])
+        for i in range(out.shape[0]):
+            for j in range(out.shape[1]):
+                if len(rows) == 2 and len(params) == 1:
+                    out[i, j] = helper(rows[0][i, j], rows[1][i, j], params[0])
+                elif len(rows) == 2:
+                    out[i, j] = helper(rows[0][i, j], rows[1][i, j], params[0], params[1])
+                else:
+                    out[i, j] = helper(
+                        rows[0][i, j], rows[1][i, j], rows[2][i, j], params[0], params[1]
+                    )
+        return out
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = WIDE_KERNEL_ROWS.kernel(name, rows[0], list(params), rows[1:])
+        got = entries(tuple(rows), tuple(map(float, params)))
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, want)

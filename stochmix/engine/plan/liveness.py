@@ -114,7 +114,9 @@ def needed(item, scratch: dict, ranges: dict, method) -> set:
             if st.value is not None and schedule.blocks[st.block] in zero
         )
         single = [*schedule.singles, *schedule.outer_rows]
-        single += [r for entries in schedule.tail for e in entries for r in (e.row, e.ref)]
+        single += [
+            r for entries in schedule.tail for e in entries for r in (e.row, e.ref, *e.more)
+        ]
         single = [r for r in single if r is not None]
         return out | _holding(single, ranges, names)
     if getattr(item, "nonlinear", False):  # a row map: its own rows

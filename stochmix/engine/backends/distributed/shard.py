@@ -184,7 +184,11 @@ class Shard:
         singles = set(program.singles) | set(program.outer_rows)
         singles |= {r for row, ref, _ in program.outer_singles for r in (row, ref) if r is not None}
         singles |= {
-            r for e in program.tail for entry in e for r in (entry.row, entry.ref) if r is not None
+            r
+            for e in program.tail
+            for entry in e
+            for r in (entry.row, entry.ref, *entry.more)
+            if r is not None
         }
         single_rows = np.array(sorted(singles), dtype=np.int64)
         owners = set(self.owner(single_rows).tolist()) - {-1}
