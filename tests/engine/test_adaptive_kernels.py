@@ -70,12 +70,11 @@ def test_each_form_is_the_methods_row_map(function, sources):
         np.testing.assert_array_equal(out.numpy(), want)
 
 
-@pytest.mark.parametrize("function, sources", _maps(), ids=lambda f: getattr(f, "name", f))
-def test_numba_form_is_the_methods_row_map(function, sources):
+def _helper_entries(name: str, rows: list, params) -> np.ndarray:
+    """The Numba helper of kernel ``name`` applied entry by entry (inlined into a loop)."""
     numba = pytest.importorskip("numba")
     from stochmix import _compiled
 
-    name, params = kernel_of(function)
     helper = getattr(_compiled, KERNELS[name].numba)
 
     @numba.njit
@@ -94,10 +93,16 @@ def test_numba_form_is_the_methods_row_map(function, sources):
                     )
         return out
 
+    return entries(tuple(rows), tuple(map(float, params)))
+
+
+@pytest.mark.parametrize("function, sources", _maps(), ids=lambda f: getattr(f, "name", f))
+def test_numba_form_is_the_methods_row_map(function, sources):
+    name, params = kernel_of(function)
     rows = _rows(sources, seed=1)
     with np.errstate(invalid="ignore"):
         want = function(*rows, info=None)
-    np.testing.assert_array_equal(entries(tuple(rows), tuple(map(float, params))), want)
+    np.testing.assert_array_equal(_helper_entries(name, rows, params), want)
 
 
 class _PlainMoment(adaptive._SecondMoment):
@@ -275,32 +280,12 @@ def test_numba_form_computes_float32_entries_in_float64(function, sources):
     """On float32 entries the inlined helper computes in float64 and rounds once, as the
     NumPy form on the entries widened (what a run's tail applies for the compiled loop):
     a kernel gives the same bits on clients' rows and in a tail."""
-    numba = pytest.importorskip("numba")
-    from stochmix import _compiled
     from stochmix.engine.codegen.chunks import WIDE_KERNEL_ROWS
 
     name, params = kernel_of(function)
-    helper = getattr(_compiled, KERNELS[name].numba)
     rows = [r.astype(np.float32) for r in _rows(sources, seed=2)]
-
-    @numba.njit
-    @no_type_check  # compiled by Numba: no jaxtyping wrapper
-    def entries(rows, params):
-        out = np.empty_like(rows[0])
-        for i in range(out.shape[0]):
-            for j in range(out.shape[1]):
-                if len(rows) == 2 and len(params) == 1:
-                    out[i, j] = helper(rows[0][i, j], rows[1][i, j], params[0])
-                elif len(rows) == 2:
-                    out[i, j] = helper(rows[0][i, j], rows[1][i, j], params[0], params[1])
-                else:
-                    out[i, j] = helper(
-                        rows[0][i, j], rows[1][i, j], rows[2][i, j], params[0], params[1]
-                    )
-        return out
-
     with np.errstate(invalid="ignore", over="ignore"):
         want = WIDE_KERNEL_ROWS.kernel(name, rows[0], list(params), rows[1:])
-        got = entries(tuple(rows), tuple(map(float, params)))
+        got = _helper_entries(name, rows, params)
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got, want)

@@ -157,13 +157,34 @@ def test_the_exact_operator_of_a_gt_saga_round_is_the_engines_round():
         np.testing.assert_allclose(after, states[r], 1e-12, 1e-13)
 
 
+def _exact_rounds(method, problem, rounds: int):
+    """Run ``method`` from zeros with every node (seed 0) and check each round's exact map
+    (``round_operator`` with the run's seed) against the engine's next state (1e-12);
+    the states after each round and the layout."""
+    from stochmix.analysis import round_operator, run_context
+
+    n = problem.n_clients
+    states = []
+    sm.run(method, problem, Full(n), rounds, metrics=(), progress=False,
+           callback=lambda r, z, ctx: states.append(np.array(z, copy=True)))  # fmt: skip
+    method.check_problem(problem)
+    ctx = run_context(method, problem)
+    ctx.seed = 0
+    everyone = np.ones(n, dtype=bool)
+    before = ctx.layout.initial(np.zeros(problem.dim))
+    for r in range(rounds):
+        after = round_operator(method, problem, everyone, r, ctx)(before)
+        np.testing.assert_allclose(after, states[r], 1e-12, 1e-13)
+        before = states[r]
+    return states, ctx.layout
+
+
 def test_gt_sarah_is_linear_and_keeps_full_and_sampled_gradients_apart():
     """GT-SARAH's estimate is two sampled gradient terms at x^k and x^{k+1} (the same
     samples): no row map, a full-gradient phase and a sampled one never share a segment
     (one gradient function a segment), and every round has an exact operator that gives
     the engine's next state (1e-12)."""
     from stochmix.algorithms import GTSARAH
-    from stochmix.analysis import round_operator, run_context
 
     n = 6
     problem = LeastSquares.random(n, 3, rows_per_client=(3, 6), reg=0.1, seed=4)
@@ -173,18 +194,7 @@ def test_gt_sarah_is_linear_and_keeps_full_and_sampled_gradients_apart():
     assert "row map" not in text, text
     apart = "full gradients\n    2. node-local segment, 6 nodes, NumPy program (sampled gradients)"
     assert apart in text, text
-    states = []
-    sm.run(method, problem, Full(n), 7, metrics=(), progress=False,
-           callback=lambda r, z, ctx: states.append(np.array(z, copy=True)))  # fmt: skip
-    method.check_problem(problem)
-    ctx = run_context(method, problem)
-    ctx.seed = 0
-    everyone = np.ones(n, dtype=bool)
-    before = ctx.layout.initial(np.zeros(3))
-    for r in range(7):
-        after = round_operator(method, problem, everyone, r, ctx)(before)
-        np.testing.assert_allclose(after, states[r], 1e-12, 1e-13)
-        before = states[r]
+    _exact_rounds(method, problem, 7)
 
 
 def test_gt_svrg_takes_its_snapshots_gradients_in_one_program_and_is_linear():
@@ -193,7 +203,6 @@ def test_gt_svrg_takes_its_snapshots_gradients_in_one_program_and_is_linear():
     program, the state after the round has x and tau where they belong, and every round
     has an exact operator that gives the engine's next state (1e-12)."""
     from stochmix.algorithms import GTSVRG
-    from stochmix.analysis import round_operator, run_context
 
     n = 6
     problem = LeastSquares.random(n, 3, rows_per_client=(3, 6), reg=0.1, seed=5)
@@ -202,23 +211,12 @@ def test_gt_svrg_takes_its_snapshots_gradients_in_one_program_and_is_linear():
     text = str(sm.explain(method, problem, Full(n), rounds=2))
     assert "row map" not in text, text
     assert "to the snapshot, estimate at the snapshot, estimate\n" in text, text
-    states = []
-    sm.run(method, problem, Full(n), 7, metrics=(), progress=False,
-           callback=lambda r, z, ctx: states.append(np.array(z, copy=True)))  # fmt: skip
-    method.check_problem(problem)
-    ctx = run_context(method, problem)
-    ctx.seed = 0
-    layout = ctx.layout
-    everyone = np.ones(n, dtype=bool)
-    before = layout.initial(np.zeros(3))
-    for r in range(7):
-        after = round_operator(method, problem, everyone, r, ctx)(before)
-        np.testing.assert_allclose(after, states[r], 1e-12, 1e-13)
-        snapshot = 3 * (r // 3)  # tau: x as the last round that is a multiple of 3 began
-        if snapshot:
-            x_then = states[snapshot - 1][layout.slice("x")]
-            np.testing.assert_array_equal(states[r][layout.slice("tau")], x_then)
-        before = states[r]
+    states, layout = _exact_rounds(method, problem, 7)
+    x0 = layout.initial(np.zeros(3))[layout.slice("x")]
+    for r in range(7):  # tau: x as the last round that is a multiple of 3 began
+        snapshot = 3 * (r // 3)
+        x_then = states[snapshot - 1][layout.slice("x")] if snapshot else x0
+        np.testing.assert_array_equal(states[r][layout.slice("tau")], x_then)
 
 
 STEPS = np.array([1, 2, 1, 2])

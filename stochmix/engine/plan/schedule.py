@@ -456,12 +456,7 @@ def _guarded(p: _Planner, lf: LocalForm, base: int, model_block: str, level: int
     region every block is where it was. Outer sums made inside the region exempt no value
     from its final check (a node outside the prefix did not make them)."""
     for target in lf.targets:  # zero (known, or set by a phase before): made a buffer
-        if p.cur.get(target) is None:
-            buffer = p.spare(target)
-            p.steps.append(Zero(buffer))
-            p.wrote(buffer)
-            p.read(buffer)  # zeros: nothing to check
-            p.cur[target] = buffer
+        _zeros_buffer(p, target)
     before = dict(p.cur)
     reduced = set(p.reduced)
     p.steps.append(Guard(level))
@@ -484,19 +479,25 @@ def _guarded(p: _Planner, lf: LocalForm, base: int, model_block: str, level: int
     p.reduced = reduced
 
 
+def _zeros_buffer(p: _Planner, block: str) -> Buffer:
+    """The buffer holding ``block``: one of zeros where the run knows it is zero."""
+    found = p.cur.get(block)
+    if found is None:
+        found = p.spare(block)
+        p.steps.append(Zero(found))
+        p.wrote(found)
+        p.read(found)  # zeros: nothing to check
+        p.cur[block] = found
+    return found
+
+
 def _kernels(p: _Planner, entries: list) -> None:
     """Plan a phase of one element-wise kernel: the target's new rows from its source's
     current buffer (in place when the target is the source)."""
     ((term, coefs),) = entries  # a row map has one target
-    for block in term.sources:  # zeroed by a phase before: a kernel reads it as it is
-        if p.cur.get(block) is None:
-            buffer = p.spare(block)
-            p.steps.append(Zero(buffer))
-            p.wrote(buffer)
-            p.read(buffer)  # zeros: nothing to check
-            p.cur[block] = buffer
-    source = p.cur[term.source]
-    more = tuple(p.cur[b] for b in term.more)
+    # a source zeroed by a phase before: the kernel reads it as it is
+    source = _zeros_buffer(p, term.source)
+    more = tuple(_zeros_buffer(p, b) for b in term.more)
     read = (source, p.version.get(source, 0))
     faithful = KERNELS[term.kernel].faithful  # (None for several sources: checks kept)
     in_place = term.target == term.source and term.target not in term.more
