@@ -147,7 +147,7 @@ class Schedule:
         for k, entries in enumerate(self.tail):
             terms = ", ".join(
                 f"z[{e.row}] = {e.kernel}("
-                + "".join(f"z[{r}], " for r in (e.ref, *e.more))[:-2]
+                + ", ".join(f"z[{r}]" for r in (e.ref, *e.more))
                 + "; "
                 + ", ".join(f"c{e.slot + j}" for j in range(e.scalars))
                 + ")"
