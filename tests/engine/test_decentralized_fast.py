@@ -23,21 +23,38 @@ from stochmix.problems import Quadratic
 
 
 class GeneralOnly(NumpyBackend):
-    """The NumPy backend without ``apply_blockwise``: every phase takes the general path
-    (what a backend without the whole-block form, such as Torch's, gets)."""
+    """The NumPy backend without ``apply_blockwise`` and ``run_products``: every mixing
+    phase takes the general path (what a backend without the whole-block form gets)."""
 
     def __getattribute__(self, name):
-        if name == "apply_blockwise":
+        if name in ("apply_blockwise", "run_products"):
+            raise AttributeError(name)
+        return super().__getattribute__(name)
+
+
+class NoProducts(NumpyBackend):
+    """The NumPy backend whose mixing phases stay whole-block phases (no ``run_products``:
+    none joins a run of node-local phases)."""
+
+    def __getattribute__(self, name):
+        if name == "run_products":
             raise AttributeError(name)
         return super().__getattribute__(name)
 
 
 class Counting(NumpyBackend):
-    """Counts the phases each path applies."""
+    """Counts the phases each path applies; ``products=False``: whole-block phases never
+    join runs (no ``run_products``), so every mixing phase takes ``apply_blockwise``."""
 
-    def __init__(self):
+    def __init__(self, products=True):
         super().__init__()
-        self.calls = {"apply": 0, "apply_blockwise": 0}
+        self.products = products
+        self.calls = {"apply": 0, "apply_blockwise": 0, "run_products": 0}
+
+    def __getattribute__(self, name):
+        if name == "run_products" and not object.__getattribute__(self, "products"):
+            raise AttributeError(name)
+        return super().__getattribute__(name)
 
     def apply(self, z, phase, gradients):
         self.calls["apply"] += 1
@@ -46,6 +63,10 @@ class Counting(NumpyBackend):
     def apply_blockwise(self, z, phase, gradients):
         self.calls["apply_blockwise"] += 1
         return super().apply_blockwise(z, phase, gradients)
+
+    def run_products(self, z, products):
+        self.calls["run_products"] += 1
+        return super().run_products(z, products)
 
 
 def sequences(seed, n):
@@ -89,7 +110,9 @@ def test_whole_block_path_equals_general_path(seed):
             backend=GeneralOnly(),
             progress=False,
         )
-        assert counting.calls["apply_blockwise"] >= 15, method.name  # the mixing phases
+        # the mixing phases: whole-block products, or products inside a run
+        mixed = counting.calls["apply_blockwise"] + counting.calls["run_products"]
+        assert mixed >= 15 and counting.calls["apply"] == 0, method.name
         close(fast.server, slow.server)
         close(fast.consensus, slow.consensus)
 
@@ -176,11 +199,16 @@ def test_made_up_method_two_matrices_in_one_phase():
     assert [term.kind for term in form.targets[1].terms] == ["mix", "grad", "block"]
     # x and y read each other: x is kept in a buffer, y is written as soon as computed
     assert [(t.block, direct) for t, direct, _ in form.order] == [("x", False), ("y", True)]
-    counting = Counting()
+    counting = Counting(products=False)
     fast = run(TwoMatrices(w1, w2), problem, Full(n), 6, backend=counting, progress=False)
     slow = run(TwoMatrices(w1, w2), problem, Full(n), 6, backend=GeneralOnly(), progress=False)
-    assert counting.calls == {"apply": 0, "apply_blockwise": 6}
+    assert counting.calls == {"apply": 0, "apply_blockwise": 6, "run_products": 0}
     close(fast.server, slow.server)
+    # its products inside a run of node-local phases: the same numbers
+    within = Counting()
+    joined = run(TwoMatrices(w1, w2), problem, Full(n), 6, backend=within, progress=False)
+    assert within.calls == {"apply": 0, "apply_blockwise": 0, "run_products": 6}
+    close(joined.server, slow.server)
     # and by hand
     x, y = np.zeros((n, d)), np.ones((n, d))
     for _ in range(6):
@@ -222,7 +250,7 @@ def test_partial_apply_takes_the_row_subset_or_the_general_path():
             run(Partial(w, w), problem, Full(n), 3, x0=np.ones(d), backend=backend,
                 progress=False).server  # fmt: skip
         )
-        assert backend.calls == {"apply": calls[0], "apply_blockwise": calls[1]}
+        assert backend.calls == {"apply": calls[0], "apply_blockwise": calls[1], "run_products": 0}
     np.testing.assert_allclose(results[0], results[1], rtol=1e-13, atol=1e-15)
     # by hand: three steps of x[A] <- W[A] x
     x = np.ones((n, d))
@@ -348,14 +376,14 @@ def test_whole_block_phases_leave_the_model_block_to_the_reported_average():
     ctx = RunContext(Layout(method.blocks(n)), n, d)
     method.start(ctx)
     phases = method.round_phases(2, np.arange(n), ctx)
-    plan = plan_round(phases, NumpyBackend(), method, ctx)
+    plan = plan_round(phases, NoProducts(), method, ctx)
     checks = {t.block: check for item in plan for t, _, check in item.blockwise.order}
     assert method.checked_by_output == ("x",)
     assert checks["x"] is False and checks["y"] is True
     # the phases themselves are untouched: analysis and other runs see their own checks
     own = {t.block: check for ph in phases for t, _, check in ph.blockwise.order}
     assert own["x"] is True
-    again = plan_round(phases, NumpyBackend(), method, ctx)
+    again = plan_round(phases, NoProducts(), method, ctx)
     assert all(a is b for a, b in zip(plan, again, strict=True))  # one copy per phase
 
 
@@ -382,7 +410,7 @@ def test_a_block_handed_to_the_next_phase_gives_the_same_bits(form, d):
         method = DGD(0.05, graphs, rule=rule, form=form)
         ctx = RunContext(Layout(method.blocks(n)), n, d)
         method.start(ctx)
-        plan = plan_round(method.round_phases(0, np.arange(n), ctx), NumpyBackend(), method, ctx)
+        plan = plan_round(method.round_phases(0, np.arange(n), ctx), NoProducts(), method, ctx)
         handed = [(item.blockwise.hand_off, item.blockwise.take) for item in plan]
         assert handed == ([("x", None), (None, "x")] if form == "atc" else [(None, None)])
         x0 = np.random.default_rng(5).normal(size=(n, d))
@@ -396,7 +424,7 @@ def test_a_block_handed_to_the_next_phase_gives_the_same_bits(form, d):
     tracking = GradientTracking(0.05, OnePeerExponential(n), rule="natural")
     ctx = RunContext(Layout(tracking.blocks(n)), n, d)
     tracking.start(ctx)
-    plan = plan_round(tracking.round_phases(1, np.arange(n), ctx), NumpyBackend(), tracking, ctx)
+    plan = plan_round(tracking.round_phases(1, np.arange(n), ctx), NoProducts(), tracking, ctx)
     assert all(item.blockwise.hand_off is None and item.blockwise.take is None for item in plan)
 
 

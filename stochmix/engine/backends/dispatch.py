@@ -161,6 +161,7 @@ class OneProcess:
             extents=item.extents,
             **by_count,
             **({"views": item.views} if item.views else {}),
+            **({"products": self.backend.run_products(z, item.products)} if item.products else {}),
         )
         if zero is not None:
             zero.after_program(planned, item.nodes)

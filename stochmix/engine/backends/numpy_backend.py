@@ -13,7 +13,7 @@ from ..._validate import as_float_dtype, flag_or_choice
 from ..codegen.combine_kernel import combine_kernel, rows_kernel, scatter_kernel
 from ..model.blockwise import BlockwiseForm
 from ..model.phase import Phase
-from ..model.whole_block import Workspace, apply_blockwise_numpy
+from ..model.whole_block import Workspace, apply_blockwise_numpy, product_into
 from .threads import resolve_threads
 
 __all__ = ["NumpyBackend"]
@@ -61,6 +61,23 @@ class NumpyBackend:
         new = new.astype(z.dtype, copy=False)  # check what is stored (float32 overflows)
         z[phase.rows] = new
         return bool(np.isfinite(new.sum()))
+
+    def run_products(self, z: np.ndarray, products: tuple) -> tuple:
+        """The mixing products of a run of node-local phases, when it starts: ``matrix @
+        z[rows]`` for each ``(matrix, rows)`` of ``products`` (one row per node of the run,
+        SciPy's kernel, in ``z``'s dtype), into arrays kept from round to round (see
+        :mod:`stochmix.engine.model.product_form`)."""
+        kept = self.__dict__.setdefault("_products", {})
+        out = []
+        for k, (matrix, rows) in enumerate(products):
+            values = z[rows]
+            shape = (matrix.shape[0], z.shape[1])
+            found = kept.get(k)
+            if found is None or found.shape != shape or found.dtype != z.dtype:
+                found = kept[k] = np.empty(shape, dtype=z.dtype)
+            product_into(matrix, values, found)
+            out.append(found)
+        return tuple(out)
 
     def apply_blockwise(self, z: np.ndarray, phase: Phase, gradients) -> bool:
         """Apply a phase through its whole-block form (:attr:`Phase.blockwise`): each

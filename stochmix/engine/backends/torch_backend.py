@@ -221,6 +221,12 @@ class TorchBackend:
         seen[id(matrix)] = True
         return False
 
+    def run_products(self, z, products: tuple) -> tuple:
+        """The mixing products of a run of node-local phases, when it starts: ``matrix @
+        z[rows]`` for each ``(matrix, rows)`` of ``products`` (one row per node of the
+        run), each matrix a tensor as whole-block products take it (:meth:`_matrix`)."""
+        return tuple((self._matrix(matrix) @ z[rows]).contiguous() for matrix, rows in products)
+
     def apply_blockwise(self, z, phase: Phase, gradients) -> bool:
         """Apply a phase through its whole-block form (:attr:`Phase.blockwise`), as
         ``NumpyBackend.apply_blockwise`` does: each rewritten block T becomes ``sum scale *

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from ..model.kernels import KERNELS
+from ..model.picked import is_product
 
 __all__ = [
     "BUFFER_BYTES",
@@ -46,6 +47,7 @@ __all__ = [
     "PARALLEL_BUFFER_BYTES",
     "PARALLEL_MIN_ROWS",
     "RowOps",
+    "RunRows",
     "WIDE_KERNEL_ROWS",
     "WideKernelRows",
 ]
@@ -81,6 +83,15 @@ class ChunkCall:
     snap: dict  #: row -> its snapshot
     acc: dict  #: outer row -> its running sum
     on: tuple  #: per extent of the run, whether the chunk lies inside it (see `Guard`)
+    P: tuple  #: the run's mixing products, one row per node of the run (`RunRows`)
+
+
+class RunRows(list):
+    """Per block slot, the rows that hold the run's nodes (:meth:`ChunkRuntime.node_rows`),
+    with the run's mixing products ``products`` (``@k``, one row per node of the run, in
+    the run's order: their slot's rows are the nodes' places)."""
+
+    products: tuple = ()
 
 
 CHUNK_PARAMETERS = tuple(f.name for f in fields(ChunkCall))
@@ -287,6 +298,7 @@ class ChunkRuntime:
                 snap=snapshot,
                 acc=acc,
                 on=tuple(hi <= e for e in extents),
+                P=getattr(rows, "products", ()),
             )
             ok = self._function(*[getattr(call, name) for name in CHUNK_PARAMETERS])
             finite = finite and ok
@@ -307,6 +319,7 @@ class ChunkRuntime:
         extents: tuple = (),
         counts=None,
         views: tuple = (),
+        products: tuple = (),
     ) -> bool:
         """Apply the run to ``z`` in place for ``nodes`` with the round's coefficient
         values ``coefs`` (in signature order) and gradient ``clients``; ``bind(clients,
@@ -315,7 +328,9 @@ class ChunkRuntime:
         at (its program's ``levels`` number them); ``counts``: instead, each node's trips
         (a run bound by count, which only the row-wise programs take; see
         :mod:`stochmix.engine.model.trips`); ``views``: the rows picked by index,
-        ``(name, block, rows)`` (:attr:`~stochmix.engine.plan.round_plan.LocalStep.views`).
+        ``(name, block, rows)`` (:attr:`~stochmix.engine.plan.round_plan.LocalStep.views`);
+        ``products``: the run's mixing products, one row per node of ``nodes``, computed
+        when the run starts (:mod:`stochmix.engine.model.product_form`).
 
         With ``workers`` > 1 and enough chunks, the chunks are split into that many
         contiguous parts run on threads (NumPy releases the GIL inside its loops); each
@@ -332,7 +347,7 @@ class ChunkRuntime:
         snapshot = self.snapshot(z)
         finite, acc = self.accumulate(
             z,
-            self.node_rows(nodes, layout, views),
+            self.node_rows(nodes, layout, views, products),
             nodes.size,
             coefs,
             clients,
@@ -360,14 +375,20 @@ class ChunkRuntime:
             return {r: copy(z[r]) for r in self.singles}
         return {r: copy(z[at(r)]) for r in self.singles}
 
-    def node_rows(self, nodes, layout, views: tuple = ()) -> list:
+    def node_rows(self, nodes, layout, views: tuple = (), products: tuple = ()) -> RunRows:
         """Per block slot, the rows of ``z`` that hold ``nodes`` (an array or a tensor);
         for rows picked by index (``views``: ``(name, block, rows)``, rows aligned with
-        ``nodes``), the rows of ``z`` they pick."""
-        rows = []
+        ``nodes``), the rows of ``z`` they pick; for a mixing product, the nodes' places
+        (its rows in ``products``, kept as :attr:`RunRows.products`)."""
+        rows = RunRows()
+        rows.products = tuple(products)
         span = None
         picked = {name: (block, at) for name, block, at in views}
         for b in self.blocks:
+            if is_product(b):
+                places = np.arange(len(nodes), dtype=np.int64)
+                rows.append(nodes.new_tensor(places) if hasattr(nodes, "cpu") else places)
+                continue
             if b in picked:
                 found = layout.rows(*picked[b])
                 if hasattr(nodes, "cpu"):  # a tensor's rows as a tensor where it lives

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.kernels import KERNELS
+from ..model.picked import PRODUCT, is_product
 from ..plan.schedule import (
     Add,
     AddScaled,
@@ -186,7 +187,13 @@ class NumpyWriter:
         return head
 
     def _gather(self, w: SourceWriter, var: str, slot: int) -> None:
-        w.emit(f"np.take(z, r{slot}, axis=0, out={var}, mode='clip')")
+        w.emit(f"np.take({self._gathered_from(slot)}, r{slot}, axis=0, out={var}, mode='clip')")
+
+    def _gathered_from(self, slot: int) -> str:
+        """The array the rows of slot ``slot`` are read from: the state, or for a mixing
+        product (``@k``) its array ``P[k]``, one row per node of the run."""
+        name = self.blocks[slot]
+        return f"P[{name[len(PRODUCT):]}]" if is_product(name) else "z"
 
     def _gradient(self, w: SourceWriter, x: str | None) -> None:
         w.emit(f"g = grad_fn({x if x is not None else 'np.zeros_like(tmp)'})")

@@ -27,6 +27,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..model.phase import LocalForm
+from ..model.picked import PRODUCT, is_product
 from ..plan.gradients import numba_available, numba_unavailable
 from ..plan.steps import EndGuard, Guard
 from .chunks import WIDE_KERNEL_ROWS, ByCount, work_before
@@ -69,6 +70,7 @@ class RowsCall:
     A: np.ndarray  #: the outer rows' sums, (outer rows, d)
     gd: tuple  #: the problem's data, as its compiled gradient takes it
     cnt: np.ndarray  #: per node, its trips: a phase of level j runs where cnt > j (or empty)
+    P: tuple  #: the run's mixing products, one row per node of the run (``RunRows``)
 
 
 ROWS_PARAMETERS = tuple(f.name for f in fields(RowsCall))
@@ -161,7 +163,13 @@ class RowwiseProgram(LocalProgram):
         """The node's row of the block in ``slot``, where the loop reads it."""
         if self.block:
             return Row(f"G{slot}[k]", f"G{slot}[k, j]")
-        return Row(f"z[n{slot}]", f"z[n{slot}, j]")
+        source = self._source(slot)
+        return Row(f"{source}[n{slot}]", f"{source}[n{slot}, j]")
+
+    def _source(self, slot: int) -> str:
+        """The array holding the rows of ``slot``: the state, or a mixing product's."""
+        name = self.schedule.blocks[slot]
+        return f"P{name[len(PRODUCT):]}" if is_product(name) else "z"
 
     def _loop(self, w: SourceWriter, statement: str) -> None:
         w.emit("for j in range(d):")
@@ -183,6 +191,8 @@ class RowwiseProgram(LocalProgram):
             head.append(f"    a{slot} = ca[{k}]")
         for k in range(len(self.singles)):
             head.append(f"    S{k} = S[{k}]")
+        for name in filter(is_product, self.blocks):
+            head.append(f"    P{name[len(PRODUCT):]} = P[{name[len(PRODUCT):]}]")
         head.append("    bad = False")
         if self.block:
             head += self._blocked_loop(gathered, used)
@@ -200,7 +210,7 @@ class RowwiseProgram(LocalProgram):
         ahead = []
         for i in sorted(used):
             kind = "read" if i in gathered else "write"
-            ahead.append(f"            prefetch_{kind}(z, r{i}[t + {AHEAD}])")
+            ahead.append(f"            prefetch_{kind}({self._source(i)}, r{i}[t + {AHEAD}])")
         if self.needs_gradients:
             ahead.append(f"            fetch(gd, clients[t + {AHEAD}])")
         if ahead:
@@ -222,7 +232,7 @@ class RowwiseProgram(LocalProgram):
             if i in gathered:
                 lines.append(f"            n = r{i}[t]")
                 lines.append("            for j in range(d):")
-                lines.append(f"                G{i}[k, j] = z[n, j]")
+                lines.append(f"                G{i}[k, j] = {self._source(i)}[n, j]")
             else:
                 lines.append(f"            prefetch_write(z, r{i}[t])")
         if self.needs_gradients:
@@ -305,6 +315,7 @@ class RowwiseProgram(LocalProgram):
             A=sums,
             gd=bind[2],
             cnt=extents.counts,
+            P=getattr(rows, "products", ()),
         )
         arguments = [getattr(call, name) for name in ROWS_PARAMETERS]
         function, outer = self._function, self.outer_rows

@@ -103,7 +103,7 @@ class TorchProgram(LocalProgram):
         return "\n".join(head + w.lines) + "\n"
 
     def _gather(self, w, var: str, slot: int) -> None:
-        w.emit(f"gather(z, r{slot}, {var})")
+        w.emit(f"gather({self._gathered_from(slot)}, r{slot}, {var})")
 
     def _gradient(self, w, x: str | None) -> None:
         w.emit(f"g = grad_fn({x if x is not None else 'torch.zeros_like(tmp)'})")
@@ -197,6 +197,7 @@ class TorchProgram(LocalProgram):
         extents: tuple = (),
         flag=None,
         views: tuple = (),
+        products: tuple = (),
     ) -> bool:
         """Apply the run to the tensor ``z`` in place (see
         :meth:`LocalProgram.run <stochmix.engine.codegen.program.LocalProgram.run>`). The column
@@ -228,7 +229,7 @@ class TorchProgram(LocalProgram):
             index = nodes if cpu else to_tensor(t, nodes, device)
             if cpu and self.needs_gradients and _is_bind_clients(bind):
                 bind = _through_numpy(bind, t)
-            rows = self.node_rows(index, layout, views)
+            rows = self.node_rows(index, layout, views, products)
             bufs = self._buffer_set(min(step, size), d, dtype, device)
             blocks, tmp, ones = bufs["blocks"], bufs["tmp"], bufs["ones"]
             for lo, hi in self._bounds(size, step, extents):
@@ -236,7 +237,7 @@ class TorchProgram(LocalProgram):
                 on = tuple(hi <= e for e in extents)
                 self._function(
                     z, rows, lo, hi, hi - lo, co, blocks, tmp, ones, grad_fn, snap, acc, flag,
-                    *io, on,
+                    *io, on, rows.products,
                 )  # fmt: skip
         self._settle(z, acc, snap, co, None, ops)
         if own_flag:
@@ -286,7 +287,7 @@ class TorchRows(RowOps):
 
 CHUNK_PARAMETERS = (
     "z", "rows", "lo", "hi", "c", "co", "B", "tmp_full", "ones_full", "grad_fn", "snap",
-    "acc", "chk", "gather", "scatter", "clear", "on",
+    "acc", "chk", "gather", "scatter", "clear", "on", "P",
 )  # fmt: skip
 """The arguments of a generated chunk function: the state, the rows of the run's nodes
 per block slot (a NumPy array on the CPU, a device tensor elsewhere), the chunk
@@ -294,7 +295,8 @@ per block slot (a NumPy array on the CPU, a device tensor elsewhere), the chunk
 node), the buffers, the gradient function, the snapshots of single rows (row -> tensor),
 the outer rows' sums (row -> vector), the round flag, and the three row movers
 ``gather(z, rows, out)``, ``scatter(z, rows, value)`` and ``clear(z, rows)`` of the device
-(see :func:`_cpu_io`), and per extent of the run whether the chunk lies inside it."""
+(see :func:`_cpu_io`), per extent of the run whether the chunk lies inside it, and the
+run's mixing products (one row per node of the run)."""
 
 
 def _index_select(z, rows, out):
@@ -329,8 +331,9 @@ def _cpu_io(z) -> tuple:
     row = np.dtype((np.void, state.shape[1] * state.itemsize))
     whole = state.view(row)[:, 0]
 
-    def gather(z, rows, out):
-        np.take(state, rows, axis=0, out=out.numpy(), mode="clip")
+    def gather(source, rows, out):  # (the state, or a run's mixing product)
+        array = state if source is z else source.numpy()
+        np.take(array, rows, axis=0, out=out.numpy(), mode="clip")
 
     def scatter(z, rows, value):
         whole[rows] = value.numpy().view(row)[:, 0]

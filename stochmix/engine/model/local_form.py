@@ -25,21 +25,13 @@ from jaxtyping import Int
 
 from ...mixing.rowsparse import Broadcast, Reduce, RowSparse
 from .layout import Layout
-from .picked import ViewTerm, _distinct, view_name
+from .picked import ProductTerm, ViewTerm, _distinct, view_name
 from .round_scalars import RoundArray, RoundScalar
 
 __all__ = [
-    "COEFFICIENT_ORDER",
-    "GradientTerm",
-    "KernelTerm",
-    "LocalForm",
-    "NodeTerm",
-    "OuterTerm",
-    "RowTerm",
-    "ViewTerm",
-    "coefficient_kind",
-    "view_name",
-]
+    "COEFFICIENT_ORDER", "GradientTerm", "KernelTerm", "LocalForm", "NodeTerm", "OuterTerm",
+    "ProductTerm", "RowTerm", "ViewTerm", "coefficient_kind", "view_name",
+]  # fmt: skip
 
 
 class NodeTerm(NamedTuple):
@@ -141,6 +133,8 @@ class LocalForm:
     #: sampled gradients: the rows each of ``clients`` draws, (c, b) int64 (the
     #: problem's ``sampled_gradients``), bound per round; None: full gradients
     samples: np.ndarray | None = None
+    #: mixing products its terms read as blocks (:class:`ProductTerm`; whole-block phases)
+    products: tuple[ProductTerm, ...] = ()
 
     @cached_property
     def plain_blocks(self) -> frozenset:
@@ -148,7 +142,8 @@ class LocalForm:
         names = {*self.targets, *(t.source for t in self.terms)}
         names.update(o.ref for o in self.outer if o.kind == "sum")
         names.update(str(b) for k in self.kernels for b in k.sources)
-        return frozenset(names - {v.name for v in self.views})
+        names.update(p.source for p in self.products)
+        return frozenset(names - {v.name for v in self.views} - {p.name for p in self.products})
 
     @cached_property
     def signature(self) -> tuple:
@@ -164,6 +159,7 @@ class LocalForm:
             tuple((e.target, e.sources, e.kernel, len(e.coef)) for e in self.kernels),
             tuple((v.name, v.block) for v in self.views),
             None if self.samples is None else "sampled",
+            tuple((p.name, p.source) for p in self.products),
         )
 
     @cached_property

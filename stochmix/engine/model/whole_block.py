@@ -12,7 +12,7 @@ import numpy as np
 from .block_pass import PREFETCH_BYTES, apply_compiled, term_kind
 from .blockwise import BlockTerm, BlockwiseForm
 
-__all__ = ["Workspace", "apply_blockwise_numpy"]
+__all__ = ["Workspace", "apply_blockwise_numpy", "product_into"]
 
 
 try:  # SciPy's own kernel behind ``csr @ dense``, which adds into an array it is given
@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover (a SciPy that moved it: products go thro
     _csr_matvecs = None
 
 
-def _product_into(matrix, values: np.ndarray, out: np.ndarray) -> None:
+def product_into(matrix, values: np.ndarray, out: np.ndarray) -> None:
     """``out[...] = matrix @ values`` without a temporary where SciPy's kernel can take
     the arrays as they are (the same kernel and order of additions as ``@``: the same
     bits), else through ``@``."""
@@ -48,7 +48,7 @@ def _product_into(matrix, values: np.ndarray, out: np.ndarray) -> None:
 class Workspace:
     """Arrays that a backend keeps for the whole-block path from round to round: each
     target block's accumulator and one temporary (its products, scaled terms), so that
-    a round allocates nothing and SciPy's products write into them (:func:`_product_into`,
+    a round allocates nothing and SciPy's products write into them (:func:`product_into`,
     the same bits as ``@``). Kept for one state at a time (a new state clears them)."""
 
     def __init__(self) -> None:
@@ -137,7 +137,7 @@ def apply_blockwise_numpy(
     if form.take is not None:
         (target, _, check), values = form.order[0], handed.pop((id(z), form.take))
         out = z[target.rows]
-        _product_into(target.terms[0].matrix, values, out)
+        product_into(target.terms[0].matrix, values, out)
         return not check or bool(np.isfinite(out.sum()))
     later = []
     for target, direct, check in form.order:
@@ -195,7 +195,7 @@ def _mixed(term: BlockTerm, z, product_of, scratch, role: str):
         product = product_of(term, z)
     else:
         product = scratch(role)
-        _product_into(term.rows_matrix(), z[term.rows], product)
+        product_into(term.rows_matrix(), z[term.rows], product)
     if term.coef != 1.0:
         product *= term.coef
     return product

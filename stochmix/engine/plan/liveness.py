@@ -107,6 +107,8 @@ def needed(item, scratch: dict, ranges: dict, method) -> set:
         zero = {b for b in names if scratch[b] == "zero"}
         # a block picked by index is kept whole: its rows are any of its rows
         out = names & {v.block for lf in structure.forms for v in lf.views}
+        # a mixing product reads its source whole (every node's row)
+        out.update(names & {p.source for lf in structure.forms for p in lf.products})
         out.update(b for b in schedule.gather if b in names and b not in zero)
         out.update(
             schedule.blocks[st.block]

@@ -36,6 +36,7 @@ import numpy as np
 from ..model.blockwise import chained
 from ..model.method import Method, RunContext
 from ..model.phase import LocalForm, Phase
+from ..model.product_form import product_form
 from ..model.rowmap import RowMap
 from ..model.tail_kernel import tail_kernel
 from ..model.traffic import round_traffic
@@ -91,13 +92,15 @@ def _local_refusal(lf: LocalForm, method: Method, ctx: RunContext, memo: dict) -
 
 def _plan(
     phases: list[Phase], local_ok: bool, method, ctx, whole: bool = False, why=None,
-    trips: bool = False,
+    trips: bool = False, products: bool = False,
 ) -> list:  # fmt: skip
     """Split a round's phases into runs to chunk (``_Run``) and single phases. ``whole``:
     the backend applies whole-block forms (see :func:`_whole_runs`). ``why``: a dict that
     gets, for each phase left out of every run, why (by ``id`` of the phase). ``trips``:
     the repetitions of a phase with per-node trip counts join one run (see
-    :mod:`stochmix.engine.model.trips`)."""
+    :mod:`stochmix.engine.model.trips`). ``products``: a whole-block phase whose terms are
+    node-local but for its mixing products joins runs with them computed when the run
+    starts (:mod:`stochmix.engine.model.product_form`)."""
     out: list[_Run | Phase] = []
     run: _Run | None = None
     memo: dict = {}
@@ -106,6 +109,8 @@ def _plan(
         if ph.is_identity:
             continue
         lf = ph.local if local_ok else None
+        if lf is None and products and ph.local is None:
+            lf = _with_products(ph, ctx)
         if lf is not None:
             refusal = _local_refusal(lf, method, ctx, memo)
             if refusal is not None:
@@ -148,6 +153,17 @@ def _plan(
         else:
             checked.append(item)
     return _whole_runs(checked) if whole else checked
+
+
+def _with_products(phase: Phase, ctx: RunContext) -> LocalForm | None:
+    """The phase's node-local form with mixing products
+    (:func:`~stochmix.engine.model.product_form.product_form`), made once per phase."""
+    memo = phase.__dict__.setdefault("_product_forms", {})
+    key = id(ctx.layout)
+    found = memo.get(key)
+    if found is None or found[0] is not ctx.layout:
+        found = memo[key] = (ctx.layout, product_form(phase.blockwise, ctx.layout))
+    return found[1]
 
 
 def _hand_off(plan: list) -> list:
@@ -272,6 +288,10 @@ class LocalStep:
     #: the rows each of ``clients`` draws where the run takes sampled gradients ((c, b)
     #: int64, bound per round), else None
     samples: np.ndarray | None = None
+    #: the run's mixing products in the order of their names (``@0``, ...): ``(matrix,
+    #: rows)``, node ``nodes[t]`` reading row t of ``matrix @ Z[rows]`` (bound per round;
+    #: :mod:`stochmix.engine.model.product_form`)
+    products: tuple = ()
 
     def by_prefix(self) -> LocalStep:
         """This step bound by prefix (itself if it is): the nodes by decreasing count, each
@@ -325,6 +345,7 @@ def _bind(run: _Run, method: Method, ctx: RunContext) -> LocalStep:
         traffic,
         views=run_views(forms),
         samples=next((lf.samples for lf in forms if lf.takes_gradients), None),
+        products=tuple((p.matrix, p.rows) for lf in forms for p in lf.products),
     )
 
 
@@ -402,7 +423,7 @@ def plan_round(
     # run, which checks that model after every round
     trusted = method.checked_by_output if whole else ()
     why: dict = {}
-    items = _plan(phases, local_ok, method, ctx, whole, why, caps.trips)
+    items = _plan(phases, local_ok, method, ctx, whole, why, caps.trips, caps.products)
     if notes is not None:
         _note_general(items, phases, why, backend, local_ok, whole, notes, caps.row_subsets)
     plan = [

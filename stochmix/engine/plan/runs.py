@@ -17,6 +17,7 @@ import numpy as np
 
 from ..model.method import RunContext
 from ..model.phase import LocalForm, Phase
+from ..model.product_form import renamed
 from ..model.trips import TripCounts
 
 __all__: list[str] = []
@@ -53,6 +54,7 @@ class _Run:
         self.plain = set(lf.plain_blocks)  # blocks read or written at node rows
         # the gradients its phases take: None (none yet), "full" or a draw's samples
         self.draw = None if not lf.takes_gradients else _draw(lf)
+        self.products = len(lf.products)  # how many mixing products its forms read
 
     def repetition(self, phase: Phase, lf: LocalForm) -> int:
         """The repetition ``j`` of the run's trip counts that ``phase`` is (see
@@ -61,6 +63,8 @@ class _Run:
         tag = phase.trips
         if tag is None or self.tail or not lf.nodes.size or lf.views or self.views:
             return 0
+        if lf.products or self.products:
+            return 0  # (a run of products is computed once, at its start, on every node)
         if lf.samples is not None or not isinstance(self.draw, (str, type(None))):
             return 0  # (sampled gradients: one draw a run)
         trips, j = tag
@@ -91,6 +95,8 @@ class _Run:
             return False
         if lf.samples is not None and self.trips is not None:
             return False  # (a run with trip counts is chunked by prefix: a draw is one chunk)
+        if lf.products and not self._products_ok(lf):
+            return False
         if lf.takes_gradients and self.draw is not None:  # one draw of gradients a run
             draw = _draw(lf)
             if isinstance(draw, str) or isinstance(self.draw, str):
@@ -109,6 +115,13 @@ class _Run:
         if lf.single_reads & self.outer_written or lf.outer_rows & self.outer_written:
             return outer_only or self._late(lf)  # the first phase of the tail, or late terms
         return True
+
+    def _products_ok(self, lf: LocalForm) -> bool:
+        """Whether the products of ``lf`` may be computed when the run starts: no phase of
+        the run before it writes their sources (at node rows or at outer rows, which are
+        set when the run ends), and the run repeats no phase."""
+        sources = {p.source for p in lf.products}
+        return not (sources & self.node_targets or self.outer_written or self.trips)
 
     def _views_agree(self, lf: LocalForm) -> bool:
         """Whether ``lf``'s rows picked by index keep the run's rules (see the module
@@ -143,7 +156,8 @@ class _Run:
         ):
             self.tail += 1
         self.phases.append(phase)
-        self.forms.append(lf)
+        self.forms.append(renamed(lf, self.products))
+        self.products += len(lf.products)
         self.levels.append(repetition - 1 if repetition else -1)
         if not self.nodes.size:
             self.nodes = lf.nodes
