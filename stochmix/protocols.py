@@ -107,6 +107,7 @@ __all__ = [
     "AppliesBlockwise",
     "BackendLike",
     "CompilesLocalPhases",
+    "ComputesProducts",
     "EmitsLocalPrograms",
     "FiniteSumProblem",
     "HandsOffBlocks",
@@ -287,6 +288,21 @@ class EmitsLocalPrograms(RunsLocalPhases, Protocol):
         an object whose ``run(z, nodes, layout, coefs, clients, bind, data_per_row,
         workers, whole=...)`` does what ``LocalProgram.run`` does (applies the segment to
         ``z`` in place, False when a written entry is not finite)."""
+        ...
+
+
+@runtime_checkable
+class ComputesProducts(RunsLocalPhases, Protocol):
+    """A whole-block phase whose terms are node-local but for its mixing products (``x <-
+    W x - a y``) joins runs of node-local phases: the backend computes the products when
+    the run starts (:mod:`stochmix.engine.model.product_form`)."""
+
+    def run_products(self, z: Any, products: Any) -> Any:
+        """``matrix @ z[rows]`` for each ``(matrix, rows)`` of ``products`` (a SciPy CSR
+        matrix with one row per node of the run, a slice of the state's rows), as arrays
+        of the backend's type and ``z``'s dtype; the segment's program (``run(...,
+        products=...)``, a backend's own dialect included) reads their rows as it reads a
+        block's."""
         ...
 
 

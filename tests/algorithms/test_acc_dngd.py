@@ -89,7 +89,10 @@ def test_one_network_of_identical_nodes_is_nesterov():
         y, x = new + beta * (new - x), new
         want.append(x)
     assert_close(result.server, np.array(want))
-    assert result.consensus.max() < 1e-20
+    # in exact arithmetic the rows stay equal; at this step (above the paper's bound) the
+    # disagreement modes grow, so the rows' rounding differences (W's rows sum their
+    # entries in different orders) grow from 1e-33 to about 1e-14 in 40 iterations
+    assert result.consensus.max() < 1e-10
 
 
 def test_reports_x_and_takes_gradients_at_y():

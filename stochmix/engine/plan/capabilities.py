@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from ...protocols import (
     AppliesBlockwise,
     CompilesLocalPhases,
+    ComputesProducts,
     EmitsLocalPrograms,
     HandsOffBlocks,
     RoundHooks,
@@ -91,9 +92,9 @@ class Capabilities:
             ``applies_trip_counts`` is true; see :mod:`stochmix.engine.model.trips`);
             else each repetition is a run of its own. The run's set-up turns it off for
             gradients that draw random numbers (they are drawn for all nodes at once).
-        products: a whole-block phase whose terms are node-local but for its mixing
-            products joins runs of node-local phases (the backend's ``run_products(z,
-            products)`` computes them when the run starts; see
+        products: :class:`~stochmix.protocols.ComputesProducts`: a whole-block phase whose
+            terms are node-local but for its mixing products joins runs of node-local
+            phases, the backend's ``run_products`` computing them when the run starts (see
             :mod:`stochmix.engine.model.product_form`); else it stays a whole-block phase.
     """
 
@@ -138,5 +139,5 @@ def capabilities(backend) -> Capabilities:
         dtype=backend.dtype if implements(backend, Typed) else None,
         row_subsets=blockwise and bool(getattr(backend, "applies_row_subsets", False)),
         trips=local and bool(getattr(backend, "applies_trip_counts", False)),
-        products=local and callable(getattr(backend, "run_products", None)),
+        products=local and implements(backend, ComputesProducts),
     )
