@@ -9,8 +9,10 @@ Mudag and DAPG; a LASSO for the proximal methods), on least squares with 40 clie
 rows each, d = 5): the federated methods under ``UniformSample(40, 10)`` (every client for
 those that run every client), the decentralized ones under ``Full(40)`` on a random
 4-regular graph (AD-PSGD under its ``RandomEdge`` ticks). For each it prints the segments
-of rounds 1-5 (round 0 may hold a method's start) and what each segment is, and flags the
-slow paths ``explain`` lists. Nothing is timed.
+of rounds 1-5 (round 0 may hold a method's start) and what each segment is, how many of them
+wait at a barrier (``Segment.waits``: they mix rows that an earlier segment of the round
+writes, so every node's rows must be written first), and flags the slow paths ``explain``
+lists. Nothing is timed.
 
 Run: ``.venv/bin/python benchmarks/programs_per_round.py [--compiled true|false|auto]``
 (a few seconds).
@@ -64,19 +66,26 @@ def main() -> None:
     warnings.simplefilter("ignore")
     problem = LeastSquares.random(N, 5, 5, seed=0)
     graph = nx.random_regular_graph(4, N, seed=0)
-    one = 0
+    one = between = 0
     kinds = [*FEDERATED, *DECENTRALIZED]
     for kind in kinds:
         method, target, participation = _setting(kind, problem, graph)
         plan = sm.explain(method, target, participation, rounds=6, compiled=compiled, seed=0)
         counts = [len(p.segments) for p in plan.rounds[1:]]
+        # programs between barriers: a segment that mixes rows an earlier one of the round
+        # writes must wait for all of them (Segment.waits)
+        free = [sum(not s.waits for s in p.segments) for p in plan.rounds[1:]]
         text = str(plan)
         slow = "" if "slow paths: none" in text else "  (slow paths listed)"
         one += max(counts) <= 1
+        between += max(counts) > 1 and max(free) <= 1
         kinds_of = sorted({s.kind for p in plan.rounds[1:] for s in p.segments})
         span = f"{min(counts)}-{max(counts)}"
-        print(f"{kind:18s} segments a round {span}: {', '.join(kinds_of)}{slow}")
+        barriers = max(c - f for c, f in zip(counts, free, strict=True))
+        cut = f" ({barriers} after a barrier)" if barriers else ""
+        print(f"{kind:18s} segments a round {span}{cut}: {', '.join(kinds_of)}{slow}")
     print(f"{one} of {len(kinds)} methods: one program a round")
+    print(f"{between} more: one program between the barriers of a round (mixing rows it wrote)")
 
 
 if __name__ == "__main__":

@@ -32,3 +32,13 @@ class SparseOnly(NumpyBackend):
 
     name = "numpy-sparse-only"
     runs_local_phases = False
+
+
+class WholeBlocks(NumpyBackend):
+    """The NumPy backend whose mixing phases stay whole-block phases: no ``run_products``,
+    so none joins a run of node-local phases (for the tests of the whole-block path)."""
+
+    def __getattribute__(self, name):
+        if name == "run_products":
+            raise AttributeError(name)
+        return super().__getattribute__(name)

@@ -16,9 +16,9 @@ import pytest
 
 import stochmix as sm
 from stochmix import algorithms as A
-from stochmix.engine.backends.numpy_backend import NumpyBackend
 from stochmix.engine.codegen.combine_kernel import combine_kernel, kernel_source, rows_kernel
 from stochmix.mixing import StaticSequence
+from tests._backends import WholeBlocks
 
 pytest.importorskip("numba")
 
@@ -180,7 +180,7 @@ def test_the_source_names_each_term_once():
     assert "((start[i, j] + c[0] * s0[i, j]) - s1[i, j]) + rc[2, i] * s2[i, j]" in source
 
 
-class Unfused(NumpyBackend):
+class Unfused(WholeBlocks):
     fused_combine = False
 
 
@@ -226,7 +226,8 @@ def test_runs_with_the_kernel_equal_runs_without_bit_for_bit(name, large, monkey
     problem = sm.problems.LeastSquares.random(N, 4, rows_per_client=3, seed=1)
     full = sm.participation.Full(N)
     process = sm.participation.Bernoulli(0.5, N) if name.startswith("activated") else full
-    got = sm.run(METHODS[name](), problem, process, 30, seed=1, progress=False)
+    got = sm.run(METHODS[name](), problem, process, 30, seed=1, progress=False,
+                 backend=WholeBlocks())  # fmt: skip
     want = sm.run(METHODS[name](), problem, process, 30, seed=1, progress=False,
                   backend=Unfused())  # fmt: skip
     assert asked  # the kernel ran (and the unfused backend never asks)

@@ -20,6 +20,7 @@ from stochmix.mixing import OnePeerExponential, RandomSequence
 from stochmix.mixing.rowsparse import RowSparse
 from stochmix.participation import Full
 from stochmix.problems import Quadratic
+from tests._backends import WholeBlocks
 
 
 class GeneralOnly(NumpyBackend):
@@ -28,16 +29,6 @@ class GeneralOnly(NumpyBackend):
 
     def __getattribute__(self, name):
         if name in ("apply_blockwise", "run_products"):
-            raise AttributeError(name)
-        return super().__getattribute__(name)
-
-
-class NoProducts(NumpyBackend):
-    """The NumPy backend whose mixing phases stay whole-block phases (no ``run_products``:
-    none joins a run of node-local phases)."""
-
-    def __getattribute__(self, name):
-        if name == "run_products":
             raise AttributeError(name)
         return super().__getattribute__(name)
 
@@ -376,14 +367,14 @@ def test_whole_block_phases_leave_the_model_block_to_the_reported_average():
     ctx = RunContext(Layout(method.blocks(n)), n, d)
     method.start(ctx)
     phases = method.round_phases(2, np.arange(n), ctx)
-    plan = plan_round(phases, NoProducts(), method, ctx)
+    plan = plan_round(phases, WholeBlocks(), method, ctx)
     checks = {t.block: check for item in plan for t, _, check in item.blockwise.order}
     assert method.checked_by_output == ("x",)
     assert checks["x"] is False and checks["y"] is True
     # the phases themselves are untouched: analysis and other runs see their own checks
     own = {t.block: check for ph in phases for t, _, check in ph.blockwise.order}
     assert own["x"] is True
-    again = plan_round(phases, NoProducts(), method, ctx)
+    again = plan_round(phases, WholeBlocks(), method, ctx)
     assert all(a is b for a, b in zip(plan, again, strict=True))  # one copy per phase
 
 
@@ -410,7 +401,7 @@ def test_a_block_handed_to_the_next_phase_gives_the_same_bits(form, d):
         method = DGD(0.05, graphs, rule=rule, form=form)
         ctx = RunContext(Layout(method.blocks(n)), n, d)
         method.start(ctx)
-        plan = plan_round(method.round_phases(0, np.arange(n), ctx), NoProducts(), method, ctx)
+        plan = plan_round(method.round_phases(0, np.arange(n), ctx), WholeBlocks(), method, ctx)
         handed = [(item.blockwise.hand_off, item.blockwise.take) for item in plan]
         assert handed == ([("x", None), (None, "x")] if form == "atc" else [(None, None)])
         x0 = np.random.default_rng(5).normal(size=(n, d))
@@ -424,7 +415,7 @@ def test_a_block_handed_to_the_next_phase_gives_the_same_bits(form, d):
     tracking = GradientTracking(0.05, OnePeerExponential(n), rule="natural")
     ctx = RunContext(Layout(tracking.blocks(n)), n, d)
     tracking.start(ctx)
-    plan = plan_round(tracking.round_phases(1, np.arange(n), ctx), NoProducts(), tracking, ctx)
+    plan = plan_round(tracking.round_phases(1, np.arange(n), ctx), WholeBlocks(), tracking, ctx)
     assert all(item.blockwise.hand_off is None and item.blockwise.take is None for item in plan)
 
 

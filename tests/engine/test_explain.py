@@ -346,12 +346,16 @@ def test_explain_gradient_tracking(problem):
         sm.algorithms.GradientTracking(0.01, ring), problem, sm.participation.Full(N)
     )
     first, then = found.rounds
-    assert [(s.kind, s.phases) for s in first.segments] == [
-        ("node-local", ("initial gradients",)),
-        ("whole-block", ("mix and descend",)),
-        ("whole-block", ("track",)),
+    # the mixing products inside the runs: the start's gradients and the first step, then
+    # the track (its product reads y, which the start wrote); later rounds one program
+    assert [(s.kind, s.phases, s.products) for s in first.segments] == [
+        ("node-local", ("initial gradients", "mix and descend"), 1),
+        ("node-local", ("track",), 1),
     ]
-    assert [(s.kind, s.runs) for s in then.segments] == [("whole-block", "block products")] * 2
+    assert [(s.kind, s.phases, s.products) for s in then.segments] == [
+        ("node-local", ("mix and descend", "track"), 2)
+    ]
+    assert "2 mixing products at its start" in str(found)
     assert found.fast and found.templating.startswith("off (the method gives no template_key")
 
 

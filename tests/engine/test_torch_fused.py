@@ -183,6 +183,7 @@ def test_general_phases_are_cached_by_content(problem, monkeypatch):
 
     monkeypatch.setattr(TorchBackend, "_build", spy)
     monkeypatch.delattr(TorchBackend, "apply_blockwise", raising=False)  # apply() only
+    monkeypatch.delattr(TorchBackend, "run_products", raising=False)
     backend = TorchBackend(mixing="dense")
     method = GradientTracking(0.2 / problem.smoothness, OnePeerExponential(N), rule="natural")
     a = run(method, problem, Full(N), 30)

@@ -73,6 +73,11 @@ class Segment:
         repeats: for a node-local segment that repeats a phase a per-node number of
             times (uneven local steps, :mod:`stochmix.engine.model.trips`), how many nodes
             take each repetition (its prefixes, decreasing); empty otherwise.
+        products: for a node-local segment, how many mixing products (``W @ x``) it
+            computes when it starts (:mod:`stochmix.engine.model.product_form`).
+        waits: whether it mixes a block that an earlier segment of the round writes: every
+            node's rows of it must be written before the product reads them (a barrier),
+            so the two cannot be one program.
     """
 
     kind: str
@@ -82,6 +87,8 @@ class Segment:
     tail: int = 0
     why: str | None = None
     repeats: tuple[int, ...] = ()
+    products: int = 0
+    waits: bool = False
 
     @property
     def fast(self) -> bool:
@@ -98,6 +105,9 @@ class Segment:
             if self.repeats:
                 counts = "/".join(map(str, self.repeats))
                 head += f" (per-node trip counts: repetitions over {counts} nodes)"
+            if self.products:
+                many = "s" if self.products > 1 else ""
+                head += f", {self.products} mixing product{many} at its start"
         elif self.kind == "whole-block":
             head = "whole-block phase, one product per mixed block"
         elif self.kind == "active rows":
@@ -106,6 +116,8 @@ class Segment:
             head = "nonlinear row map"
         else:
             head = GENERAL
+        if self.waits:
+            head += " (after a barrier: it mixes rows an earlier segment writes)"
         line = f"{head}: {names}"
         return line if self.why is None else f"{line}\n       why: {self.why}"
 
@@ -337,6 +349,7 @@ def explain(
         segments = tuple(
             _segment(item, back, setup.rows, dim, whole, planner.notes) for item in plan
         )
+        segments = _barriers(plan, segments, setup.ctx.layout)
         plans.append(RoundPlan(r, int(participants.size), planner.source, segments))
     return Explanation(
         method=method.name,
@@ -389,6 +402,42 @@ def _ticks(method, problem, participation, setup, back, dtype, options, plans) -
     )
 
 
+def _barriers(plan: list, segments: tuple, layout) -> tuple:
+    """``segments`` with :attr:`Segment.waits` set: those that mix a block an earlier item
+    of the round writes."""
+    written: set = set()
+    out = []
+    for item, segment in zip(plan, segments, strict=True):
+        mixed = _mixed(item)
+        out.append(replace(segment, waits=bool(mixed & written)))
+        written |= _written(item, layout)
+    return tuple(out)
+
+
+def _mixed(item) -> set:
+    """The blocks a planned item mixes (its products' or its whole-block form's sources)."""
+    if isinstance(item, LocalStep):
+        return {p.source for lf in item.structure.forms for p in lf.products}
+    form = item.blockwise if isinstance(item, Phase) else None
+    if form is None:
+        return set()
+    return {t.source for target in form.targets for t in target.terms if t.kind == "mix"}
+
+
+def _written(item, layout) -> set:
+    """The blocks a planned item writes rows of."""
+    if isinstance(item, LocalStep):
+        views = {v.name: v.block for lf in item.structure.forms for v in lf.views}
+        return {views.get(b, b) for b in item.structure.schedule.written}
+    form = item.blockwise if isinstance(item, Phase) and not isinstance(item, RowMap) else None
+    if form is not None:
+        return {target.block for target in form.targets}
+    rows = getattr(item, "z_rows", None) if isinstance(item, RowMap) else None
+    if rows is None:
+        rows = getattr(item, "rows", ())
+    return {layout.locate(int(r))[0] for r in np.unique(np.asarray(rows, dtype=np.int64))}
+
+
 def _segment(item, back, kernel, dim: int, whole: bool, notes) -> Segment:
     """The :class:`Segment` of one planned item."""
     if isinstance(item, LocalStep):
@@ -403,7 +452,7 @@ def _segment(item, back, kernel, dim: int, whole: bool, notes) -> Segment:
         labels = item.labels or ("",) * len(item.structure.forms)
         return Segment(
             "node-local", labels, int(item.nodes.size), runs, item.structure.tail,
-            repeats=tuple(int(e) for e in item.extents),
+            repeats=tuple(int(e) for e in item.extents), products=len(item.products),
         )  # fmt: skip
     if isinstance(item, RowMap):
         return Segment("row map", (item.label,), None, "row map")
