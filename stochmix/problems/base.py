@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Mapping
+from functools import partial
 from typing import ClassVar
 
 import numpy as np
@@ -275,8 +276,16 @@ class Problem(abc.ABC):
         """A function ``x -> gradients of clients idx at x`` that gathers the clients'
         data once, for callers that ask the same clients again and again (the engine's
         local steps); ``idx`` an int64 array of valid clients, ``like`` an array whose
-        namespace, device and dtype the points will have."""
+        namespace, device and dtype the points will have. Consecutive increasing clients
+        (every peer of a decentralized block) on NumPy points read their rows in place
+        instead, as :meth:`gradients_unchecked` reads a slice of clients."""
         if is_numpy(like):
+            if idx.size > 1 and int(idx[-1]) - int(idx[0]) == idx.size - 1:
+                if bool((np.diff(idx) == 1).all()):
+                    # consecutive clients (every peer of a decentralized block): their rows
+                    # read in place, through the formula for slices (no gathered copy)
+                    lo = int(idx[0])
+                    return partial(self.gradients_unchecked, slice(lo, lo + idx.size))
             data = self.data.like(like.dtype)
             # valid indices by contract: "clip" skips NumPy's bounds checks (2x faster)
             own = {key: np.take(value, idx, axis=0, mode="clip") for key, value in data.items()}

@@ -342,21 +342,32 @@ def test_explain_compiled_fedavg(problem):
 
 def test_explain_gradient_tracking(problem):
     ring = sm.mixing.StaticSequence(nx.cycle_graph(N))
-    found = sm.explain(
-        sm.algorithms.GradientTracking(0.01, ring), problem, sm.participation.Full(N)
-    )
+    method = sm.algorithms.GradientTracking(0.01, ring)
+    found = sm.explain(method, problem, sm.participation.Full(N))
     first, then = found.rounds
-    # the mixing products inside the runs: the start's gradients and the first step, then
-    # the track (its product reads y, which the start wrote); later rounds one program
-    assert [(s.kind, s.phases, s.products) for s in first.segments] == [
-        ("node-local", ("initial gradients", "mix and descend"), 1),
-        ("node-local", ("track",), 1),
+    # NumPy programs (a short run): the mixing phases keep the whole-block path
+    assert [(s.kind, s.phases) for s in first.segments] == [
+        ("node-local", ("initial gradients",)),
+        ("whole-block", ("mix and descend",)),
+        ("whole-block", ("track",)),
+    ]
+    assert [(s.kind, s.runs) for s in then.segments] == [("whole-block", "block products")] * 2
+    assert found.fast and found.templating.startswith("off (the method gives no template_key")
+    assert not any(s.waits for s in then.segments)
+    if not gradients.numba_available():
+        return
+    # the compiled loop: the products inside the runs (the start's gradients and the first
+    # step, then the track, whose product reads y, which the start wrote); then one program
+    found = sm.explain(method, problem, sm.participation.Full(N), compiled=True)
+    first, then = found.rounds
+    assert [(s.kind, s.phases, s.products, s.waits) for s in first.segments] == [
+        ("node-local", ("initial gradients", "mix and descend"), 1, False),
+        ("node-local", ("track",), 1, True),
     ]
     assert [(s.kind, s.phases, s.products) for s in then.segments] == [
         ("node-local", ("mix and descend", "track"), 2)
     ]
     assert "2 mixing products at its start" in str(found)
-    assert found.fast and found.templating.startswith("off (the method gives no template_key")
 
 
 def test_builtin_methods_take_no_slow_path(problem):

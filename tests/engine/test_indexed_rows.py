@@ -220,9 +220,8 @@ def test_gt_saga_is_one_linear_phase_between_its_mixings_and_matches_its_referen
     lr = 0.05 / problem.smoothness
     text = str(sm.explain(GTSAGA(lr, graphs), problem, Full(n), rounds=2))
     round_one = text.split("round 1")[1]
-    # one program a round: the two mixings' products computed when it starts
-    assert "2 mixing products at its start: mix, estimate, track" in round_one, text
-    assert "row map" not in round_one and round_one.count("node-local") == 1, text
+    assert "node-local segment, 6 nodes" in round_one and "estimate" in round_one, text
+    assert "row map" not in round_one and round_one.count("whole-block") == 2, text
     x0 = np.random.default_rng(seed).normal(size=(n, 3))
     rows = []
     sm.run(
