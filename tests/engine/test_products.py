@@ -1,0 +1,159 @@
+"""Mixing inside node-local runs (issue 42; :mod:`stochmix.engine.model.product_form`): a
+whole-block phase whose terms are node-local but for its products joins the run around
+it, the products computed when the run starts. Every method that takes it gives the
+numbers and every cost column of the whole-block path, on the compiled loop, on NumPy
+programs and on Torch; a product never reads a block that its run wrote before it."""
+
+import networkx as nx
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import stochmix as sm
+from stochmix import algorithms as A
+from stochmix.engine import Block, Method, NumpyBackend
+from stochmix.mixing import OnePeerExponential, StaticSequence
+from stochmix.mixing.rowsparse import RowSparse
+from stochmix.participation import Full
+from stochmix.problems import L1, Composite, LeastSquares
+from tests._backends import WholeBlocks
+
+N, D = 12, 3
+GRAPH = StaticSequence(nx.random_regular_graph(4, N, seed=3))
+
+METHODS = {
+    "gradient tracking": lambda lr: A.GradientTracking(lr, GRAPH),
+    "gradient tracking atc": lambda lr: A.GradientTracking(lr, GRAPH, form="atc"),
+    "gradient tracking, time-varying": lambda lr: A.GradientTracking(
+        lr, OnePeerExponential(N), rule="natural"
+    ),
+    "DGD cta": lambda lr: A.DGD(lr, GRAPH, form="cta"),
+    "EXTRA": lambda lr: A.EXTRA(lr, GRAPH),
+    "NIDS": lambda lr: A.NIDS(lr, GRAPH),
+    "push-pull": lambda lr: A.PushPull(lr, GRAPH),
+    "Acc-DNGD": lambda lr: A.AccDNGD(lr, GRAPH, mu=0.01),
+    "K-GT": lambda lr: A.KGT(lr, GRAPH, local_steps=2),
+    "GT-SARAH": lambda lr: A.GTSARAH(lr, GRAPH, batch=2),
+    "PG-EXTRA": lambda lr: A.PGEXTRA(lr, GRAPH),
+}
+COLUMNS = ("gradients", "messages", "floats", "sample_gradients", "time")
+
+
+class Counted(NumpyBackend):
+    """The NumPy backend counting its calls of ``run_products``."""
+
+    def __init__(self, **options):
+        super().__init__(**options)
+        self.products = 0
+
+    def run_products(self, z, products):
+        self.products += 1
+        return super().run_products(z, products)
+
+
+def _problem(name):
+    problem = LeastSquares.random(N, D, rows_per_client=(3, 6), reg=0.1, seed=7)
+    return Composite(problem, L1(0.01)) if name == "PG-EXTRA" else problem
+
+
+def _run(name, path, monkeypatch, dtype=np.float64):
+    problem = _problem(name)
+    lr = 0.1 / problem.smoothness
+    x0 = np.random.default_rng(1).normal(size=(N, D))
+    options = dict(x0=x0, seed=3, progress=False, metrics=("distance", "consensus"))
+    if path == "torch":
+        torch = pytest.importorskip("torch")
+        from stochmix.engine import TorchBackend
+
+        class CountedTorch(TorchBackend):
+            products = 0
+
+            def run_products(self, z, products):
+                self.products += 1
+                return super().run_products(z, products)
+
+        counted = options["backend"] = CountedTorch(dtype=torch.float64)
+    else:
+        pytest.importorskip("numba")
+        counted = options["backend"] = Counted(compiled=True, dtype=dtype)
+        if path == "numpy programs":  # the kernel is there, the segments take programs
+            from stochmix.engine.backends import dispatch
+
+            monkeypatch.setattr(dispatch, "runs_rowwise", lambda *args: False)
+    got = sm.run(METHODS[name](lr), problem, Full(N), 12, **options)
+    options["backend"] = WholeBlocks(compiled=True, dtype=dtype)
+    want = sm.run(METHODS[name](lr), problem, Full(N), 12, **options)
+    return got, want, counted
+
+
+@pytest.mark.parametrize("path", ["compiled", "numpy programs", "torch"])
+@pytest.mark.parametrize("name", list(METHODS))
+def test_products_inside_runs_give_the_whole_block_numbers(name, path, monkeypatch):
+    got, want, counted = _run(name, path, monkeypatch)
+    assert counted.products >= 11, name  # inside the runs (every round past the first)
+    scale = 1.0 + np.abs(want.final).max()
+    np.testing.assert_allclose(got.final, want.final, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(got.server, want.server, rtol=0, atol=1e-12 * scale)
+    np.testing.assert_allclose(got.distance, want.distance, rtol=1e-9, atol=1e-24)
+    for column in COLUMNS:  # the costs do not depend on the path
+        np.testing.assert_array_equal(getattr(got, column), getattr(want, column), column)
+
+
+def test_float32_products_stay_within_rounding(monkeypatch):
+    got, want, counted = _run("gradient tracking", "compiled", monkeypatch, np.float32)
+    assert counted.products >= 12
+    assert not np.array_equal(got.final, want.final)  # (float32 rounds otherwise)
+    np.testing.assert_allclose(got.final, want.final, rtol=0, atol=1e-5)
+
+
+def test_gradient_tracking_is_one_program_a_round_on_the_compiled_loop():
+    pytest.importorskip("numba")
+    problem = _problem("gradient tracking")
+    method = METHODS["gradient tracking"](0.01)
+    plan = sm.explain(method, problem, Full(N), rounds=3, compiled=True)
+    for later in plan.rounds[1:]:
+        (segment,) = later.segments
+        assert (segment.kind, segment.products, segment.waits) == ("node-local", 2, False)
+    # and NumPy programs keep the whole-block phases (slower with products inside)
+    plain = sm.explain(method, problem, Full(N), rounds=3, compiled=False)
+    assert [s.kind for s in plain.rounds[2].segments] == ["whole-block"] * 2
+
+
+class MixTwice(Method):
+    """A made-up method: y <- W x + y, then x <- W y - x (the second product reads y, which
+    the first phase writes: it must see the new y, so the run is cut there)."""
+
+    name = "mix twice"
+    client_node = 0
+    rounds_repeat = True
+
+    def __init__(self, w):
+        self.w = RowSparse.whole(sp.csr_array(w))
+
+    def blocks(self, n_clients):
+        return [Block("x", n_clients, "model"), Block("y", n_clients, "zeros")]
+
+    def round_phases(self, r, participants, ctx):
+        first = ctx.phase("first").apply("y", "x", self.w).keep("y", participants)
+        second = ctx.phase("second").apply("x", "y", self.w).combine(
+            "x", participants, "x", participants, -1.0
+        )
+        return [first.build(), second.build()]
+
+
+def test_a_product_never_reads_a_block_its_run_wrote_before(monkeypatch):
+    pytest.importorskip("numba")
+    w = nx.to_numpy_array(nx.cycle_graph(N)) / 3 + np.eye(N) / 3
+    problem = LeastSquares.random(N, D, seed=2)
+    x0 = np.random.default_rng(4).normal(size=(N, D))
+    backend = Counted(compiled=True)
+    got = sm.run(MixTwice(w), problem, Full(N), 5, x0=x0, backend=backend, progress=False)
+    plan = sm.explain(MixTwice(w), problem, Full(N), rounds=2, compiled=True)
+    segments = plan.rounds[1].segments
+    assert [(s.products, s.waits) for s in segments] == [(1, False), (1, True)]
+    x, y = x0.copy(), np.zeros((N, D))
+    for _ in range(5):
+        y = w @ x + y
+        x = w @ y - x
+    np.testing.assert_allclose(got.node_models, x, rtol=1e-13, atol=1e-13)  # (x reads y)
+    assert backend.products == 10
