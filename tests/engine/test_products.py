@@ -33,9 +33,11 @@ METHODS = {
     "push-pull": lambda lr: A.PushPull(lr, GRAPH),
     "Acc-DNGD": lambda lr: A.AccDNGD(lr, GRAPH, mu=0.01),
     "K-GT": lambda lr: A.KGT(lr, GRAPH, local_steps=2),
-    "GT-SARAH": lambda lr: A.GTSARAH(lr, GRAPH, batch=2),
     "PG-EXTRA": lambda lr: A.PGEXTRA(lr, GRAPH),
 }
+#: methods whose every mixing phase would be a run alone, without gradients: the planner
+#: keeps those whole-block phases (a pass over slices costs what the run would)
+LONE = ("NIDS", "K-GT")
 COLUMNS = ("gradients", "messages", "floats", "sample_gradients", "time")
 
 
@@ -90,7 +92,10 @@ def _run(name, path, monkeypatch, dtype=np.float64):
 @pytest.mark.parametrize("name", list(METHODS))
 def test_products_inside_runs_give_the_whole_block_numbers(name, path, monkeypatch):
     got, want, counted = _run(name, path, monkeypatch)
-    assert counted.products >= 11, name  # inside the runs (every round past the first)
+    if name in LONE:  # its mixing phases each alone after a barrier: whole-block passes
+        assert counted.products == 0, name
+    else:
+        assert counted.products >= 11, name  # inside the runs (every round past the first)
     scale = 1.0 + np.abs(want.final).max()
     np.testing.assert_allclose(got.final, want.final, rtol=0, atol=1e-12 * scale)
     np.testing.assert_allclose(got.server, want.server, rtol=0, atol=1e-12 * scale)
@@ -120,8 +125,9 @@ def test_gradient_tracking_is_one_program_a_round_on_the_compiled_loop():
 
 
 class MixTwice(Method):
-    """A made-up method: y <- W x + y, then x <- W y - x (the second product reads y, which
-    the first phase writes: it must see the new y, so the run is cut there)."""
+    """A made-up method: y <- W x + y - G(x) / 100, then x <- W y - x - G(x) / 100 (the
+    second product reads y, which the first phase writes: it must see the new y, so the
+    run is cut there)."""
 
     name = "mix twice"
     client_node = 0
@@ -134,9 +140,17 @@ class MixTwice(Method):
         return [Block("x", n_clients, "model"), Block("y", n_clients, "zeros")]
 
     def round_phases(self, r, participants, ctx):
-        first = ctx.phase("first").apply("y", "x", self.w).keep("y", participants)
-        second = ctx.phase("second").apply("x", "y", self.w).combine(
-            "x", participants, "x", participants, -1.0
+        first = (
+            ctx.phase("first")
+            .apply("y", "x", self.w)
+            .keep("y", participants)
+            .gradient("y", participants, participants, -0.01)
+        )
+        second = (
+            ctx.phase("second")
+            .apply("x", "y", self.w)
+            .combine("x", participants, "x", participants, -1.0)
+            .gradient("x", participants, participants, -0.01)
         )
         return [first.build(), second.build()]
 
@@ -152,8 +166,65 @@ def test_a_product_never_reads_a_block_its_run_wrote_before(monkeypatch):
     segments = plan.rounds[1].segments
     assert [(s.products, s.waits) for s in segments] == [(1, False), (1, True)]
     x, y = x0.copy(), np.zeros((N, D))
+    every = np.arange(N)
     for _ in range(5):
-        y = w @ x + y
-        x = w @ y - x
+        y = w @ x + y - 0.01 * problem.gradients(every, x)
+        x = w @ y - x - 0.01 * problem.gradients(every, x)
     np.testing.assert_allclose(got.node_models, x, rtol=1e-13, atol=1e-13)  # (x reads y)
     assert backend.products == 10
+
+
+def test_runs_of_sampled_gradients_keep_whole_block_mixing(monkeypatch):
+    """GT-SARAH's estimate takes sampled gradients, which run NumPy programs: its mixing
+    phases stay whole-block passes there (faster), with the same numbers."""
+    pytest.importorskip("numba")
+    problem = _problem("GT-SARAH")
+    lr = 0.1 / problem.smoothness
+    backend = Counted(compiled=True)
+    got = sm.run(A.GTSARAH(lr, GRAPH, batch=2), problem, Full(N), 6, seed=2, backend=backend,
+                 progress=False)  # fmt: skip
+    assert backend.products == 0
+    want = sm.run(A.GTSARAH(lr, GRAPH, batch=2), problem, Full(N), 6, seed=2,
+                  backend=WholeBlocks(compiled=True), progress=False)  # fmt: skip
+    np.testing.assert_array_equal(got.server, want.server)
+
+
+class Templated(MixTwice):
+    """MixTwice's first phase, then x <- x - 0.1 y, one template for every round: a run
+    whose products' matrices are bound per round is never templated."""
+
+    name = "templated mixing"
+
+    def template_key(self, r, participants):
+        return "every round"
+
+    def round_phases(self, r, participants, ctx):
+        first = ctx.phase("first").apply("y", "x", self.w).keep("y", participants)
+        second = ctx.phase("second").keep("x", participants).combine(
+            "x", participants, "y", participants, -0.1
+        )
+        return [first.build(), second.build()]
+
+
+@pytest.mark.parametrize("path", ["compiled", "torch"])
+def test_a_run_with_products_is_not_templated(path):
+    w = nx.to_numpy_array(nx.cycle_graph(N)) / 3 + np.eye(N) / 3
+    problem = LeastSquares.random(N, D, seed=2)
+    x0 = np.random.default_rng(4).normal(size=(N, D))
+    if path == "torch":
+        pytest.importorskip("torch")
+        from stochmix.engine import TorchBackend
+
+        backend = TorchBackend()
+    else:
+        pytest.importorskip("numba")
+        backend = Counted(compiled=True)
+    got = sm.run(Templated(w), problem, Full(N), 6, x0=x0, backend=backend, progress=False)
+    x, y = x0.copy(), np.zeros((N, D))
+    for _ in range(6):
+        y = w @ x + y
+        x = x - 0.1 * y
+    np.testing.assert_allclose(got.node_models, x, rtol=1e-13, atol=1e-13)
+    if path == "compiled":
+        plan = sm.explain(Templated(w), problem, Full(N), rounds=3, compiled=True)
+        assert "mixing products (W @ x) inside the segment" in plan.templating

@@ -353,3 +353,30 @@ def test_a_declared_capability_is_used():
     ref = sm.run(fedavg, problem, part, 12, seed=4, compiled=False, metrics=METRICS)
     np.testing.assert_array_equal(res.server, ref.server)
     assert local.applied < 12  # the local steps never reach apply
+
+
+def test_bind_clients_reads_consecutive_clients_in_place_where_slices_are_taken():
+    """Consecutive clients read their rows in place (the formula for slices); a problem
+    whose gradients_unchecked takes no slice (client_slices False) keeps the gathered
+    rows, and a run with it works."""
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(12, 4, 3)), rng.normal(size=(12, 4))
+    problem = LeastSquares(a, b)
+    x = rng.normal(size=(5, 3))
+    bound = problem.bind_clients(np.arange(3, 8), x)
+    np.testing.assert_allclose(bound(x), problem.gradients(np.arange(3, 8), x), rtol=1e-13)
+
+    class NoSlices(LeastSquares):
+        def gradients_unchecked(self, idx, x):
+            if not isinstance(idx, np.ndarray):
+                raise TypeError(f"gradients_unchecked got {idx!r}")
+            return super().gradients_unchecked(idx, x)
+
+    mine = NoSlices(a, b)
+    assert mine.client_slices is False
+    np.testing.assert_array_equal(
+        mine.bind_clients(np.arange(3, 8), x)(x), problem.gradients(np.arange(3, 8), x)
+    )
+    got = sm.run(FedAvg(0.05, 2), mine, Full(12), 3, compiled=False, progress=False)
+    want = sm.run(FedAvg(0.05, 2), problem, Full(12), 3, compiled=False, progress=False)
+    np.testing.assert_allclose(got.server, want.server, rtol=0, atol=1e-12)

@@ -7,6 +7,8 @@ them into operations on its arrays.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ..._validate import as_float_dtype, flag_or_choice
@@ -68,13 +70,16 @@ class NumpyBackend:
         SciPy's kernel, in ``z``'s dtype), into arrays kept from round to round (see
         :mod:`stochmix.engine.model.product_form`)."""
         kept = self.__dict__.setdefault("_products", {})
+        thread = threading.get_ident()  # (runs on threads of their own may share a backend)
+        if len(kept) > 64:
+            kept.clear()
         out = []
         for k, (matrix, rows) in enumerate(products):
             values = z[rows]
             shape = (matrix.shape[0], z.shape[1])
-            found = kept.get(k)
+            found = kept.get((thread, k))
             if found is None or found.shape != shape or found.dtype != z.dtype:
-                found = kept[k] = np.empty(shape, dtype=z.dtype)
+                found = kept[thread, k] = np.empty(shape, dtype=z.dtype)
             product_into(matrix, values, found)
             out.append(found)
         return tuple(out)

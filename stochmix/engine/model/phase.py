@@ -259,7 +259,7 @@ class Phase:
         found = twins.get(key)
         if found is None:
             found = copy.copy(self)
-            for memo in ("_plans", "_twins"):  # plan_round's memo and this one are ours
+            for memo in ("_plans", "_twins", "_product_forms"):  # (the planner's memos)
                 found.__dict__.pop(memo, None)
             found.__dict__["blockwise"] = make_form()
             twins[key] = found

@@ -53,7 +53,9 @@ def product_form(form: BlockwiseForm | None, layout: Layout) -> LocalForm | None
             return None
         nodes = found if nodes is None else nodes
     assert nodes is not None  # (a form with a product has a target)
-    node_terms, gradients, products = [], [], []
+    node_terms: list = []
+    gradients: list = []
+    products: list = []
     for target in form.targets:
         for term in target.terms:
             if term.kind == "grad":

@@ -152,6 +152,16 @@ def _plan(
                 )
         else:
             checked.append(item)
+    if products:  # a lone mixing phase without gradients: its whole-block pass is as fast
+        checked = [
+            item.phases[0]
+            if isinstance(item, _Run)
+            and len(item.phases) == 1
+            and item.forms[0].products
+            and not item.forms[0].takes_gradients
+            else item
+            for item in checked
+        ]
     return _whole_runs(checked) if whole else checked
 
 

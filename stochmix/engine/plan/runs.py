@@ -97,6 +97,8 @@ class _Run:
             return False  # (a run with trip counts is chunked by prefix: a draw is one chunk)
         if lf.products and not self._products_ok(lf):
             return False
+        if lf.samples is not None and self.products:
+            return False  # (sampled gradients with products: see _products_ok)
         if lf.takes_gradients and self.draw is not None:  # one draw of gradients a run
             draw = _draw(lf)
             if isinstance(draw, str) or isinstance(self.draw, str):
@@ -119,9 +121,13 @@ class _Run:
     def _products_ok(self, lf: LocalForm) -> bool:
         """Whether the products of ``lf`` may be computed when the run starts: no phase of
         the run before it writes their sources (at node rows or at outer rows, which are
-        set when the run ends), and the run repeats no phase."""
+        set when the run ends), the run repeats no phase, and it takes no sampled
+        gradients."""
         sources = {p.source for p in lf.products}
-        return not (sources & self.node_targets or self.outer_written or self.trips)
+        if sources & self.node_targets or self.outer_written or self.trips:
+            return False
+        # (sampled gradients run NumPy programs, where a whole-block pass is faster)
+        return isinstance(self.draw, str | None)
 
     def _views_agree(self, lf: LocalForm) -> bool:
         """Whether ``lf``'s rows picked by index keep the run's rules (see the module

@@ -229,6 +229,10 @@ _BY_INDEX = (
     "(grad(S, samples=...)), whose indices are bound per round and follow no rule over "
     "the participants"
 )
+_PRODUCTS = (
+    "it computes mixing products (W @ x) inside the segment, whose matrices are bound per "
+    "round"
+)
 
 _UNEVEN_TRAFFIC = (
     "its gradients, messages or floats are not the same number for every node it runs "
@@ -319,6 +323,8 @@ class RoundTemplate:
                 continue
             if item.views or item.samples is not None:
                 return (item.labels[0] if item.labels else ""), _BY_INDEX
+            if item.products:
+                return (item.labels[0] if item.labels else ""), _PRODUCTS
             coefs = tuple(template_coefficient(c, rules=True) for c in item.coefs)
             ruled = any(isinstance(c, RoundArray) for c in coefs)
             if ruled and not _aligned(item, participants):
@@ -357,6 +363,8 @@ class RoundTemplate:
                 return getattr(item, "label", ""), "it is not part of a node-local segment"
             if item.views or item.samples is not None:
                 return (item.labels[0] if item.labels else ""), _BY_INDEX
+            if item.products:
+                return (item.labels[0] if item.labels else ""), _PRODUCTS
             coefs = tuple(template_coefficient(c) for c in item.coefs)
             if None in coefs:
                 label = _label_of_slot(item, coefs.index(None))
