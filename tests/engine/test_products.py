@@ -88,8 +88,17 @@ def _run(name, path, monkeypatch, dtype=np.float64):
     return got, want, counted
 
 
-@pytest.mark.parametrize("path", ["compiled", "numpy programs", "torch"])
-@pytest.mark.parametrize("name", list(METHODS))
+def _cases():
+    """Every method on every path; past the compiled loop, the quick run keeps gradient
+    tracking and EXTRA (the others in the slow stage)."""
+    for name in METHODS:
+        for path in ("compiled", "numpy programs", "torch"):
+            quick = path == "compiled" or name in ("gradient tracking", "EXTRA")
+            marks = () if quick else (pytest.mark.slow,)
+            yield pytest.param(name, path, marks=marks, id=f"{name}-{path}")
+
+
+@pytest.mark.parametrize(("name", "path"), list(_cases()))
 def test_products_inside_runs_give_the_whole_block_numbers(name, path, monkeypatch):
     got, want, counted = _run(name, path, monkeypatch)
     if name in LONE:  # its mixing phases each alone after a barrier: whole-block passes
