@@ -39,12 +39,6 @@ __all__ = [
 SLICE_ELEMENTS = 1 << 24
 
 
-def _in_place(formula, data: dict, x):
-    """The gradients of consecutive clients at ``x`` from their rows ``data`` read in
-    place (:meth:`Problem.bind_clients`)."""
-    return _own(formula(NUMPY_NAMESPACE, data, None, x), x, data)
-
-
 def _own(g, x, data: dict):
     """The formula's result ``g`` as the gradients of ``x``'s rows: itself when it is a
     fresh array of ``x``'s shape and dtype (what formulas return), else a copy (a formula
@@ -284,8 +278,8 @@ class Problem(abc.ABC):
         local steps); ``idx`` an int64 array of valid clients, ``like`` an array whose
         namespace, device and dtype the points will have. Consecutive increasing clients
         (every peer of a decentralized block) on NumPy points read their rows in place
-        instead, through the formula for slices that :meth:`gradients_unchecked` takes for
-        a slice of clients (where :attr:`client_slices` holds)."""
+        instead: :meth:`gradients_unchecked` on their slice (where :attr:`client_slices`
+        holds, as it declares that it takes one)."""
         if is_numpy(like):
             if (
                 self.client_slices
@@ -294,11 +288,9 @@ class Problem(abc.ABC):
                 and bool((np.diff(idx) == 1).all())
             ):
                 # consecutive clients (every peer of a decentralized block): their rows
-                # read in place, through the formula for slices (no gathered copy)
-                formula, data, _ = self._slice_formula(like.dtype)
-                rows = slice(int(idx[0]), int(idx[0]) + idx.size)
-                part = {key: value[rows] for key, value in data.items()}
-                return partial(_in_place, formula, part)
+                # read in place, as gradients_unchecked reads a slice (no gathered copy)
+                first = int(idx[0])
+                return partial(self.gradients_unchecked, slice(first, first + idx.size))
             data = self.data.like(like.dtype)
             # valid indices by contract: "clip" skips NumPy's bounds checks (2x faster)
             own = {key: np.take(value, idx, axis=0, mode="clip") for key, value in data.items()}

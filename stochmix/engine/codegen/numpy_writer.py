@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..model.kernels import KERNELS
-from ..model.picked import PRODUCT, is_product
+from ..model.picked import is_product, product_index
 from ..plan.schedule import (
     Add,
     AddScaled,
@@ -193,7 +193,7 @@ class NumpyWriter:
         """The array the rows of slot ``slot`` are read from: the state, or for a mixing
         product (``@k``) its array ``P[k]``, one row per node of the run."""
         name = self.blocks[slot]
-        return f"P[{name[len(PRODUCT):]}]" if is_product(name) else "z"
+        return f"P[{product_index(name)}]" if is_product(name) else "z"
 
     def _gradient(self, w: SourceWriter, x: str | None) -> None:
         w.emit(f"g = grad_fn({x if x is not None else 'np.zeros_like(tmp)'})")

@@ -27,7 +27,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..model.phase import LocalForm
-from ..model.picked import PRODUCT, is_product
+from ..model.picked import is_product, product_index
 from ..plan.gradients import numba_available, numba_unavailable
 from ..plan.steps import EndGuard, Guard
 from .chunks import WIDE_KERNEL_ROWS, ByCount, work_before
@@ -169,7 +169,7 @@ class RowwiseProgram(LocalProgram):
     def _source(self, slot: int) -> str:
         """The array holding the rows of ``slot``: the state, or a mixing product's."""
         name = self.schedule.blocks[slot]
-        return f"P{name[len(PRODUCT):]}" if is_product(name) else "z"
+        return f"P{product_index(name)}" if is_product(name) else "z"
 
     def _loop(self, w: SourceWriter, statement: str) -> None:
         w.emit("for j in range(d):")
@@ -191,8 +191,8 @@ class RowwiseProgram(LocalProgram):
             head.append(f"    a{slot} = ca[{k}]")
         for k in range(len(self.singles)):
             head.append(f"    S{k} = S[{k}]")
-        for name in filter(is_product, self.blocks):
-            head.append(f"    P{name[len(PRODUCT):]} = P[{name[len(PRODUCT):]}]")
+        for k in map(product_index, filter(is_product, self.blocks)):
+            head.append(f"    P{k} = P[{k}]")
         head.append("    bad = False")
         if self.block:
             head += self._blocked_loop(gathered, used)

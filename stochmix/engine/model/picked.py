@@ -9,7 +9,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["PRODUCT", "ProductTerm", "ViewTerm", "is_product", "product_name", "view_name"]
+__all__ = [
+    "PRODUCT", "ProductTerm", "ViewTerm", "is_product", "product_index", "product_name",
+    "view_name",
+]  # fmt: skip
 
 
 class ViewTerm(NamedTuple):
@@ -49,6 +52,11 @@ class ProductTerm(NamedTuple):
 def product_name(k: int) -> str:
     """The name of a run's ``k``-th product."""
     return f"{PRODUCT}{k}"
+
+
+def product_index(name: str) -> int:
+    """The number ``k`` of the product named ``@k``."""
+    return int(name[len(PRODUCT) :])
 
 
 def is_product(name) -> bool:
