@@ -114,12 +114,16 @@ class Problem(abc.ABC):
             peers, whose data is read in place instead of gathered). True here.
         compiled_gradient: whether :meth:`row_gradient`, where it returns a kernel,
             computes these gradients (the engine asks for it only then). True here.
+        compiled_samples: whether :meth:`sampled_row_gradient`, where it returns a
+            kernel, computes what ``sampled_gradients`` computes (the engine asks for it
+            only then). True here.
 
-    The four flags are capability declarations, read by the engine as they are. Each
+    The five flags are capability declarations, read by the engine as they are. Each
     belongs to the methods it was written with (:attr:`DECLARED_WITH`): a subclass that
     defines one of those methods without setting the flag in its own body gets it False
     (``compiled_gradient`` True again where the subclass writes its own
-    :meth:`row_gradient`). So a subclass that overrides :meth:`gradients` is taken as
+    :meth:`row_gradient`, ``compiled_samples`` where it writes its own
+    :meth:`sampled_row_gradient`). So a subclass that overrides :meth:`gradients` is taken as
     impure, with no unchecked, sliced or compiled gradients, unless it declares
     ``pure_gradients = True`` (and the others) itself; one that rewrites
     :meth:`gradient_formula` without rewriting :meth:`row_gradient` keeps the NumPy path.
@@ -130,6 +134,7 @@ class Problem(abc.ABC):
     unchecked_gradients: bool = True
     client_slices: bool = True
     compiled_gradient: bool = True
+    compiled_samples: bool = True
 
     #: Each capability flag, the members it describes (a subclass that defines one of them
     #: without setting the flag gets it False) and those that renew it (True again).
@@ -138,6 +143,9 @@ class Problem(abc.ABC):
         "unchecked_gradients": Declaration(("gradients",)),
         "client_slices": Declaration(("gradients", "gradients_unchecked")),
         "compiled_gradient": Declaration(("gradients", "gradient_formula"), ("row_gradient",)),
+        "compiled_samples": Declaration(
+            ("sampled_gradients", "_sampled_gradient_formula"), ("sampled_row_gradient",)
+        ),
     }
 
     def __init_subclass__(cls, **kwargs):
@@ -335,6 +343,27 @@ class Problem(abc.ABC):
         :meth:`gradient_formula` without rewriting this method has ``compiled_gradient``
         False and keeps the NumPy path. See :mod:`stochmix.problems.kernels` for the
         built-in kernels.
+        """
+        return None
+
+    def sampled_row_gradient(self, dtype):
+        """The sampled gradient of one node at one point (what ``sampled_gradients``
+        gives for one row, see :class:`~stochmix.protocols.FiniteSumProblem`), compiled
+        with Numba, for the row-wise path of runs that take ``grad(samples=...)``; None
+        (the default) keeps those runs on the vectorized NumPy path. Asked only where
+        :meth:`row_gradient` gives a kernel and :attr:`compiled_samples` holds.
+
+        Args:
+            dtype: the NumPy dtype of the run's state (float64 or float32).
+
+        Returns:
+            None, or a triple ``(kernel, fetch, data)`` as :meth:`row_gradient`'s, but for
+            one round's draw: the engine calls ``kernel(data + (clients, picks, scale), t,
+            x, out)`` with ``t`` the node's place in the run, so that its client is
+            ``clients[t]`` (int64, shape (s,)), its samples ``picks[t]`` (int64 positions
+            among that client's samples, shape (s, b), checked in range) and its factor
+            ``scale[t]`` (float64, shape (s,)); ``fetch(data + draw, t)`` likewise. See
+            :func:`stochmix.problems.kernels.least_squares_sampled`.
         """
         return None
 

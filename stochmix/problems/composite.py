@@ -176,6 +176,10 @@ class Composite(Problem):
     def row_gradient(self, dtype):
         return self.smooth.row_gradient(dtype)
 
+    def sampled_row_gradient(self, dtype):
+        found = getattr(self.smooth, "sampled_row_gradient", None)
+        return found(dtype) if callable(found) else None
+
     def gradient_formula(self, xp, data, idx, x):
         return self.smooth.gradient_formula(xp, data, idx, x)
 

@@ -25,12 +25,16 @@ from .._compiled import prefetch_read
 
 __all__ = [
     "fetch_none",
+    "fetch_sample",
     "fetch_two",
     "hessian_rows",
     "least_squares_gram",
     "least_squares_padded",
+    "least_squares_sampled",
     "logistic_binary",
+    "logistic_binary_sampled",
     "logistic_softmax",
+    "logistic_softmax_sampled",
     "quadratic_diagonal",
     "quadratic_full",
 ]
@@ -193,4 +197,109 @@ def logistic_softmax(data, c, x, out):
         for i in range(p):
             for q in range(classes):
                 out[i * classes + q] += a[c, k, i] * logits[q]
+    _add_ridge(out, x, reg)
+
+
+# ---------------------------------------------------------------------- sampled gradients
+# Sampled kernels (``Problem.sampled_row_gradient``) take ``data`` as the problem's arrays
+# followed by the round's draw ``(clients (s,), picks (s, b), scale (s,))`` and ``t``, the
+# node's place in the run: its client is ``clients[t]``, its samples the rows ``picks[t]``
+# among that client's, the sum is scaled by ``scale[t]`` (see
+# ``FiniteSumProblem.sampled_gradients``).
+
+
+@_compiled
+@no_type_check
+def fetch_sample(data, t):
+    """Prefetch the first sample row of node ``t`` (``data = (rows, ..., offsets, ...,
+    clients, picks, scale)``, the samples' rows first and their offsets third)."""
+    rows, offsets, clients, picks = data[0], data[2], data[-3], data[-2]
+    if picks.shape[1]:
+        prefetch_read(rows, offsets[clients[t]] + picks[t, 0])
+
+
+@_compiled
+@no_type_check
+def least_squares_sampled(data, t, x, out):
+    """``scale_t sum_k a_r (a_r . x - b_r) + reg x`` over the rows ``r = offsets[c] +
+    picks[t, k]`` of client ``c = clients[t]``: ``data = (rows (M, d), rhs (M,), offsets
+    (N,), reg, clients (s,), picks (s, b), scale (s,))``."""
+    rows, rhs, offsets, reg, clients, picks, scale = data
+    d = x.shape[0]
+    for j in range(d):
+        out[j] = 0.0
+    first = offsets[clients[t]]
+    for k in range(picks.shape[1]):
+        r = first + picks[t, k]
+        e = 0.0
+        for j in range(d):
+            e += rows[r, j] * x[j]
+        e -= rhs[r]
+        for j in range(d):
+            out[j] += rows[r, j] * e
+    s = scale[t]
+    for j in range(d):
+        out[j] = s * out[j]
+    _add_ridge(out, x, reg)
+
+
+@_compiled
+@no_type_check
+def logistic_binary_sampled(data, t, x, out):
+    """``sum_k w (sigmoid(a_r . x) - y_r) a_r + reg x`` over the rows ``r = offsets[c] +
+    picks[t, k]`` of client ``c = clients[t]``, ``w = scale_t / n_c``: ``data = (rows (M,
+    p), y (M,), offsets (N,), inv_counts (N,), reg, clients (s,), picks (s, b), scale
+    (s,))``."""
+    rows, y, offsets, inv_counts, reg, clients, picks, scale = data
+    d = x.shape[0]
+    for j in range(d):
+        out[j] = 0.0
+    c = clients[t]
+    first = offsets[c]
+    w = scale[t] * inv_counts[c]
+    for k in range(picks.shape[1]):
+        r = first + picks[t, k]
+        z = 0.0
+        for j in range(d):
+            z += rows[r, j] * x[j]
+        e = np.exp(-abs(z))
+        s = 1.0 / (1.0 + e) if z >= 0 else e / (1.0 + e)
+        v = (s - y[r]) * w
+        for j in range(d):
+            out[j] += rows[r, j] * v
+    _add_ridge(out, x, reg)
+
+
+@_compiled
+@no_type_check
+def logistic_softmax_sampled(data, t, x, out):
+    """``sum_k w a_r (softmax(a_r W) - onehot_r) + reg W`` with ``W = x`` as (p, C)
+    row-major, over the rows ``r = offsets[c] + picks[t, k]`` of client ``c = clients[t]``,
+    ``w = scale_t / n_c``: ``data = (rows (M, p), targets (M, C), offsets (N,), inv_counts
+    (N,), reg, clients (s,), picks (s, b), scale (s,))``."""
+    rows, targets, offsets, inv_counts, reg, clients, picks, scale = data
+    p, classes = rows.shape[1], targets.shape[1]
+    for j in range(x.shape[0]):
+        out[j] = 0.0
+    c = clients[t]
+    first = offsets[c]
+    w = scale[t] * inv_counts[c]
+    logits = np.empty(classes)
+    for k in range(picks.shape[1]):
+        r = first + picks[t, k]
+        for q in range(classes):
+            s = 0.0
+            for i in range(p):
+                s += rows[r, i] * x[i * classes + q]
+            logits[q] = s
+        top = logits.max()
+        total = 0.0
+        for q in range(classes):
+            logits[q] = np.exp(logits[q] - top)
+            total += logits[q]
+        for q in range(classes):
+            logits[q] = (logits[q] / total - targets[r, q]) * w
+        for i in range(p):
+            for q in range(classes):
+                out[i * classes + q] += rows[r, i] * logits[q]
     _add_ridge(out, x, reg)

@@ -317,6 +317,13 @@ class LeastSquares(Problem):
         data = (data["gram"], data["atb"], float(self._reg))
         return kernels.least_squares_gram, kernels.fetch_two, data
 
+    def sampled_row_gradient(self, dtype):
+        from . import kernels
+
+        data = self._samples.like(dtype)
+        fixed = (data["rows"], data["rhs"], data["offsets"], float(self._reg))
+        return kernels.least_squares_sampled, kernels.fetch_sample, fixed
+
     def _sampled_gradient_formula(self, xp, idx, x, picks, scale):
         """(n_c / b) sum_{r in picks[t]} a_r (a_r . x_t - b_r) + reg x_t, c = idx[t]: the
         minibatch estimate from the rows ``picks`` (positions within each client)."""

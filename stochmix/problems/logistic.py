@@ -341,6 +341,14 @@ class Logistic(Problem):
         kernel = kernels.logistic_softmax if self._softmax else kernels.logistic_binary
         return kernel, kernels.fetch_two, (data["a"], data["t"], data["w"], float(self._reg))
 
+    def sampled_row_gradient(self, dtype):
+        from . import kernels
+
+        data = self._samples.like(dtype)
+        kernel = kernels.logistic_softmax_sampled if self._softmax else kernels.logistic_binary_sampled
+        fixed = (data["rows"], data["t"], data["offsets"], data["inv_counts"], float(self._reg))
+        return kernel, kernels.fetch_sample, fixed
+
     @property
     def _samples(self) -> ClientData:
         if self._sample_cache is None:

@@ -183,11 +183,21 @@ def test_a_product_never_reads_a_block_its_run_wrote_before(monkeypatch):
     assert backend.products == 10
 
 
-def test_runs_of_sampled_gradients_keep_whole_block_mixing(monkeypatch):
-    """GT-SARAH's estimate takes sampled gradients, which run NumPy programs: its mixing
-    phases stay whole-block passes there (faster), with the same numbers."""
+class SampledOnNumpy(LeastSquares):
+    """Least squares whose sampled gradients are rewritten (the same formula): it declares
+    no compiled sampled kernel, so its sampled runs take the NumPy programs."""
+
+    def sampled_gradients(self, clients, points, picks, scale):
+        return super().sampled_gradients(clients, points, picks, scale)
+
+
+def test_runs_of_sampled_gradients_on_numpy_programs_keep_whole_block_mixing():
+    """GT-SARAH's estimate takes sampled gradients; where they run NumPy programs (no
+    compiled sampled kernel) its mixing phases stay whole-block passes there (faster),
+    with the same numbers."""
     pytest.importorskip("numba")
-    problem = _problem("GT-SARAH")
+    problem = SampledOnNumpy.random(N, D, rows_per_client=(3, 6), reg=0.1, seed=7)
+    assert not problem.compiled_samples
     lr = 0.1 / problem.smoothness
     backend = Counted(compiled=True)
     got = sm.run(A.GTSARAH(lr, GRAPH, batch=2), problem, Full(N), 6, seed=2, backend=backend,
@@ -196,6 +206,21 @@ def test_runs_of_sampled_gradients_keep_whole_block_mixing(monkeypatch):
     want = sm.run(A.GTSARAH(lr, GRAPH, batch=2), problem, Full(N), 6, seed=2,
                   backend=WholeBlocks(compiled=True), progress=False)  # fmt: skip
     np.testing.assert_array_equal(got.server, want.server)
+
+
+def test_runs_of_sampled_gradients_in_the_compiled_loop_take_products():
+    """With the problem's compiled sampled kernel, GT-SARAH's round is one program with
+    its mixing products inside, equal to the whole-block passes to rounding."""
+    pytest.importorskip("numba")
+    problem = _problem("GT-SARAH")
+    lr = 0.1 / problem.smoothness
+    backend = Counted(compiled=True)
+    got = sm.run(A.GTSARAH(lr, GRAPH, batch=2), problem, Full(N), 6, seed=2, backend=backend,
+                 progress=False)  # fmt: skip
+    assert backend.products == 6  # (one run of products a round)
+    want = sm.run(A.GTSARAH(lr, GRAPH, batch=2), problem, Full(N), 6, seed=2,
+                  backend=WholeBlocks(compiled=True), progress=False)  # fmt: skip
+    np.testing.assert_allclose(got.server, want.server, rtol=1e-12, atol=1e-13)
 
 
 class Templated(MixTwice):

@@ -95,9 +95,20 @@ def test_a_sampled_gradient_step_is_a_per_client_loops(path):
     np.testing.assert_array_equal(result.messages[1:], 2 * sizes)
 
 
+class RewrittenSamples(LeastSquares):
+    """Least squares whose sampled gradients are rewritten: no compiled sampled kernel."""
+
+    def sampled_gradients(self, clients, points, picks, scale):
+        return super().sampled_gradients(clients, points, picks, scale)
+
+
 def test_explain_says_which_program_takes_sampled_gradients():
-    problem = _problem()
-    text = str(sm.explain(MinibatchFedAvg(0.1), problem, UniformSample(N, 4), compiled=True))
+    pytest.importorskip("numba")
+    method, process = MinibatchFedAvg(0.1), UniformSample(N, 4)
+    text = str(sm.explain(method, _problem(), process, compiled=True))
+    assert "compiled loop (Numba, sampled gradients): pull, minibatch step, average" in text
+    problem = RewrittenSamples.random(N, D, rows_per_client=(3, 8), reg=0.05, seed=2)
+    text = str(sm.explain(method, problem, process, compiled=True))
     assert "NumPy program (sampled gradients): pull, minibatch step, average" in text, text
 
 

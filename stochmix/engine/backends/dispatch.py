@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
+
 from ..codegen.cache import program_for, rowwise_for, variant
 from ..model.method import Method, RunContext
 from ..model.phase import Phase
@@ -23,6 +25,7 @@ from ..model.rowmap import RowMap, apply_map
 from ..plan.capabilities import Capabilities, capabilities
 from ..plan.gradients import (
     RowGradient,
+    checked_samples,
     chunk_gradients,
     gradients_at,
     pure_formula,
@@ -36,6 +39,15 @@ from ..plan.round_plan import LocalStep, whole_path
 __all__ = ["WORKERS", "ZERO_ROWS", "OneProcess", "execute"]
 
 WORKERS = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
+
+
+def _sampled_call(problem, sampled: tuple, clients, picks) -> RowGradient:
+    """The row-wise loop's gradient for one round's draw: the problem's sampled kernel
+    with the draw ``(clients, picks, scale)`` after its data (see
+    :meth:`~stochmix.problems.Problem.sampled_row_gradient`)."""
+    clients, picks, scale = checked_samples(problem, clients, picks)
+    draw = (clients, np.ascontiguousarray(picks, dtype=np.int64), scale)
+    return RowGradient(sampled[0], sampled[1], (*sampled[2], *draw))
 
 
 def _apply_blockwise(phase: Phase, z, backend, problem, method: Method, ctx: RunContext) -> bool:
@@ -133,16 +145,28 @@ class OneProcess:
             program = variant(program, item.nodes, zero)
         planned = program  # every dialect below runs this one's schedule
         rowwise = False
-        drawn = item.samples is not None  # sampled gradients: NumPy programs, one chunk
+        # sampled gradients: the compiled loop where the problem has a sampled kernel,
+        # else NumPy programs in one chunk
+        drawn = item.samples is not None
+        sampled = kernel.sampled if drawn and kernel is not None else None
+        positions = False  # whether the gradient takes the node's place in the run
         if drawn:
-            assert item.clients is not None  # (a run of sampled gradients takes them)
+            assert item.clients is not None and item.counts is None  # (see plan.runs)
             grads = sampled_bind(self.problem, item.clients, item.samples)
         if caps.own_programs:  # the backend's own dialect (Torch)
             program = self.backend.local_program(program)
-        elif kernel is not None and not drawn and runs_rowwise(
-            caps.compiled, kernel, item.nodes.size, z.shape[1]
+        elif (
+            kernel is not None
+            and (sampled is not None or not drawn)
+            and runs_rowwise(caps.compiled, kernel, item.nodes.size, z.shape[1])
         ):
-            program, grads = rowwise_for(program, (kernel.kernel, kernel.fetch)), kernel
+            if sampled is None:
+                program, grads = rowwise_for(program, (kernel.kernel, kernel.fetch)), kernel
+            else:  # the kernel reads the draw by the node's place in the run
+                drawn = False  # (pure: any chunks, any threads)
+                program = rowwise_for(program, sampled[:2])
+                grads = _sampled_call(self.problem, sampled, item.clients, item.samples)
+                positions = True
             rowwise = True
         # the row-wise loop takes repeated phases by count, programs of chunks by prefix
         by_count: dict = {"counts": item.counts} if rowwise and item.counts is not None else {}
@@ -153,7 +177,7 @@ class OneProcess:
             item.nodes,
             layout,
             plain(item.coefs),
-            item.clients,
+            np.arange(item.nodes.size, dtype=np.int64) if positions else item.clients,
             grads,
             self.data,
             WORKERS if self.pure and not drawn else 1,

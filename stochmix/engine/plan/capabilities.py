@@ -96,6 +96,11 @@ class Capabilities:
             terms are node-local but for its mixing products joins runs of node-local
             phases, the backend's ``run_products`` computing them when the run starts (see
             :mod:`stochmix.engine.model.product_form`); else it stays a whole-block phase.
+        compiled_samples: runs that take sampled gradients (``grad(samples=...)``) run in
+            the compiled loop, through the problem's
+            :meth:`~stochmix.problems.Problem.sampled_row_gradient`: they may then take
+            mixing products too (on the NumPy programs a whole-block pass is faster). Set
+            by the run's set-up where the loop runs this problem; False here.
     """
 
     local_phases: bool = False
@@ -109,6 +114,7 @@ class Capabilities:
     row_subsets: bool = False
     trips: bool = False
     products: bool = False
+    compiled_samples: bool = False
 
 
 def capabilities(backend) -> Capabilities:

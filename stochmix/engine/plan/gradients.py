@@ -21,6 +21,7 @@ __all__ = [
     "ROWWISE_MIN_ENTRIES",
     "ROWWISE_MIN_WORK",
     "RowGradient",
+    "checked_samples",
     "chunk_gradients",
     "compiled_refusal",
     "gradients_at",
@@ -68,11 +69,15 @@ def numba_available() -> bool:
 
 class RowGradient(NamedTuple):
     """The problem's compiled one-client gradient for the row-wise path (see
-    :meth:`stochmix.problems.Problem.row_gradient`)."""
+    :meth:`stochmix.problems.Problem.row_gradient`), and its compiled sampled gradient
+    (``sampled``: the ``(kernel, fetch, data)`` of
+    :meth:`~stochmix.problems.Problem.sampled_row_gradient`, or None: runs that take
+    ``grad(samples=...)`` then stay on the NumPy programs)."""
 
     kernel: object
     fetch: object
     data: tuple
+    sampled: tuple | None = None
 
 
 def row_gradient(
@@ -109,7 +114,16 @@ def row_gradient(
         raise ValueError(f"compiled=True: {why}; use compiled='auto' or False")
     if found is None or (mode == "auto" and work < ROWWISE_MIN_WORK):
         return None
-    return RowGradient(*found)
+    return RowGradient(*found, sampled=_sampled_kernel(problem, dtype))
+
+
+def _sampled_kernel(problem, dtype) -> tuple | None:
+    """The problem's compiled sampled gradient, where it has one and declares that it
+    computes its ``sampled_gradients`` (``compiled_samples``)."""
+    if not bool(getattr(problem, "compiled_samples", False)):
+        return None
+    found = getattr(problem, "sampled_row_gradient", None)
+    return found(np.dtype(dtype)) if callable(found) else None
 
 
 def compiled_refusal(problem) -> str | None:
@@ -183,6 +197,22 @@ def sampled_gradients_at(problem, clients, points, picks):
     ((c, b) int64; see :func:`~stochmix.engine.model.functions.grad`): the problem's
     ``sampled_gradients`` with scale m_c / b, the indices and scales moved to the points'
     device where the points are tensors."""
+    clients, picks, scale = checked_samples(problem, clients, picks)
+    if not isinstance(points, np.ndarray):  # a tensor (the Torch backend)
+        import torch
+
+        def moved(a):
+            return torch.tensor(a, device=points.device)
+
+        clients, picks, scale = moved(clients), moved(picks), moved(scale)
+    return problem.sampled_gradients(clients, points, picks, scale)
+
+
+def checked_samples(problem, clients, picks) -> tuple:
+    """``(clients, picks, scale)`` for ``problem.sampled_gradients`` (and its compiled
+    kernel): the clients as int64, the picks checked against each client's samples, and
+    the scale m_c / b (float64). Raises ValueError for a problem without samples or a
+    pick out of range."""
     counts = getattr(problem, "rows_per_client", None)
     if counts is None or not callable(getattr(problem, "sampled_gradients", None)):
         raise ValueError(
@@ -199,15 +229,7 @@ def sampled_gradients_at(problem, clients, points, picks):
             f"grad(samples=...): client {int(clients[k])} holds {int(held[k])} samples "
             f"(0..{int(held[k]) - 1}), got samples {picks[k].tolist()}"
         )
-    scale = held / picks.shape[1]
-    if not isinstance(points, np.ndarray):  # a tensor (the Torch backend)
-        import torch
-
-        def moved(a):
-            return torch.tensor(a, device=points.device)
-
-        clients, picks, scale = moved(clients), moved(picks), moved(scale)
-    return problem.sampled_gradients(clients, points, picks, scale)
+    return clients, picks, held / picks.shape[1]
 
 
 def sampled_bind(problem, clients, picks):

@@ -92,7 +92,7 @@ def _local_refusal(lf: LocalForm, method: Method, ctx: RunContext, memo: dict) -
 
 def _plan(
     phases: list[Phase], local_ok: bool, method, ctx, whole: bool = False, why=None,
-    trips: bool = False, products: bool = False,
+    trips: bool = False, products: bool = False, sampled_products: bool = False,
 ) -> list:  # fmt: skip
     """Split a round's phases into runs to chunk (``_Run``) and single phases. ``whole``:
     the backend applies whole-block forms (see :func:`_whole_runs`). ``why``: a dict that
@@ -100,7 +100,8 @@ def _plan(
     the repetitions of a phase with per-node trip counts join one run (see
     :mod:`stochmix.engine.model.trips`). ``products``: a whole-block phase whose terms are
     node-local but for its mixing products joins runs with them computed when the run
-    starts (:mod:`stochmix.engine.model.product_form`)."""
+    starts (:mod:`stochmix.engine.model.product_form`); ``sampled_products``: runs of
+    sampled gradients take them too (they run in the compiled loop)."""
     out: list[_Run | Phase] = []
     run: _Run | None = None
     memo: dict = {}
@@ -136,7 +137,7 @@ def _plan(
             out.append(run)
             run = None
         if lf is not None:
-            run = _Run(ph, lf)
+            run = _Run(ph, lf, sampled_products)
         else:
             out.append(ph)
     if run is not None:
@@ -433,7 +434,10 @@ def plan_round(
     # run, which checks that model after every round
     trusted = method.checked_by_output if whole else ()
     why: dict = {}
-    items = _plan(phases, local_ok, method, ctx, whole, why, caps.trips, caps.products)
+    items = _plan(
+        phases, local_ok, method, ctx, whole, why, caps.trips, caps.products,
+        caps.compiled_samples,
+    )  # fmt: skip
     if notes is not None:
         _note_general(items, phases, why, backend, local_ok, whole, notes, caps.row_subsets)
     plan = [

@@ -37,7 +37,7 @@ class _Run:
     after the run's outer rows are set.
     """
 
-    def __init__(self, phase: Phase, lf: LocalForm):
+    def __init__(self, phase: Phase, lf: LocalForm, sampled_products: bool = False):
         self.phases = [phase]
         self.forms = [lf]  # the phases' node-local forms
         self.tail = 0
@@ -55,6 +55,9 @@ class _Run:
         # the gradients its phases take: None (none yet), "full" or a draw's samples
         self.draw = None if not lf.takes_gradients else _draw(lf)
         self.products = len(lf.products)  # how many mixing products its forms read
+        # whether sampled gradients and products may share a run (the compiled loop runs
+        # both; on the NumPy programs a whole-block pass is faster)
+        self.sampled_products = sampled_products
 
     def repetition(self, phase: Phase, lf: LocalForm) -> int:
         """The repetition ``j`` of the run's trip counts that ``phase`` is (see
@@ -97,7 +100,7 @@ class _Run:
             return False  # (a run with trip counts is chunked by prefix: a draw is one chunk)
         if lf.products and not self._products_ok(lf):
             return False
-        if lf.samples is not None and self.products:
+        if lf.samples is not None and self.products and not self.sampled_products:
             return False  # (sampled gradients with products: see _products_ok)
         if lf.takes_gradients and self.draw is not None:  # one draw of gradients a run
             draw = _draw(lf)
@@ -122,12 +125,12 @@ class _Run:
         """Whether the products of ``lf`` may be computed when the run starts: no phase of
         the run before it writes their sources (at node rows or at outer rows, which are
         set when the run ends), the run repeats no phase, and it takes no sampled
-        gradients."""
+        gradients unless they run in the compiled loop (``sampled_products``)."""
         sources = {p.source for p in lf.products}
         if sources & self.node_targets or self.outer_written or self.trips:
             return False
-        # (sampled gradients run NumPy programs, where a whole-block pass is faster)
-        return isinstance(self.draw, str | None)
+        # (sampled gradients on the NumPy programs: a whole-block pass is faster there)
+        return self.sampled_products or isinstance(self.draw, str | None)
 
     def _views_agree(self, lf: LocalForm) -> bool:
         """Whether ``lf``'s rows picked by index keep the run's rules (see the module

@@ -443,10 +443,12 @@ def _segment(item, back, kernel, dim: int, whole: bool, notes) -> Segment:
     if isinstance(item, LocalStep):
         if getattr(back, "local_program", None) is not None:
             runs = "Torch program"
-        elif item.samples is not None:  # (the problem's sampled gradients, in one chunk)
-            runs = "NumPy program (sampled gradients)"
+        elif item.samples is not None and (kernel is None or kernel.sampled is None):
+            runs = "NumPy program (sampled gradients)"  # (the problem's, in one chunk)
         elif runs_rowwise(capabilities(back).compiled, kernel, item.nodes.size, dim):
             runs = "compiled loop (Numba)"
+            if item.samples is not None:
+                runs = "compiled loop (Numba, sampled gradients)"
         else:
             runs = "NumPy program"
         labels = item.labels or ("",) * len(item.structure.forms)

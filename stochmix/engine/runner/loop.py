@@ -339,6 +339,8 @@ def prepare(
             # a whole-block pass reads slices in place: slower (gradient tracking, n =
             # 10^4, d = 10: 1.7 against 1.0 ms an iteration); the compiled loop takes them
             caps = dataclasses.replace(caps, products=False)
+        elif rows is not None and rows.sampled is not None and not caps.own_programs:
+            caps = dataclasses.replace(caps, compiled_samples=True)
         scratch = {}
         storage = options.storage
         if storage == "compact" or (
