@@ -345,7 +345,9 @@ class Logistic(Problem):
         from . import kernels
 
         data = self._samples.like(dtype)
-        kernel = kernels.logistic_softmax_sampled if self._softmax else kernels.logistic_binary_sampled
+        kernel = (
+            kernels.logistic_softmax_sampled if self._softmax else kernels.logistic_binary_sampled
+        )
         fixed = (data["rows"], data["t"], data["offsets"], data["inv_counts"], float(self._reg))
         return kernel, kernels.fetch_sample, fixed
 

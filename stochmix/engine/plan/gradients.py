@@ -114,7 +114,8 @@ def row_gradient(
         raise ValueError(f"compiled=True: {why}; use compiled='auto' or False")
     if found is None or (mode == "auto" and work < ROWWISE_MIN_WORK):
         return None
-    return RowGradient(*found, sampled=_sampled_kernel(problem, dtype))
+    kernel, fetch, data = found
+    return RowGradient(kernel, fetch, data, _sampled_kernel(problem, dtype))
 
 
 def _sampled_kernel(problem, dtype) -> tuple | None:
