@@ -37,6 +37,7 @@ from .rowsparse import RowSparse, csr_from_triplets
 __all__ = [
     "DIRECTIONS",
     "EDGE_MIXINGS",
+    "columns_of",
     "edge_matrix",
     "expected_activated_matrix",
     "pulled",
@@ -94,7 +95,9 @@ def pulled(op: RowSparse, nodes: Int[np.ndarray, " a"]) -> RowSparse:
     return out
 
 
-def _columns(op: RowSparse) -> sp.csc_array:
+def columns_of(op: RowSparse) -> sp.csc_array:
+    """Every column of ``op`` (as :func:`_full_csr` gives its rows), a CSC array made once
+    per operator and kept on it (the pushes of :func:`pushed` read its columns)."""
     found = op.__dict__.get("_csc")
     if found is None:
         found = sp.csc_array(_full_csr(op))
@@ -113,7 +116,7 @@ def pushed(op: RowSparse, nodes: Int[np.ndarray, " a"]) -> tuple[RowSparse, RowS
         return op, None
     if _is_whole(op) and op.values.has_sorted_indices:
         return _pushed_by_rows(op, nodes)
-    part = _columns(op)[:, nodes].tocoo()
+    part = columns_of(op)[:, nodes].tocoo()
     rows = np.asarray(part.row, dtype=np.int64)
     cols = nodes[np.asarray(part.col, dtype=np.int64)]
     vals = np.asarray(part.data, dtype=float)
@@ -253,7 +256,7 @@ def _pushed_by_rows(op: RowSparse, nodes: np.ndarray) -> tuple[RowSparse, RowSpa
     on_active = RowSparse(op.size, nodes, _masked_rows(matrix, nodes, active))
     on_active.reusable = False
     reached = np.zeros(op.size, dtype=bool)
-    reached[_columns(op)[:, nodes].indices] = True
+    reached[columns_of(op)[:, nodes].indices] = True
     reached &= ~active
     others = np.flatnonzero(reached)
     if not others.size:

@@ -186,3 +186,19 @@ class ClientData(Mapping):
                     value.flags.writeable = False
             self._copies[key] = copies
         return self._copies[key]
+
+
+def sigmoid(xp, z):
+    """1 / (1 + exp(-z)) without overflow, in namespace ``xp`` (logistic regression's)."""
+    e = xp.exp(-xp.abs(z))
+    return xp.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def sigmoid_np(z: np.ndarray) -> np.ndarray:
+    return sigmoid(np, z)
+
+
+def softmax_np(logits: np.ndarray) -> np.ndarray:
+    """The softmax of each row of ``logits`` (shifted by its largest entry)."""
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)

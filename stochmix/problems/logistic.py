@@ -34,6 +34,9 @@ from .._lazy import lazy_module
 from .._validate import as_bool, as_float, as_int, as_labels, check_finite, make_rng
 from ._clients import check_counts, random_counts, stack_clients
 from ._common import NUMPY_NAMESPACE, ClientData, client_rows, float_array
+from ._common import sigmoid as _sigmoid
+from ._common import sigmoid_np as _sigmoid_np
+from ._common import softmax_np as _softmax_np
 from .base import Problem
 
 __all__ = [
@@ -590,21 +593,3 @@ class Logistic(Problem):
     def __repr__(self) -> str:
         kind = f"softmax, C={self._n_classes}" if self._softmax else "binary"
         return f"Logistic(n_clients={self.n_clients}, dim={self.dim}, {kind}, reg={self._reg})"
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def _sigmoid(xp, z):
-    """1 / (1 + exp(-z)) without overflow, in namespace ``xp``."""
-    e = xp.exp(-xp.abs(z))
-    return xp.where(z >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-
-
-def _sigmoid_np(z: np.ndarray) -> np.ndarray:
-    return _sigmoid(np, z)
-
-
-def _softmax_np(logits: np.ndarray) -> np.ndarray:
-    e = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)

@@ -438,13 +438,23 @@ def test_activated_phases_are_labelled_where_the_backend_runs_them(problem):
     assert kinds == {"numpy": {"whole-block"}, "torch": {"active rows"}}
 
 
-def test_an_activated_push_is_a_slow_path_under_node_activation_only(problem):
-    """Node activation builds a push's operator from W's columns at the active nodes every
-    round and applies it through sparse rows: noted, and shown as the general path; edge
-    activation's push is the edge itself, and every node active is a whole-block product."""
+def test_an_activated_push_is_a_slow_path_where_it_takes_sparse_rows(problem):
+    """Node activation pushes the active nodes' columns of W: the NumPy backend scatters
+    them in one compiled pass (no note); a backend without row subsets builds the push's
+    sparse rows every round (noted, shown as the general path); edge activation's push is
+    the edge itself, and every node active is a whole-block product."""
+
+    class NoRowSubsets(sm.engine.NumpyBackend):
+        applies_row_subsets = False
+
     ring = sm.mixing.StaticSequence(nx.cycle_graph(N))
-    found = sm.explain(sm.algorithms.PushSum(0.01, ring), problem,
-                       sm.participation.Bernoulli(0.5, n_clients=N), 3)  # fmt: skip
+    process = sm.participation.Bernoulli(0.5, n_clients=N)
+    found = sm.explain(sm.algorithms.PushSum(0.01, ring), problem, process, 3)
+    assert not found.slow_paths
+    pushes = [s for s in found.segments if s.phases == ("push",)]
+    assert pushes and all(s.kind == "whole-block" for s in pushes)
+    found = sm.explain(sm.algorithms.PushSum(0.01, ring), problem, process, 3,
+                       backend=NoRowSubsets())  # fmt: skip
     assert [s.phase for s in found.slow_paths] == ["push"]
     assert "columns of W at the active nodes" in found.slow_paths[0].why
     pushes = [s for s in found.segments if s.phases == ("push",)]
@@ -453,5 +463,5 @@ def test_an_activated_push_is_a_slow_path_under_node_activation_only(problem):
         found = sm.explain(sm.algorithms.PushSum(0.01, ring), problem, participation, 3)
         assert not any("columns of W" in s.why for s in found.slow_paths)
     with pytest.warns(sm.engine.SlowPathWarning, match="columns of W at the active nodes"):
-        sm.run(sm.algorithms.PushSum(0.01, ring), problem,
-               sm.participation.Bernoulli(0.5, n_clients=N), 60, progress=False)  # fmt: skip
+        sm.run(sm.algorithms.PushSum(0.01, ring), problem, process, 60, progress=False,
+               backend=NoRowSubsets())  # fmt: skip

@@ -12,7 +12,7 @@ import threading
 import numpy as np
 
 from ..._validate import as_float_dtype, flag_or_choice
-from ..codegen.combine_kernel import combine_kernel, rows_kernel, scatter_kernel
+from ..codegen.combine_kernel import combine_kernel, push_kernel, rows_kernel, scatter_kernel
 from ..model.blockwise import BlockwiseForm
 from ..model.phase import Phase
 from ..model.whole_block import Workspace, apply_blockwise_numpy, product_into
@@ -104,6 +104,7 @@ class NumpyBackend:
             fused=combine_kernel if self.fused_combine else None,
             rows_kernel=rows_kernel if self.fused_combine else None,
             scatter=scatter_kernel() if self.fused_combine else None,
+            push=push_kernel() if self.fused_combine else None,
         )
 
 

@@ -34,6 +34,7 @@ from .disk_cache import compiled_rows
 __all__ = [
     "combine_kernel",
     "kernel_source",
+    "push_kernel",
     "rows_kernel",
     "rows_kernel_source",
     "scatter_kernel",
@@ -232,3 +233,34 @@ def scatter_kernel():
     of the same values, faster for the thousands of short rows of an activated round), or
     None without Numba."""
     return _compiled("scatter", lambda: _SCATTER, "scatter kernel")
+
+
+_PUSH = """def rows(z, base, indptr, indices, data, senders, values, coef):
+    d = values.shape[1]
+    n = senders.shape[0]
+    bad = 0.0
+    for p in range(n):
+        if p + AHEAD < n:
+            ahead = senders[p + AHEAD]
+            for k in range(indptr[ahead], indptr[ahead + 1]):
+                prefetch_write(z, base + indices[k])
+        j = senders[p]
+        for k in range(indptr[j], indptr[j + 1]):
+            a = coef * data[k]
+            r = base + indices[k]
+            for q in range(d):
+                v = z[r, q] + a * values[p, q]
+                z[r, q] = v
+                bad += v - v
+    return bad == 0.0
+""".replace("AHEAD", "8")
+
+
+def push_kernel():
+    """``rows(z, base, indptr, indices, data, senders, values, coef)``: an activated
+    push compiled (:func:`~stochmix.engine.model.whole_block.push_rows`: the same
+    operations in the same order, so the same bits), the rows of the column 8 senders
+    ahead asked of the memory early (the writes are scattered), returning whether every
+    row it reached is finite (a sum that is not finite stays so: each entry is checked as
+    it is written); None without Numba."""
+    return _compiled("push", lambda: _PUSH, "push kernel")

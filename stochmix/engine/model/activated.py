@@ -21,8 +21,15 @@ Pull operators are ``D W + (I - D)`` and push operators ``W D + (I - D)`` of
 block written ``x[:] = 0`` clears the active rows. Equations over chosen rows (``x[S]``)
 and reductions are refused under activation: they would bypass the rule.
 
+A push with an operator that sets every row (a graph's W) is one term of the active
+rows' equation, :class:`~stochmix.engine.model.pushed.PushedColumns` (the columns A of W,
+nothing sliced), applied as a scatter from the senders' columns after the active rows are
+written; other push operators (an edge's matrix) are split here into the rows A and the
+rows R they reach.
+
 Cost: what the active rows and the rows they reach cost (:func:`~stochmix.mixing.
-activation.pulled` and :func:`~stochmix.mixing.activation.pushed`), never O(n).
+activation.pulled`, :class:`~stochmix.engine.model.pushed.PushedColumns` and
+:func:`~stochmix.mixing.activation.pushed`), never O(n).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import numpy as np
 
 from ...mixing.activation import DIRECTIONS, pulled, pushed
 from ...mixing.rowsparse import RowSparse
+from .pushed import PushedColumns
 from .terms import EVERY, _with
 
 __all__ = ["active_target", "lower"]
@@ -77,9 +85,18 @@ def lower(eq, target, expr, keep: bool, expression) -> None:
                 )
             found = memo.get((id(t.op), id(rows)))
             if found is None or found[0] is not t.op:
-                made = pulled(t.op, rows) if direction == "pull" else pushed(t.op, rows)
+                made: object
+                if direction == "pull":
+                    made = pulled(t.op, rows)
+                elif t.op.rows.size == t.op.size > rows.size and not getattr(t.op, "closed", False):
+                    made = PushedColumns(t.op, rows)  # (applied as a scatter)
+                else:
+                    made = pushed(t.op, rows)
                 found = memo[id(t.op), id(rows)] = (t.op, made)
-            if direction == "pull":
+            if isinstance(found[1], PushedColumns):
+                op = found[1]
+                eq.pushes = True  # (the general path builds its sparse rows every round)
+            elif direction == "pull":
                 op = found[1]
             else:
                 parts = found[1]

@@ -101,6 +101,14 @@ class BlockwiseForm:
         take: in a run's plan, the block that this phase (one product ``T <- W T``)
             takes from the previous phase: ``W`` times the handed rows is written
             straight into the state's rows of T, with no copy through a temporary.
+        pushes: in a form on some rows, its activated pushes
+            (:class:`~stochmix.engine.model.pushed.PushedColumns`), each ``(target block,
+            target's first row of Z, term)`` with a "push" term: ``matrix`` C transposed
+            (row j: column j of C), ``select`` the senders A, ``rows`` the source's rows
+            A, ``coef`` its scale. The targets' other terms are written first, then each
+            push adds ``coef C[i, j] S[j]`` (S as the phase found it) to every row i of
+            its target that sender j's column reaches: its target's rows A are among
+            :attr:`targets`, and rows past them change too.
         subset: the form rewrites the same rows A (block-local, sorted) of every target,
             not whole blocks: an activated round's active nodes. Its "mix" terms take
             the rows A of W (``(|A|, rows_S)``; where W sets every row, the whole W
@@ -117,6 +125,7 @@ class BlockwiseForm:
     hand_off: str | None = None
     take: str | None = None
     subset: bool = False
+    pushes: tuple = ()
 
 
 def _whole(rows: np.ndarray, n: int, memo: dict) -> bool:
@@ -166,6 +175,8 @@ def _whole_form(layout: Layout, deferred: list) -> BlockwiseForm | None:
     memo: dict = {}
     for op in deferred:
         kind = op[0]
+        if kind == "push":  # (activated: a form on some rows)
+            return None
         names = (op[1], op[2] if kind == "apply" else op[3] if kind == "combine" else op[1])
         if not (layout.contiguous(names[0]) and layout.contiguous(names[1])):
             return None
@@ -231,9 +242,12 @@ def _subset_form(layout: Layout, deferred: list) -> BlockwiseForm | None:
             return found.size > 0
         return found is rows or (found.shape == rows.shape and np.array_equal(found, rows))
 
+    pushes: list = []
     for op in deferred:
         kind = op[0]
-        names = (op[1], op[2] if kind == "apply" else op[3] if kind == "combine" else op[1])
+        names = (
+            op[1], op[2] if kind in ("apply", "push") else op[3] if kind == "combine" else op[1]
+        )  # fmt: skip
         for name in names:
             if not layout.contiguous(name) or layout.first_node(name) != 0:
                 return None
@@ -253,6 +267,16 @@ def _subset_form(layout: Layout, deferred: list) -> BlockwiseForm | None:
                 )  # fmt: skip
             )
             terms.setdefault(target, []).append(term)
+        elif kind == "push":
+            _, target, source, pushed, scale = op
+            if not same(pushed.senders) or pushed.size != layout.block(source).rows:
+                return None
+            term = BlockTerm(
+                "push", source, layout.rows(source, rows), pushed.columns, float(scale),
+                pushed.senders,
+            )  # fmt: skip
+            pushes.append((target, layout.start(target), term))
+            terms.setdefault(target, [])  # (its rows A are rewritten)
         elif kind == "combine":
             _, target, t_rows, source, s_rows, coef = op
             t, s_ = _as_index(t_rows), _as_index(s_rows)
@@ -285,7 +309,9 @@ def _subset_form(layout: Layout, deferred: list) -> BlockwiseForm | None:
     )
     order = tuple((t, False, check) for t, _, check in _order(targets))
     consecutive = clients is not None and _consecutive(clients)
-    return BlockwiseForm(targets, clients, consecutive, order, subset=True)
+    return BlockwiseForm(
+        targets, clients, consecutive, order, subset=True, pushes=tuple(pushes)
+    )
 
 
 def _arranged(target: str, found: list) -> tuple:

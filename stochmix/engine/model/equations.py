@@ -61,6 +61,7 @@ from .functions import dot, grad, mean, total
 from .layout import Layout
 from .phase import Phase, PhaseBuilder
 from .phase_cache import PhaseCache
+from .pushed import PushedColumns
 from .terms import EVERY, _Term, _with, client_array
 
 __all__ = ["BlockRows", "Equations", "Expression", "Selection", "dot", "grad", "mean", "total"]
@@ -306,7 +307,8 @@ class Equations:
             terms = rest
         for t in terms:
             if t.op is not None:
-                call("apply", name, t.block, t.op, t.coef)
+                call("push" if isinstance(t.op, PushedColumns) else "apply", name, t.block,
+                     t.op, t.coef)  # fmt: skip
             elif t.block is None and t.summed:  # the clients' gradients summed onto one row
                 nodes = self._rows(t.rows, self.client_node)  # where they are taken
                 call("reduce_gradients", name, target.rows, t.rows, t.coef, nodes)

@@ -55,6 +55,7 @@ from .local_form import (
     coefficient_kind,
 )
 from .picked import _distinct
+from .pushed import PushedColumns
 from .traffic import NO_TRAFFIC, PhaseTraffic, phase_traffic
 
 __all__ = [
@@ -138,8 +139,9 @@ class Phase:
         #: phase, :mod:`stochmix.engine.model.activated`): no slow-path note
         self.row_sparse = False
         #: an activated push, ``W D`` with the active nodes' columns of W, made for the
-        #: round (:mod:`stochmix.engine.model.activated`): its sparse rows are built and
-        #: applied every round, a slow path the planner notes
+        #: round (:mod:`stochmix.engine.model.activated`): where it takes the general path
+        #: its sparse rows are built and applied every round, a slow path the planner
+        #: notes (a backend that applies row subsets scatters the columns instead)
         self.pushes = False
         self.label = label
         self.local = local
@@ -387,6 +389,22 @@ class PhaseBuilder:
         self._touched = self._touched or bool(op.rows.size)
         return self
 
+    def push(self, target: str, source: str, pushed: PushedColumns, scale: float = 1.0):
+        """Add ``scale * C[:, A] @ source[A]`` to ``target`` (an activated push, see
+        :mod:`~stochmix.engine.model.pushed`): the rows A (``pushed.senders``) are
+        rewritten (their other terms plus what reaches them), the other rows reached keep
+        their value plus what reaches them."""
+        size = pushed.size
+        if size != self.layout.block(target).rows or size != self.layout.block(source).rows:
+            raise ValueError(
+                f"the push has size {size} but blocks {target!r} and {source!r} have "
+                f"{self.layout.block(target).rows} and {self.layout.block(source).rows} rows"
+            )
+        self._local.fail(f"it pushes {source!r} to the nodes the active nodes' columns reach")
+        self._deferred.append(("push", target, source, pushed, float(scale)))
+        self._touched = self._touched or bool(pushed.senders.size)
+        return self
+
     def gradient(self, target: str, target_rows, clients, coef=1.0, samples=None):
         """Add ``coef * grad F_client(X_client)`` to ``target[target_rows]``, aligned.
 
@@ -463,6 +481,7 @@ class PhaseBuilder:
         """The COO triplets of every term, in rows of Z."""
         lay = self.layout
         parts: dict[str, list] = {k: [] for k in ("t", "s", "c", "gt", "gc", "gv", "z")}
+        reached: dict[str, list] = {}  # target -> the rows its pushes reach past A
         for op in self._deferred:
             kind = op[0]
             if kind == "combine":
@@ -473,19 +492,28 @@ class PhaseBuilder:
                 parts["c"].append(c)
             elif kind == "clear":
                 parts["z"].append(lay.rows(op[1], op[2]))
-            elif kind == "apply":
+            elif kind in ("apply", "push"):
                 _, target, source, sparse, scale = op
                 rows, cols, vals = sparse.entries()
                 parts["t"].append(lay.rows(target, rows))
                 parts["s"].append(lay.rows(source, cols))
                 parts["c"].append(scale * vals)
                 parts["z"].append(lay.rows(target, sparse.rows))
+                if kind == "push":  # the other rows reached keep their value
+                    reached.setdefault(target, []).append(sparse.reached)
             else:
                 _, target, t_rows, clients, coef = op
                 t, c, v = self._aligned(t_rows, clients, coef)
                 parts["gt"].append(lay.rows(target, t))
                 parts["gc"].append(c)
                 parts["gv"].append(v)
+
+        for target, found in reached.items():
+            rows = found[0] if len(found) == 1 else np.unique(np.concatenate(found))
+            kept = lay.rows(target, rows)
+            parts["t"].append(kept)
+            parts["s"].append(kept)
+            parts["c"].append(np.ones(kept.size))
 
         def cat(key, dtype):
             return np.concatenate(parts[key]) if parts[key] else np.zeros(0, dtype)

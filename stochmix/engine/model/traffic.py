@@ -220,6 +220,10 @@ def phase_traffic(layout, deferred: list, draws=None, owners=None) -> PhaseTraff
             shift = layout.first_node(target) - layout.first_node(source)
             count = _cross(op, shift)
             key = id(op)
+        elif kind == "push":  # the senders' columns (one object for the blocks it pushes)
+            _, target, source, op, _ = term
+            count = op.crossing(layout.first_node(target) - layout.first_node(source))
+            key = id(op)
         elif kind == "combine":
             _, target, t_rows, source, s_rows, coef = term
             if np.ndim(coef) == 0 and coef == 0:

@@ -5,6 +5,7 @@ or kept for a later target, and checked for NaN and Inf."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
@@ -85,6 +86,7 @@ def apply_blockwise_numpy(
     fused=None,
     rows_kernel=None,
     scatter=None,
+    push=None,
 ) -> bool:
     """Apply ``form`` to the NumPy state ``z`` in place (``gradients``: shape (c, d), the
     gradients of ``form.clients``, or None); False if a new entry is not finite (the
@@ -119,7 +121,20 @@ def apply_blockwise_numpy(
     caches, where SciPy's product and the terms' pass are as fast). ``scatter(z, rows,
     values)``: writes ``z[rows] = values`` for a form on some rows (a compiled loop; by
     default NumPy's assignment). Where a target has a shape no kernel takes (a float32
-    state, a matrix of another dtype), the form is applied as above."""
+    state, a matrix of another dtype), the form is applied as above.
+
+    A form's pushes (:attr:`BlockwiseForm.pushes`, an activated push) are applied after
+    its targets' other terms are written, from the source rows as the phase found them:
+    :func:`push_rows`, or ``push`` (its compiled kernel, the same bits)."""
+    if form.pushes:
+        sent = [z[term.rows] for _, _, term in form.pushes]  # (copies: read before writing)
+        finite = apply_blockwise_numpy(
+            z, replace(form, pushes=()), gradients, product, handed, workspace, fused,
+            rows_kernel, scatter,
+        )  # fmt: skip
+        for (_, base, term), values in zip(form.pushes, sent, strict=True):
+            finite = push_rows(z, base, term, values, push) and finite
+        return finite
     scratch = None
     if workspace is not None and product is None and z.dtype == np.float64:
         scratch = workspace.scratch
@@ -351,3 +366,25 @@ def _scaled_add(acc, values, coef, scratch=None):
 
 def _assign(z, rows, values) -> None:
     z[rows] = values
+
+
+def push_rows(z: np.ndarray, base: int, term: BlockTerm, values: np.ndarray, kernel=None) -> bool:
+    """Add ``term.coef * C[i, j] * values[p]`` to row ``base + i`` of ``z`` for each
+    sender ``j = term.select[p]`` and each entry ``C[i, j]`` of its column (``term.matrix``
+    holds C transposed), sender after sender, entry after entry; whether every row
+    reached is finite. ``kernel``: :func:`~stochmix.engine.codegen.combine_kernel.
+    push_kernel`'s (the same operations in the same order)."""
+    columns, senders = term.matrix, term.select
+    assert columns is not None and senders is not None  # (a "push" term has both)
+    if kernel is not None and values.dtype == z.dtype and columns.dtype == np.float64:
+        return bool(
+            kernel(z, base, columns.indptr, columns.indices, columns.data, senders, values,
+                   float(term.coef))  # fmt: skip
+        )
+    starts, ends = columns.indptr[senders], columns.indptr[senders + 1]
+    counts = (ends - starts).astype(np.int64)
+    at = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+    rows = base + columns.indices[at].astype(np.int64)
+    weights = float(term.coef) * columns.data[at]
+    np.add.at(z, rows, weights[:, None] * values[np.repeat(np.arange(senders.size), counts)])
+    return bool(np.isfinite(z[rows]).all())

@@ -487,10 +487,9 @@ def general_path(item, whole: bool, row_subsets: bool = True) -> bool:
 #: Why an activated push is a slow path (see :func:`_note_general`).
 PUSHED = (
     "under node activation its push (W D + I - D: the columns of W at the active nodes) "
-    "is built every round and applied through sparse rows, not in a compiled pass: an "
-    "iteration costs most of one with every node active, where a pull under the same "
-    "activation costs about a fifth; under edge activation (gossip) it costs what its "
-    "edges do"
+    "is built every round and applied through sparse rows on this backend, not in a "
+    "compiled pass (the NumPy backend scatters the active nodes' columns of W in one "
+    "pass: applies_row_subsets); under edge activation (gossip) it costs what its edges do"
 )
 
 

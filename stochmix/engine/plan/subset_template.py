@@ -51,6 +51,8 @@ class SubsetRecipe:
         form = getattr(item, "blockwise", None) if isinstance(item, Phase) else None
         if form is None or not form.subset:
             return "it is not part of a node-local segment"
+        if form.pushes:
+            return "it pushes along the active nodes' columns (the rows they reach change)"
         if form.clients is not None and shift_of(form.clients, participants) != 0:
             return "its gradients are not the active nodes'"
         targets, floats = [], {}

@@ -421,7 +421,8 @@ def _mixed(item) -> set:
     form = item.blockwise if isinstance(item, Phase) else None
     if form is None:
         return set()
-    return {t.source for target in form.targets for t in target.terms if t.kind == "mix"}
+    mixed = {t.source for target in form.targets for t in target.terms if t.kind == "mix"}
+    return mixed | {term.source for _, _, term in form.pushes}
 
 
 def _written(item, layout) -> set:
