@@ -77,7 +77,13 @@ def _runs(method, problem, rounds=6, **options):
     return got, want
 
 
-@pytest.mark.parametrize("problem", PROBLEMS)
+@pytest.mark.parametrize(
+    "problem",
+    [
+        "least squares",
+        *(pytest.param(p, marks=pytest.mark.slow) for p in PROBLEMS if p != "least squares"),
+    ],
+)
 @pytest.mark.parametrize("method", METHODS)
 def test_variance_reduced_tracking_in_the_compiled_loop(method, problem):
     """The compiled loop with the products inside the run against the whole-block

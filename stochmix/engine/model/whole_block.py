@@ -386,5 +386,7 @@ def push_rows(z: np.ndarray, base: int, term: BlockTerm, values: np.ndarray, ker
     at = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
     rows = base + columns.indices[at].astype(np.int64)
     weights = float(term.coef) * columns.data[at]
-    np.add.at(z, rows, weights[:, None] * values[np.repeat(np.arange(senders.size), counts)])
+    with np.errstate(over="ignore", invalid="ignore"):  # (said by the returned flag)
+        pushed = weights[:, None] * values[np.repeat(np.arange(senders.size), counts)]
+        np.add.at(z, rows, pushed)
     return bool(np.isfinite(z[rows]).all())
