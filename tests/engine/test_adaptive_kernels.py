@@ -275,6 +275,43 @@ def test_a_kernel_reads_a_block_a_phase_of_its_run_cleared():
         assert abs(got.server[-1, 0] - 2.0**4) < 1e-12  # x doubles a round: x + x / (0 + 1)
 
 
+class KernelReadsZeros(Method):
+    """A kernel reads as a further source a block the method never writes: zero, which
+    liveness leaves out of a compact state (its rows are never kept), so the run makes
+    its zeros in a buffer."""
+
+    def __init__(self, plain=False):
+        self.plain = plain
+
+    def blocks(self, n):
+        return [Block("x", n + 1, "model"), *(Block(b, n + 1) for b in "mw")]
+
+    def round_phases(self, r, participants, ctx):
+        S = participants
+        if S.size == 0:
+            return []
+        eq = Equations(ctx)
+        x, m = eq.blocks("x", "m")
+        x[S] = x.server
+        pull = eq.build("pull")
+        m[S] = x[S]
+        copy = eq.build("copy")
+        step = ctx.map("x", S + 1, _Shift(self.plain), "x", "m", "w", round=r, label="shift")
+        x.server = sm.engine.mean(x[S])
+        return [pull, copy, step, eq.build("average")]
+
+
+def test_a_kernel_reads_a_block_the_state_does_not_keep():
+    problem = LeastSquares.random(20, 3, 4, seed=2)
+    process = UniformSample(20, 6)
+    for options in ({"compiled": False}, {"compiled": True}, {"storage": "compact"}):
+        got = sm.run(KernelReadsZeros(), problem, process, 4, seed=1, x0=np.ones(3), **options)
+        want = sm.run(KernelReadsZeros(True), problem, process, 4, seed=1, x0=np.ones(3),
+                      **options)  # fmt: skip
+        np.testing.assert_array_equal(got.server, want.server)
+        assert abs(got.server[-1, 0] - 2.0**4) < 1e-12  # x doubles a round: x + x / (0 + 1)
+
+
 @pytest.mark.parametrize("function, sources", _maps(), ids=lambda f: getattr(f, "name", f))
 def test_numba_form_computes_float32_entries_in_float64(function, sources):
     """On float32 entries the inlined helper computes in float64 and rounds once, as the

@@ -10,11 +10,9 @@ run's *structure* (its forms' signatures), not on its nodes or coefficient value
 typed steps over named buffers, plus what happens around the chunks (snapshots of single
 rows, outer rows, the tail). It holds no code and no arrays.
 
-Emitters turn a schedule into code, one per target: the NumPy program
-(:class:`~stochmix.engine.codegen.program.LocalProgram`), the Numba loop over nodes
-(:class:`~stochmix.engine.codegen.rowwise.RowwiseProgram`) and the Torch program
-(:mod:`stochmix.engine.codegen.torch_program`). Each maps every step type to one statement of its
-language; none of them decides anything about buffers or order.
+Emitters turn a schedule into code, one per target (the NumPy program, the Numba loop over
+nodes and the Torch program, :mod:`stochmix.engine.codegen`), each step one statement of
+its language; none of them decides anything about buffers or order.
 
 Buffers: every block the run touches has a slot ``i`` (its position in
 :attr:`Schedule.blocks`) and two buffers ``b{i}_0`` and ``b{i}_1``; a phase that rewrites
@@ -306,10 +304,12 @@ def plan_schedule(
 
     p = _Planner(tuple(blocks))
     # a kernel's source is read as it is (a kernel of zero need not be zero: a box's
-    # projection), so it is gathered even where the engine knows it is zero
-    zero = frozenset(zero) & set(blocks) - {b for lf in body for k in lf.kernels for b in k.sources}
-    gather = [b for b in gather if b not in zero]
+    # projection), gathered even where known zero; one the state does not keep is zero
+    # (liveness keeps the other blocks a run reads): its zeros are made in a buffer
     scratch = frozenset(scratch) & set(blocks)
+    sources = {b for lf in body for k in lf.kernels for b in k.sources}
+    zero = (frozenset(zero) & set(blocks) - sources) | (scratch & sources)
+    gather = [b for b in gather if b not in zero]
     if scratch & set(gather):
         raise ValueError(
             f"blocks {sorted(scratch & set(gather))} are read by this run but their node rows "
