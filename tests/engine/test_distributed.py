@@ -8,7 +8,8 @@ compared here: bit for bit with the run on one rank (a group of one, made inside
 two-process job), and to 1e-12 with the NumPy backend in this process.
 
 The same jobs run decentralized methods over 37 nodes (gradient tracking in both forms,
-push-pull in both forms, DGD, push-sum, EXTRA, K-GT) on a static ring, the one-peer
+push-pull in both forms, DGD, push-sum, EXTRA, K-GT, and GT-SVRG and GT-SARAH, whose
+sampled gradients each shard's chunks take from the round's draw) on a static ring, the one-peer
 exponential graph (periodic) and random graphs drawn afresh each step, with halo
 exchanges: their final state is bit-identical on 1, 2 and 4 ranks *and* to the NumPy
 backend's with ``compiled=False`` (each product adds a row's entries in the same order on
@@ -43,7 +44,7 @@ METHODS = ("FedAvg", "FOCUS", "FedStale", "SCAFFOLD")
 # decentralized cases: name -> (method, graph sequence)
 DECENTRALIZED = (
     "GT-ring", "GT-atc-random", "PP-random", "PP-ab-exp", "DGD-exp", "PS-random", "EXTRA-ring",
-    "KGT-random",
+    "KGT-random", "SVRG-ring", "SARAH-ring",
 )  # fmt: skip
 
 
@@ -87,6 +88,12 @@ def _decentralized(name: str, lr: float | None = None):
         ),
         "KGT-random": lambda lr: algorithms.KGT(
             lr or 0.01, mixing.RandomSequence(N, seed=7), local_steps=2
+        ),
+        "SVRG-ring": lambda lr: algorithms.GTSVRG(
+            lr or 0.01, mixing.StaticSequence(nx.cycle_graph(N)), snapshot_every=5, batch=2
+        ),
+        "SARAH-ring": lambda lr: algorithms.GTSARAH(
+            lr or 0.01, mixing.StaticSequence(nx.cycle_graph(N)), restart_every=5, batch=2
         ),
     }
     return build[name](lr)

@@ -11,7 +11,7 @@ import numpy as np
 
 from ...model.method import Method, RunContext
 from ...model.rowmap import call_map
-from ...plan.gradients import chunk_gradients
+from ...plan.gradients import chunk_gradients, sampled_gradients_at
 
 __all__ = ["ShardItems"]
 
@@ -31,7 +31,10 @@ class ShardItems:
         self.shard.halos = {}  # halo rows fetched ahead for later phases of the round
 
     def local(self, item) -> bool:
-        return self.shard.local_step(item, self.z, self.bind, self.data, self.ctx)
+        bind = self.bind
+        if item.samples is not None:  # a draw of sampled gradients: each chunk its picks
+            bind = _sampled_chunks(self.problem, item.clients, item.samples)
+        return self.shard.local_step(item, self.z, bind, self.data, self.ctx)
 
     def whole(self, item, following: list) -> bool:
         done = self.shard.whole_blocks(item, self.z, self.problem, self.method, following)
@@ -63,3 +66,18 @@ class ShardItems:
 
     def end(self, finite: bool) -> bool:
         return self.shard.backend.all_true(finite)
+
+
+def _sampled_chunks(problem, clients: np.ndarray, picks: np.ndarray):
+    """What :func:`~stochmix.engine.plan.gradients.chunk_gradients` gives, for a run that
+    takes the sampled gradients of ``clients`` drawing ``picks`` (one row per client):
+    a chunk's gradients from its clients' rows of ``picks``, so that a shard's segments
+    and chunks each take their own part of the draw."""
+    order = np.argsort(clients, kind="stable")
+    ranked = clients[order]
+
+    def bind(chunk, like):
+        own = picks[order[np.searchsorted(ranked, chunk)]]
+        return lambda x: sampled_gradients_at(problem, chunk, x, own)
+
+    return bind

@@ -20,6 +20,7 @@ from ...model.method import Method, RunContext
 from ...model.phase import Phase
 from ...model.round_scalars import plain
 from ...model.whole_block import apply_blockwise_numpy
+from ...plan.gradients import sampled_gradients_at
 from .halo import PLANS, HaloPlan, _ByIdentity, _Mixed, halo_plan
 
 __all__ = ["Shard"]
@@ -31,12 +32,6 @@ def _tree(parts: np.ndarray) -> np.ndarray:
     while parts.shape[0] > 1:
         parts = parts[0::2] + parts[1::2]
     return parts[0]
-
-
-_SAMPLED = (
-    'backend="distributed": phase(s) {} take sampled gradients (grad(S, samples=...)), '
-    "which a shard does not draw: run the method with backend='numpy' or 'torch'"
-)
 
 
 class Shard:
@@ -167,8 +162,8 @@ class Shard:
 
     # ------------------------------------------------------------------ node-local runs
     def local_step(self, item, z, bind, data, ctx) -> bool:
-        if item.samples is not None:
-            raise ValueError(_SAMPLED.format(", ".join(map(repr, item.labels))))
+        """A run of node-local phases on this rank's nodes (``bind``: the chunks'
+        gradients; for sampled gradients each chunk's part of the draw)."""
         if item.views:
             raise ValueError(
                 f'backend="distributed": phase(s) {", ".join(map(repr, item.labels))} read or '
@@ -489,9 +484,11 @@ class Shard:
         )
         new = compact @ values(cols)
         if phase.inject is not None and clients.size:
-            if phase.draws is not None:
-                raise ValueError(_SAMPLED.format(repr(phase.label)))
-            grads = problem.gradients(clients, values(points_rows))
+            points = values(points_rows)
+            if phase.samples is not None:
+                grads = sampled_gradients_at(problem, clients, points, phase.samples)
+            else:
+                grads = problem.gradients(clients, points)
             inject = phase.inject if held.size == rows.size else phase.inject.tocsr()[held]
             new += inject @ grads
         new = np.asarray(new).astype(z.dtype, copy=False)
