@@ -34,7 +34,9 @@ class ChannelNoise(Wrapper):
     label naming the phase and the source block (per edge, in the order of W's stored
     entries), so a reference can reproduce them and a resumed run draws the same.
 
-    Everything else is ``method``'s: its blocks, points, outputs and checks.
+    Everything else is ``method``'s: its blocks, points, outputs and checks. Under node
+    activation a pull's messages are noisy as above; an activated push (push-sum, the
+    tracker of push-pull) carries no noise yet.
 
     Args:
         method: a decentralized method (:class:`~stochmix.algorithms.DecentralizedMethod`).

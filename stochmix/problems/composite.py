@@ -141,6 +141,7 @@ class Composite(Problem):
     compiled_gradient = property(
         lambda self: bool(getattr(self.smooth, "compiled_gradient", False))
     )
+    compiled_samples = property(lambda self: bool(getattr(self.smooth, "compiled_samples", False)))
     _derived = DERIVED | {"_solution"}
 
     def __init__(self, problem, regularizer: Regularizer):

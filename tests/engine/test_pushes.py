@@ -144,6 +144,35 @@ def test_a_push_that_overflows_is_not_finite(backend):
     assert backend().apply_blockwise(z, phase, None)
 
 
+def test_a_push_beside_an_edges_push_keeps_each_row_once():
+    """One equation pushes with W (a scatter) and with an edge's matrix (rows reached):
+    both take the rows they reach, each reached row kept once (the rule, densely)."""
+    from stochmix.mixing.activation import edge_matrix
+
+    active = np.array([1, 4, 5, 9])
+    layout = Layout([Block("x", N), Block("y", N)])
+    eq = Equations(layout, n_clients=N, client_node=0)
+    eq.activate(active)
+    matrix = DIRECTED.matrix(0, "column")
+    c = RowSparse.whole(matrix)
+    c.mixes = "push"
+    edge = edge_matrix(N, np.array([[1, 2]]), np.array([1, 2]))
+    edge.mixes = "push"
+    x, y = eq.blocks("x", "y")
+    x[:] = c @ x + edge @ y
+    phase = eq.build("two pushes")
+    d = np.zeros((N, N))
+    d[active, active] = 1.0
+    rule = np.eye(2 * N)
+    rule[:N, :N] = np.eye(N) - d + matrix.toarray() @ d
+    edge_full = np.eye(N)
+    rows, cols, vals = edge.entries()
+    edge_full[rows] = 0.0
+    edge_full[rows, cols] = vals
+    rule[:N, N:] = edge_full @ d
+    np.testing.assert_allclose(phase.matrix().toarray(), rule, atol=1e-15)
+
+
 def test_a_pushs_messages_are_the_senders_columns():
     active = np.array([0, 2, 5])
     phase, dense, _ = _activated_phase(active)

@@ -109,8 +109,22 @@ def test_one_compiled_program_a_round(method):
         assert segment.products == 2 and not segment.waits
 
 
-def test_a_large_round_on_two_threads():
-    """Rounds large enough for two threads: each thread's nodes read their own draws."""
+def test_a_large_round_on_two_threads(monkeypatch):
+    """Rounds large enough for two threads: each thread's nodes read their own draws (two
+    workers even on a machine of one CPU)."""
+    from stochmix.engine.backends import dispatch
+    from stochmix.engine.codegen.rowwise import RowwiseProgram
+
+    monkeypatch.setattr(dispatch, "WORKERS", 2)
+    calls = []
+    real = RowwiseProgram._split
+
+    def split(self, *args):
+        found = real(self, *args)
+        calls.append(found[1])  # (nodes a call, parts)
+        return found
+
+    monkeypatch.setattr(RowwiseProgram, "_split", split)
     n, d = 4400, 32  # (n d above the loop's PARALLEL_MIN_ENTRIES)
     graph = StaticSequence(nx.random_regular_graph(4, n, seed=1))
     problem = LeastSquares.random(n, d, rows_per_client=5, reg=0.1, seed=3)
@@ -119,6 +133,7 @@ def test_a_large_round_on_two_threads():
     got = sm.run(A.GTSAGA(lr, graph), problem, Full(n), 3, compiled=True, **common)
     want = sm.run(A.GTSAGA(lr, graph), problem, Full(n), 3, backend=WholeBlocks(), **common)
     np.testing.assert_allclose(got.node_models, want.node_models, rtol=1e-12, atol=1e-13)
+    assert max(calls) == 2  # the sampled runs were split over two threads
 
 
 class RewrittenSamples(LeastSquares):
@@ -152,6 +167,16 @@ def test_composite_problems_hand_over_their_smooth_parts_kernel():
     want = smooth.sampled_row_gradient(np.float64)
     assert got[:2] == want[:2]
     assert all(a is b for a, b in zip(got[2], want[2], strict=True))
+    assert Composite(smooth, L1(0.01)).compiled_samples
+    # a smooth part that rewrites its sampled gradients declares no kernel: nor does its
+    # composite (the kernel would compute the base class's gradients)
+    rewritten = RewrittenSamples.random(N, D, rows_per_client=(3, 7), reg=0.1, seed=7)
+    assert not Composite(rewritten, L1(0.01)).compiled_samples
+    from stochmix.engine.plan.gradients import row_gradient
+
+    found = row_gradient(Composite(rewritten, L1(0.01)), sm.engine.NumpyBackend(compiled=True),
+                         np.float64)  # fmt: skip
+    assert found is not None and found.sampled is None
 
 
 class BadDraw(A.GTSARAH):

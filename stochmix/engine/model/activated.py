@@ -68,6 +68,14 @@ def lower(eq, target, expr, keep: bool, expression) -> None:
     # active rows, or (on the active rows, to the others or None)); the same objects in
     # every phase of the round, so that an operator mixing two blocks is one operator
     memo = eq.__dict__.setdefault("_activated", {})
+    # the pushes are scattered from their columns where every push of the equation can be
+    # (a whole operator, some nodes active); else all of them take the rows they reach (a
+    # row reached by both kinds would keep its value twice)
+    scatter = all(
+        _scatters(t.op, rows)
+        for t in expr.terms
+        if t.op is not None and getattr(t.op, "mixes", "pull") == "push"
+    )
     terms, sent = [], []
     for t in expr.terms:
         if t.op is not None:
@@ -83,16 +91,17 @@ def lower(eq, target, expr, keep: bool, expression) -> None:
                     f"{target.text}: a mixing operator's direction (op.mixes) must be one of "
                     f"{DIRECTIONS}, got {direction!r}"
                 )
-            found = memo.get((id(t.op), id(rows)))
+            key = (id(t.op), id(rows), scatter)
+            found = memo.get(key)
             if found is None or found[0] is not t.op:
                 made: object
                 if direction == "pull":
                     made = pulled(t.op, rows)
-                elif t.op.rows.size == t.op.size > rows.size and not getattr(t.op, "closed", False):
-                    made = PushedColumns(t.op, rows)  # (applied as a scatter)
+                elif scatter:
+                    made = PushedColumns(t.op, rows)
                 else:
                     made = pushed(t.op, rows)
-                found = memo[id(t.op), id(rows)] = (t.op, made)
+                found = memo[key] = (t.op, made)
             if isinstance(found[1], PushedColumns):
                 op = found[1]
                 eq.pushes = True  # (the general path builds its sparse rows every round)
@@ -122,6 +131,13 @@ def lower(eq, target, expr, keep: bool, expression) -> None:
     eq._lower(on_active, expression(tuple(terms), active), keep)
     if sent:
         _receivers(eq, target, sent, expression)
+
+
+def _scatters(op, rows: np.ndarray) -> bool:
+    """Whether a push by ``op`` from the active ``rows`` is a :class:`PushedColumns`
+    scatter: an operator that sets every row (a graph's W, not an edge's matrix), with
+    some nodes inactive."""
+    return op.rows.size == op.size > rows.size and not getattr(op, "closed", False)
 
 
 def _receivers(eq, target, sent: list, expression) -> None:
