@@ -100,3 +100,36 @@ def test_only_pull_phases_of_one_row_set_have_the_form():
     )
     # a clear of some rows: no form
     assert blockwise_form(layout, [("apply", "x", "x", op, 1.0), ("clear", "y", rows)]) is None
+
+
+def test_a_large_activated_round_is_computed_in_halves_with_the_same_bits(monkeypatch):
+    """At least SPLIT_ROWS active rows: each target in two halves of its rows on two
+    threads, the same bits as one pass (each row is computed alone)."""
+    from stochmix.engine.backends import numpy_backend
+    from stochmix.engine.model.block_pass import SPLIT_ROWS
+
+    n = 2 * SPLIT_ROWS + 500
+    graph = StaticSequence(nx.random_regular_graph(4, n, seed=1))
+    problem = sm.problems.Quadratic.random(n, 3, seed=2)
+    process = sm.participation.Bernoulli(0.7, n)
+
+    def run():
+        return sm.run(GradientTracking(0.01, graph, check_mixing=False), problem, process, 4,
+                      seed=5, progress=False, metrics=())  # fmt: skip
+
+    split = []
+    real = numpy_backend._on_threads
+
+    def counted(calls):
+        split.append(len(calls))
+        return real(calls)
+
+    monkeypatch.setattr(numpy_backend, "_CORES", 2)  # (two threads on any machine)
+    monkeypatch.setattr(numpy_backend, "_on_threads", counted)
+    got = run()
+    assert split and set(split) == {2}
+    monkeypatch.setattr(numpy_backend, "_CORES", 1)
+    count = len(split)
+    want = run()
+    assert len(split) == count  # (one pass a target)
+    np.testing.assert_array_equal(got.node_models, want.node_models)

@@ -7,7 +7,9 @@ them into operations on its arrays.
 
 from __future__ import annotations
 
+import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -105,6 +107,7 @@ class NumpyBackend:
             rows_kernel=rows_kernel if self.fused_combine else None,
             scatter=scatter_kernel() if self.fused_combine else None,
             push=push_kernel() if self.fused_combine else None,
+            split=_on_threads if _CORES > 1 else None,
         )
 
 
@@ -115,3 +118,20 @@ def _whole_block_form(phase: Phase) -> BlockwiseForm:
     if form is None:
         raise ValueError(f"apply_blockwise: {phase!r} has no whole-block form")
     return form
+
+
+#: the CPUs this process may run on (a large activated round is split over two of them)
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+_POOLS: dict = {}
+
+
+def _on_threads(calls: list) -> list:
+    """The answers of ``calls`` (functions of no argument that release the GIL), the first
+    on the calling thread and the others on the process's pool (a forked child gets its
+    own)."""
+    pool = _POOLS.get(os.getpid())
+    if pool is None:
+        pool = _POOLS[os.getpid()] = ThreadPoolExecutor(1, thread_name_prefix="stochmix-rows")
+    later = [pool.submit(call) for call in calls[1:]]
+    first = calls[0]()
+    return [first, *(found.result() for found in later)]

@@ -87,6 +87,7 @@ def apply_blockwise_numpy(
     rows_kernel=None,
     scatter=None,
     push=None,
+    split=None,
 ) -> bool:
     """Apply ``form`` to the NumPy state ``z`` in place (``gradients``: shape (c, d), the
     gradients of ``form.clients``, or None); False if a new entry is not finite (the
@@ -120,7 +121,9 @@ def apply_blockwise_numpy(
     :data:`~stochmix.engine.model.block_pass.PREFETCH_BYTES` (a smaller one sits in the
     caches, where SciPy's product and the terms' pass are as fast). ``scatter(z, rows,
     values)``: writes ``z[rows] = values`` for a form on some rows (a compiled loop; by
-    default NumPy's assignment). Where a target has a shape no kernel takes (a float32
+    default NumPy's assignment); ``split(calls)``: the calls run on threads (a large
+    form on some rows is computed in halves: see ``apply_compiled``). Where a target has
+    a shape no kernel takes (a float32
     state, a matrix of another dtype), the form is applied as above.
 
     A form's pushes (:attr:`BlockwiseForm.pushes`, an activated push) are applied after
@@ -130,7 +133,7 @@ def apply_blockwise_numpy(
         sent = [z[term.rows] for _, _, term in form.pushes]  # (copies: read before writing)
         finite = apply_blockwise_numpy(
             z, replace(form, pushes=()), gradients, product, handed, workspace, fused,
-            rows_kernel, scatter,
+            rows_kernel, scatter, split=split,
         )  # fmt: skip
         for (_, base, term), values in zip(form.pushes, sent, strict=True):
             finite = push_rows(z, base, term, values, push) and finite
@@ -143,7 +146,7 @@ def apply_blockwise_numpy(
     compiled = form.subset or z.nbytes >= PREFETCH_BYTES
     if scratch is not None and rows_kernel is not None and compiled:
         done = apply_compiled(
-            form, z, gradients, scratch, rows_kernel, scatter or _assign, handed
+            form, z, gradients, scratch, rows_kernel, scatter or _assign, handed, split
         )
         if done is not None:
             return done
