@@ -85,6 +85,31 @@ def test_the_scatter_gives_the_sparse_rows_numbers(name, participation):
         np.testing.assert_array_equal(getattr(got, column), getattr(want, column), column)
 
 
+class UntemplatedPushPull(PushPull):
+    """Push-pull with every round planned from its phases."""
+
+    def template_key(self, r, participants):
+        return None
+
+
+@pytest.mark.parametrize("backend", [NumpyBackend, GeneralPath])
+def test_templated_push_rounds_are_the_rounds_built_in_full(backend):
+    """Push-pull's activated rounds are templates (planned once per position of the
+    graph sequence, each round's active nodes substituted): the numbers and every cost
+    column of the rounds built in full, on the scatter and on the sparse rows made from
+    the template's form."""
+    process = Bernoulli(0.4, n_clients=N)
+    problem = sm.problems.LeastSquares.random(N, 3, rows_per_client=4, seed=1)
+    plan = sm.explain(PushPull(0.02, DIRECTED), problem, process, 12, backend=backend())
+    assert "instantiated from its template" in str(plan)
+    assert bool(plan.slow_paths) == (backend is GeneralPath)  # (its sparse rows there)
+    got = _run(lambda: PushPull(0.02, DIRECTED), backend(), process)
+    want = _run(lambda: UntemplatedPushPull(0.02, DIRECTED), backend(), process)
+    np.testing.assert_allclose(got.node_models, want.node_models, rtol=0, atol=1e-14)
+    for column in COLUMNS:
+        np.testing.assert_array_equal(getattr(got, column), getattr(want, column), column)
+
+
 @pytest.mark.parametrize("name", ["push-sum", "push-DIGing"])
 def test_the_compiled_scatter_is_numpys_bit_for_bit(name):
     pytest.importorskip("numba")

@@ -12,10 +12,14 @@ substitution: the round's equations are not written again, nothing is sliced (th
 products read the rows A of W where they lie), and the instance is checked against a
 full build like any template (:meth:`SubsetRecipe.same`).
 
+A push from the active nodes (:attr:`BlockwiseForm.pushes`: the columns A of a whole
+matrix) is kept the same way, its senders and source rows A shifted.
+
 An instance's traffic is counted from A: one gradient per active node where the form takes
 gradients; per matrix, the nonzero entries off the diagonal of its rows A (one message
 each, counted once per matrix, as :func:`~stochmix.engine.model.traffic.phase_traffic`
-counts an operator applied to several blocks); the floats of each row sent, by block.
+counts an operator applied to several blocks), and of a push the entries off the
+diagonal of its columns A; the floats of each row sent, by block.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ class SubsetRecipe:
         self.targets = targets
         self.gradients = form.clients is not None
         self.floats = floats  # source block -> floats a row of it costs on the wire
+        #: per push: (target block, its first row, source, source rows' shift, matrix, coef)
+        self.pushes: tuple = ()
 
     @classmethod
     def attempt(cls, item, participants: np.ndarray, floats_of) -> SubsetRecipe | str:
@@ -51,8 +57,6 @@ class SubsetRecipe:
         form = getattr(item, "blockwise", None) if isinstance(item, Phase) else None
         if form is None or not form.subset:
             return "it is not part of a node-local segment"
-        if form.pushes:
-            return "it pushes along the active nodes' columns (the rows they reach change)"
         if form.clients is not None and shift_of(form.clients, participants) != 0:
             return "its gradients are not the active nodes'"
         targets, floats = [], {}
@@ -78,7 +82,16 @@ class SubsetRecipe:
                 else:
                     terms.append(("grad", None, None, None, coef))
             targets.append((target.block, shift, tuple(terms)))
-        return cls(item, form, targets, floats)
+        pushes = []
+        for block, base, term in form.pushes:
+            k = shift_of(term.rows, participants)
+            if shift_of(term.select, participants) != 0 or k is None:
+                return "its pushes are not the active nodes' (shifted by a constant)"
+            floats[term.source] = float(floats_of(term.source))
+            pushes.append((block, base, term.source, k, term.matrix, float(term.coef)))
+        recipe = cls(item, form, targets, floats)
+        recipe.pushes = tuple(pushes)
+        return recipe
 
     def form(self, participants: np.ndarray) -> BlockwiseForm:
         """The whole-block form for the active nodes ``participants``."""
@@ -109,7 +122,13 @@ class SubsetRecipe:
         clients = participants if self.gradients else None
         # (sorted, distinct: consecutive when they span their count)
         consecutive = clients is not None and int(clients[-1] - clients[0]) == m - 1
-        return BlockwiseForm(tuple(targets), clients, consecutive, order, subset=True)
+        pushes = tuple(
+            (block, base, BlockTerm("push", source, rows(k), matrix, c, participants))
+            for block, base, source, k, matrix, c in self.pushes
+        )
+        return BlockwiseForm(
+            tuple(targets), clients, consecutive, order, subset=True, pushes=pushes
+        )
 
     def instance(self, participants: np.ndarray) -> Phase:
         """The phase for the active nodes ``participants`` (its sparse rows, for analysis
@@ -141,6 +160,11 @@ class SubsetRecipe:
                     rows = row_cross(term.matrix)[term.select]
                     found = counted[id(term.matrix)] = int(rows.sum())
                 floats += int(found * self.floats[term.source])
+        for _, _, term in form.pushes:  # the senders' columns (rows of C transposed)
+            found = counted.get(id(term.matrix))
+            if found is None:
+                found = counted[id(term.matrix)] = int(row_cross(term.matrix)[term.select].sum())
+            floats += int(found * self.floats[term.source])
         messages = sum(counted.values())
         if form.clients is None:
             return 0, messages, floats, 0
@@ -157,6 +181,15 @@ class SubsetRecipe:
             return False
         if not _same_array(x.clients, y.clients) or len(x.targets) != len(y.targets):
             return False
+        if len(x.pushes) != len(y.pushes):
+            return False
+        for (block, base, u), (other, start, v) in zip(x.pushes, y.pushes, strict=True):
+            if (block, base, u.source, u.coef) != (other, start, v.source, v.coef):
+                return False
+            if u.matrix is not v.matrix or not _same_array(u.select, v.select):
+                return False
+            if not _same_array(u.rows, v.rows):
+                return False
         if [(t.block, now, ok) for t, now, ok in x.order] != [
             (t.block, now, ok) for t, now, ok in y.order
         ]:
@@ -220,11 +253,35 @@ def form_triplets(form: BlockwiseForm, size: int) -> tuple:
                 g_clients.append(form.clients)
                 g_coefs.append(np.array(coef))
 
+    zero: list = []
+    reached: dict = {}  # target block -> (its first row, the rows its pushes reach)
+    for block, base, term in form.pushes:
+        columns, senders = term.matrix, term.select
+        starts = columns.indptr[senders].astype(np.int64)
+        counts = columns.indptr[senders + 1] - starts
+        # each sender's entries, one sender after the other
+        at = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+        rows = columns.indices[at].astype(np.int64)
+        t_rows.append(base + rows)
+        s_rows.append(np.repeat(np.asarray(term.rows, dtype=np.int64), counts))
+        coefs.append(float(term.coef) * columns.data[at])
+        zero.append(base + senders)
+        reached.setdefault(block, (base, senders, [], columns.shape[0]))[2].append(rows)
+    for base, senders, found, n in reached.values():  # the other rows reached keep theirs
+        marked = np.zeros(n, dtype=bool)
+        marked[np.concatenate(found)] = True
+        marked[senders] = False
+        kept = base + np.flatnonzero(marked)
+        t_rows.append(kept)
+        s_rows.append(kept)
+        coefs.append(np.ones(kept.size))
+
     def joined(parts: list, dtype) -> np.ndarray:
         return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype=dtype)
 
     return (
         joined(t_rows, np.int64), joined(s_rows, np.int64), joined(coefs, float),
         joined(g_rows, np.int64), joined(g_clients, np.int64), joined(g_coefs, float),
-        np.zeros(0, dtype=np.int64),
+        joined(zero, np.int64),
     )  # fmt: skip
+
