@@ -175,29 +175,37 @@ def logistic_softmax(data, c, x, out):
     """sum_k w_ck a_ck (softmax(a_ck W) - onehot_ck) + reg W with W = x as (p, C) row-major:
     ``data = (a (N, n, p), t (N, n, C), w (N, n), reg)``; padding has weight zero."""
     a, t, w, reg = data
-    p, classes = a.shape[2], t.shape[2]
+    classes = t.shape[2]
     for j in range(x.shape[0]):
         out[j] = 0.0
     logits = np.empty(classes)
     for k in range(a.shape[1]):
-        if w[c, k] == 0.0:
-            continue
-        for q in range(classes):
-            s = 0.0
-            for i in range(p):
-                s += a[c, k, i] * x[i * classes + q]
-            logits[q] = s
-        top = logits.max()
-        total = 0.0
-        for q in range(classes):
-            logits[q] = np.exp(logits[q] - top)
-            total += logits[q]
-        for q in range(classes):
-            logits[q] = (logits[q] / total - t[c, k, q]) * w[c, k]
-        for i in range(p):
-            for q in range(classes):
-                out[i * classes + q] += a[c, k, i] * logits[q]
+        if w[c, k] != 0.0:
+            _add_softmax_sample(a[c, k], t[c, k], w[c, k], x, out, logits)
     _add_ridge(out, x, reg)
+
+
+@_compiled
+@no_type_check
+def _add_softmax_sample(a, t, w, x, out, logits):
+    """out += w a (softmax(a W) - t) for one sample (features ``a`` (p,), one-hot ``t``
+    (C,)), W = x as (p, C) row-major; ``logits`` (C,) is scratch."""
+    p, classes = a.shape[0], t.shape[0]
+    for q in range(classes):
+        s = 0.0
+        for i in range(p):
+            s += a[i] * x[i * classes + q]
+        logits[q] = s
+    top = logits.max()
+    total = 0.0
+    for q in range(classes):
+        logits[q] = np.exp(logits[q] - top)
+        total += logits[q]
+    for q in range(classes):
+        logits[q] = (logits[q] / total - t[q]) * w
+    for i in range(p):
+        for q in range(classes):
+            out[i * classes + q] += a[i] * logits[q]
 
 
 # ---------------------------------------------------------------------- sampled gradients
@@ -278,7 +286,7 @@ def logistic_softmax_sampled(data, t, x, out):
     ``w = scale_t / n_c``: ``data = (rows (M, p), targets (M, C), offsets (N,), inv_counts
     (N,), reg, clients (s,), picks (s, b), scale (s,))``."""
     rows, targets, offsets, inv_counts, reg, clients, picks, scale = data
-    p, classes = rows.shape[1], targets.shape[1]
+    classes = targets.shape[1]
     for j in range(x.shape[0]):
         out[j] = 0.0
     c = clients[t]
@@ -287,19 +295,5 @@ def logistic_softmax_sampled(data, t, x, out):
     logits = np.empty(classes)
     for k in range(picks.shape[1]):
         r = first + picks[t, k]
-        for q in range(classes):
-            s = 0.0
-            for i in range(p):
-                s += rows[r, i] * x[i * classes + q]
-            logits[q] = s
-        top = logits.max()
-        total = 0.0
-        for q in range(classes):
-            logits[q] = np.exp(logits[q] - top)
-            total += logits[q]
-        for q in range(classes):
-            logits[q] = (logits[q] / total - targets[r, q]) * w
-        for i in range(p):
-            for q in range(classes):
-                out[i * classes + q] += rows[r, i] * logits[q]
+        _add_softmax_sample(rows[r], targets[r], w, x, out, logits)
     _add_ridge(out, x, reg)

@@ -27,7 +27,7 @@ from stochmix.participation import (
     Trace,
 )
 from stochmix.problems import Quadratic
-from stochmix.problems.base import Problem
+from tests._problems import Flat
 from tests.reference import activation as ref
 from tests.reference.decentralized import _grad
 from tests.reference.decentralized import dgd as dgd_full
@@ -40,19 +40,6 @@ from tests.reference.decentralized_zoo import extra as extra_full
 def assert_close(got, want):
     """Equal to 1e-10, relative to the size of the reference."""
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-10 * (1 + np.abs(want).max()))
-
-
-class Flat(Problem):
-    """n clients whose gradients vanish: decentralized methods then only mix (gossip)."""
-
-    def __init__(self, n, d):
-        super().__init__(n, d, data={"zero": np.zeros((n, 1))})
-
-    def gradient_formula(self, xp, data, idx, x):
-        return 0.0 * x
-
-    def objective(self, x):
-        return 0.0
 
 
 def undirected_graph(n):

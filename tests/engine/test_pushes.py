@@ -25,6 +25,7 @@ from stochmix.engine.model.pushed import PushedColumns
 from stochmix.mixing import StaticSequence
 from stochmix.mixing.rowsparse import RowSparse
 from stochmix.participation import Bernoulli, Trace
+from tests._problems import Flat
 
 N = 14
 COLUMNS = ("gradients", "messages", "floats", "sample_gradients")
@@ -218,19 +219,6 @@ def test_the_pushed_columns_reach_past_the_senders():
         (int(i), int(j)) for j in senders for i in np.flatnonzero(dense[:, j])
     )
     assert set(pushed.reached.tolist()) == set(rows.tolist()) - set(senders.tolist())
-
-
-class Flat(sm.problems.Problem):
-    """Gradients that vanish: push-sum then only pushes."""
-
-    def __init__(self, n, d):
-        super().__init__(n, d, data={"zero": np.zeros((n, 1))})
-
-    def gradient_formula(self, xp, data, idx, x):
-        return 0.0 * x
-
-    def objective(self, x):
-        return 0.0
 
 
 @pytest.mark.parametrize("backend", [NumpyBackend, NoKernels])
