@@ -35,8 +35,9 @@ class ChannelNoise(Wrapper):
     entries), so a reference can reproduce them and a resumed run draws the same.
 
     Everything else is ``method``'s: its blocks, points, outputs and checks. Under node
-    activation a pull's messages are noisy as above; an activated push (push-sum, the
-    tracker of push-pull) carries no noise yet.
+    activation an active node's pull is noisy as above (its row of W, the entries in
+    that row's order); an activated push (push-sum, the tracker of push-pull) carries no
+    noise yet.
 
     Args:
         method: a decentralized method (:class:`~stochmix.algorithms.DecentralizedMethod`).
@@ -96,13 +97,14 @@ class ChannelNoise(Wrapper):
         """The row map adding ``scale * sum_{j != i} W_ij n_ij`` to every row of
         ``target``, with n drawn for the transmission of ``term.source`` by ``W``."""
         w, scale, sigma = term.rows_matrix(), float(term.coef), self.sigma
-        received = received_noise_operator(w)
+        received = received_noise_operator(w, term.select)
 
         def add_noise(values, info):
             draws = info.rng.standard_normal((w.nnz, values.shape[1]))
             return values + scale * sigma * (received @ draws)
 
-        rows = np.arange(ctx.layout.block(target).rows)
+        # (under node activation the rows of the active nodes, which receive)
+        rows = np.arange(ctx.layout.block(target).rows) if term.select is None else term.select
         name = channel_label(label, term.source)
         return ctx.map(target, rows, add_noise, target, round=r, label=name)
 
@@ -113,10 +115,13 @@ def channel_label(phase_label: str, source: str) -> str:
     return f"{phase_label}: channel noise on {source}"
 
 
-def received_noise_operator(w) -> sp.csr_array:
+def received_noise_operator(w, nodes=None) -> sp.csr_array:
     """The (rows, nnz) matrix R with ``(R @ n)_i = sum_{j != i} W_ij n_e``, e the stored
-    entry (i, j) of ``w`` (CSR order); self-loops get no noise."""
+    entry (i, j) of ``w`` (CSR order); self-loops get no noise. ``nodes``: the node of
+    each row of ``w`` where it holds some rows of a matrix (an activated pull's rows A);
+    by default row i is node i."""
     w = sp.csr_array(w)
     rows = np.repeat(np.arange(w.shape[0]), np.diff(w.indptr))
-    weights = np.where(w.indices == rows, 0.0, w.data)
+    node = rows if nodes is None else np.asarray(nodes, dtype=np.int64)[rows]
+    weights = np.where(w.indices == node, 0.0, w.data)
     return sp.csr_array((weights, (rows, np.arange(w.nnz))), shape=(w.shape[0], w.nnz))

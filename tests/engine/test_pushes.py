@@ -186,6 +186,7 @@ def test_a_push_beside_an_edges_push_keeps_each_row_once():
     edge.mixes = "push"
     x, y = eq.blocks("x", "y")
     x[:] = c @ x + edge @ y
+    y[:] = c @ y  # (W's push again, in an equation that scatters)
     phase = eq.build("two pushes")
     d = np.zeros((N, N))
     d[active, active] = 1.0
@@ -196,7 +197,13 @@ def test_a_push_beside_an_edges_push_keeps_each_row_once():
     edge_full[rows] = 0.0
     edge_full[rows, cols] = vals
     rule[:N, N:] = edge_full @ d
+    rule[N:, N:] = np.eye(N) - d + matrix.toarray() @ d
     np.testing.assert_allclose(phase.matrix().toarray(), rule, atol=1e-15)
+    # messages: one per (sender, receiver) pair of W's active columns, however each
+    # equation took them, and the edge's (1 to 2, node 1 active)
+    dense = matrix.toarray()[:, active]
+    dense[active, np.arange(active.size)] = 0.0
+    assert phase.traffic.messages == int(np.count_nonzero(dense)) + 1
 
 
 def test_a_pushs_messages_are_the_senders_columns():

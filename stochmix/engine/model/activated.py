@@ -101,6 +101,9 @@ def lower(eq, target, expr, keep: bool, expression) -> None:
                     made = PushedColumns(t.op, rows)
                 else:
                     made = pushed(t.op, rows)
+                    for part in made if made[0] is not t.op else ():
+                        if part is not None:  # (its messages: the operator's, once)
+                            part.__dict__["pushed_from"] = (t.op, rows)
                 found = memo[key] = (t.op, made)
             if isinstance(found[1], PushedColumns):
                 op = found[1]
@@ -158,4 +161,6 @@ def _over(part: RowSparse, rows: np.ndarray) -> RowSparse:
     r, c, v = part.entries()
     out = RowSparse._from_entries(part.size, r, c, v, set_rows=rows)
     out.reusable = False
+    if "pushed_from" in part.__dict__:  # (its messages: its operator's, counted once)
+        out.__dict__["pushed_from"] = part.__dict__["pushed_from"]
     return out

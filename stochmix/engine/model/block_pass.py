@@ -41,7 +41,7 @@ PREFETCH_BYTES = 8 << 20
 
 #: A form on some rows (an activated round) computes a target of at least this many rows
 #: in two halves on two threads, where the backend gives them (``split``): gradient
-#: tracking at n = 10^5 with 10% active, 4.0-5.0 against 2.9-3.3 ms an iteration.
+#: tracking at n = 10^5 with 10% active, 3.2-3.35 against 4.0-4.6 ms an iteration.
 SPLIT_ROWS = 4096
 
 

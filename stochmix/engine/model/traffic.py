@@ -215,14 +215,22 @@ def phase_traffic(layout, deferred: list, draws=None, owners=None) -> PhaseTraff
             clients = term[3]
             gradients[id(clients)] = clients
             continue
-        if kind == "apply":
+        if kind in ("apply", "push"):
             _, target, source, op, _ = term
             shift = layout.first_node(target) - layout.first_node(source)
+            # an activated push's messages are its operator's active columns, counted once
+            # whether it came as PushedColumns or split into the rows it reaches (one
+            # equation of the round may take either)
+            origin = (op.op, op.senders) if kind == "push" else getattr(op, "pushed_from", None)
+            if origin is not None:
+                whose = ("push", id(origin[0]), id(origin[1]), shift)
+                if whose not in messages:
+                    messages[whose] = _pushed_cross(origin, shift)
+                count = messages[whose] if kind == "push" else _cross(op, shift)
+                if count:
+                    rows[source] = rows.get(source, 0) + count
+                continue
             count = _cross(op, shift)
-            key = id(op)
-        elif kind == "push":  # the senders' columns (one object for the blocks it pushes)
-            _, target, source, op, _ = term
-            count = op.crossing(layout.first_node(target) - layout.first_node(source))
             key = id(op)
         elif kind == "combine":
             _, target, t_rows, source, s_rows, coef = term
@@ -259,6 +267,14 @@ def phase_traffic(layout, deferred: list, draws=None, owners=None) -> PhaseTraff
     if not messages:
         return PhaseTraffic(total, 0, {}, taken, drawn) if total else NO_TRAFFIC
     return PhaseTraffic(total, sum(messages.values()), rows, taken, drawn)
+
+
+def _pushed_cross(origin: tuple, shift: int) -> int:
+    """The messages of an activated push: the nonzero entries between two nodes of the
+    columns ``origin[1]`` of the operator ``origin[0]``."""
+    from .pushed import PushedColumns  # (it counts with row_cross, from this module)
+
+    return PushedColumns(*origin).crossing(shift)
 
 
 def _node_count(layout) -> int:
