@@ -37,6 +37,7 @@ from .rowsparse import RowSparse, csr_from_triplets
 __all__ = [
     "DIRECTIONS",
     "EDGE_MIXINGS",
+    "column_rows",
     "columns_of",
     "edge_matrix",
     "expected_activated_matrix",
@@ -93,6 +94,17 @@ def pulled(op: RowSparse, nodes: Int[np.ndarray, " a"]) -> RowSparse:
     out = RowSparse(op.size, nodes, sp.csr_array(values))
     out.reusable = False
     return out
+
+
+def column_rows(op: RowSparse) -> sp.csr_array:
+    """``op`` transposed, as CSR: row j holds column j of ``op`` (:func:`columns_of`'s
+    arrays, not copied), made once per operator and kept on it."""
+    found = op.__dict__.get("_column_rows")
+    if found is None:
+        csc = columns_of(op)
+        found = sp.csr_array((csc.data, csc.indices, csc.indptr), shape=csc.shape[::-1])
+        op.__dict__["_column_rows"] = found
+    return found
 
 
 def columns_of(op: RowSparse) -> sp.csc_array:

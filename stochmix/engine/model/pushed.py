@@ -23,9 +23,9 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from ...mixing.activation import columns_of
+from ...mixing.activation import column_rows
 from ...mixing.rowsparse import RowSparse
-from .traffic import row_cross
+from .traffic import pushed_cross
 
 __all__ = ["PushedColumns"]
 
@@ -53,13 +53,7 @@ class PushedColumns:
     def columns(self) -> sp.csr_array:
         """``C`` transposed, as CSR: row j holds column j of C (C's CSC arrays, made once
         per operator and kept on it)."""
-        op = self.op
-        found = op.__dict__.get("_pushed_columns")
-        if found is None:
-            csc = columns_of(op)
-            found = sp.csr_array((csc.data, csc.indices, csc.indptr), shape=csc.shape)
-            op.__dict__["_pushed_columns"] = found
-        return found
+        return column_rows(self.op)
 
     @cached_property
     def _entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -88,7 +82,4 @@ class PushedColumns:
     def crossing(self, shift: int = 0) -> int:
         """The nonzero entries ``C[i, j]`` between two nodes (target row i at node ``i +
         shift`` relative to the source, ``i + shift != j``): the messages sent."""
-        if shift == 0:  # per column, counted once per operator
-            return int(row_cross(self.columns)[self.senders].sum())
-        rows, cols, vals = self._entries
-        return int(np.count_nonzero((rows + shift != cols) & (vals != 0)))
+        return pushed_cross(self.op, self.senders, shift)

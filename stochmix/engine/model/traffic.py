@@ -41,6 +41,8 @@ from functools import partial
 
 import numpy as np
 
+from ...mixing.activation import column_rows
+
 __all__ = [
     "NO_TRAFFIC",
     "CountedProblem",
@@ -225,7 +227,7 @@ def phase_traffic(layout, deferred: list, draws=None, owners=None) -> PhaseTraff
             if origin is not None:
                 whose = ("push", id(origin[0]), id(origin[1]), shift)
                 if whose not in messages:
-                    messages[whose] = _pushed_cross(origin, shift)
+                    messages[whose] = pushed_cross(origin[0], origin[1], shift)
                 count = messages[whose] if kind == "push" else _cross(op, shift)
                 if count:
                     rows[source] = rows.get(source, 0) + count
@@ -269,12 +271,18 @@ def phase_traffic(layout, deferred: list, draws=None, owners=None) -> PhaseTraff
     return PhaseTraffic(total, sum(messages.values()), rows, taken, drawn)
 
 
-def _pushed_cross(origin: tuple, shift: int) -> int:
-    """The messages of an activated push: the nonzero entries between two nodes of the
-    columns ``origin[1]`` of the operator ``origin[0]``."""
-    from .pushed import PushedColumns  # (it counts with row_cross, from this module)
-
-    return PushedColumns(*origin).crossing(shift)
+def pushed_cross(op, senders: np.ndarray, shift: int = 0) -> int:
+    """The messages of an activated push (:mod:`~stochmix.engine.model.pushed`): the
+    nonzero entries ``op[i, j]`` of the columns ``senders`` between two nodes (target row
+    i at node ``i + shift`` relative to the source)."""
+    columns = column_rows(op)
+    if shift == 0:  # per column, counted once per operator
+        return int(row_cross(columns)[senders].sum())
+    starts = columns.indptr[senders].astype(np.int64)
+    counts = columns.indptr[senders + 1] - starts
+    at = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+    rows, cols = columns.indices[at], np.repeat(senders, counts)
+    return int(np.count_nonzero((rows + shift != cols) & (columns.data[at] != 0)))
 
 
 def _node_count(layout) -> int:
