@@ -208,6 +208,7 @@ def test_runs_of_sampled_gradients_on_numpy_programs_keep_whole_block_mixing():
     np.testing.assert_array_equal(got.server, want.server)
 
 
+@pytest.mark.slow  # (GT-SAGA/SVRG/SARAH compiled: tests/engine/test_sampled_kernels.py)
 def test_runs_of_sampled_gradients_in_the_compiled_loop_take_products():
     """With the problem's compiled sampled kernel, GT-SARAH's round is one program with
     its mixing products inside, equal to the whole-block passes to rounding."""

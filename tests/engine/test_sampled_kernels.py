@@ -84,7 +84,13 @@ def _runs(method, problem, rounds=6, **options):
         *(pytest.param(p, marks=pytest.mark.slow) for p in PROBLEMS if p != "least squares"),
     ],
 )
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize(
+    "method",
+    [  # (GT-SAGA's compiled run against its reference: tests/engine/test_indexed_rows.py)
+        pytest.param("GT-SAGA", marks=pytest.mark.slow),
+        *(m for m in METHODS if m != "GT-SAGA"),
+    ],
+)
 def test_variance_reduced_tracking_in_the_compiled_loop(method, problem):
     """The compiled loop with the products inside the run against the whole-block
     passes and the NumPy programs' sampled gradients: the same numbers to rounding,
@@ -109,6 +115,7 @@ def test_one_compiled_program_a_round(method):
         assert segment.products == 2 and not segment.waits
 
 
+@pytest.mark.slow
 def test_a_large_round_on_two_threads(monkeypatch):
     """Rounds large enough for two threads: each thread's nodes read their own draws (two
     workers even on a machine of one CPU)."""
