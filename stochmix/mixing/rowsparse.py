@@ -22,6 +22,7 @@ __all__ = [
     "Reduce",
     "RowSparse",
     "csr_from_triplets",
+    "rows_entries",
     "sorted_unique",
     "whole_rows",
 ]
@@ -303,3 +304,13 @@ def sorted_unique(values) -> np.ndarray:
     keep[0] = True
     np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
     return ordered[keep]
+
+
+def rows_entries(matrix, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where the entries of the rows ``rows`` of the CSR ``matrix`` lie in its arrays,
+    row after row, each row's in its order (int64), and how many each row has: what
+    ``matrix[rows]`` would hold, without the copy."""
+    starts = matrix.indptr[rows].astype(np.int64)
+    counts = matrix.indptr[rows + 1].astype(np.int64) - starts
+    at = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+    return at, counts

@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ...mixing.activation import column_rows
-from ...mixing.rowsparse import RowSparse
+from ...mixing.rowsparse import RowSparse, rows_entries
 from .traffic import pushed_cross
 
 __all__ = ["PushedColumns"]
@@ -58,11 +58,7 @@ class PushedColumns:
     @cached_property
     def _entries(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         columns = self.columns
-        starts, ends = columns.indptr[self.senders], columns.indptr[self.senders + 1]
-        counts = (ends - starts).astype(np.int64)
-        total = int(counts.sum())
-        # the entries of each sender's column, one sender after the other
-        at = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(total)
+        at, counts = rows_entries(columns, self.senders)  # each sender's column in turn
         rows = columns.indices[at].astype(np.int64, copy=False)
         return rows, np.repeat(self.senders, counts), columns.data[at].astype(float, copy=False)
 

@@ -42,6 +42,7 @@ from functools import partial
 import numpy as np
 
 from ...mixing.activation import column_rows
+from ...mixing.rowsparse import rows_entries
 
 __all__ = [
     "NO_TRAFFIC",
@@ -278,9 +279,7 @@ def pushed_cross(op, senders: np.ndarray, shift: int = 0) -> int:
     columns = column_rows(op)
     if shift == 0:  # per column, counted once per operator
         return int(row_cross(columns)[senders].sum())
-    starts = columns.indptr[senders].astype(np.int64)
-    counts = columns.indptr[senders + 1] - starts
-    at = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+    at, counts = rows_entries(columns, senders)
     rows, cols = columns.indices[at], np.repeat(senders, counts)
     return int(np.count_nonzero((rows + shift != cols) & (columns.data[at] != 0)))
 

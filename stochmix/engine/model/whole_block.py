@@ -10,6 +10,7 @@ from functools import partial
 
 import numpy as np
 
+from ...mixing.rowsparse import rows_entries
 from .block_pass import PREFETCH_BYTES, apply_compiled, term_kind
 from .blockwise import BlockTerm, BlockwiseForm
 
@@ -384,9 +385,7 @@ def push_rows(z: np.ndarray, base: int, term: BlockTerm, values: np.ndarray, ker
             kernel(z, base, columns.indptr, columns.indices, columns.data, senders, values,
                    float(term.coef))  # fmt: skip
         )
-    starts, ends = columns.indptr[senders], columns.indptr[senders + 1]
-    counts = (ends - starts).astype(np.int64)
-    at = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+    at, counts = rows_entries(columns, senders)
     rows = base + columns.indices[at].astype(np.int64)
     weights = float(term.coef) * columns.data[at]
     with np.errstate(over="ignore", invalid="ignore"):  # (said by the returned flag)

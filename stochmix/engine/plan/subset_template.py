@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...mixing.rowsparse import rows_entries
 from ..model.blockwise import BlockTarget, BlockTerm, BlockwiseForm
 from ..model.phase import Phase
 from ..model.traffic import row_cross, samples_of
@@ -257,10 +258,7 @@ def form_triplets(form: BlockwiseForm, size: int) -> tuple:
     reached: dict = {}  # target block -> (its first row, the rows its pushes reach)
     for block, base, term in form.pushes:
         columns, senders = term.matrix, term.select
-        starts = columns.indptr[senders].astype(np.int64)
-        counts = columns.indptr[senders + 1] - starts
-        # each sender's entries, one sender after the other
-        at = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+        at, counts = rows_entries(columns, senders)  # each sender's column in turn
         rows = columns.indices[at].astype(np.int64)
         t_rows.append(base + rows)
         s_rows.append(np.repeat(np.asarray(term.rows, dtype=np.int64), counts))
