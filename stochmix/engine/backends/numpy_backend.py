@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from ..._validate import as_float_dtype, flag_or_choice
+from ..codegen.chunks import thread_pool
 from ..codegen.combine_kernel import combine_kernel, push_kernel, rows_kernel, scatter_kernel
 from ..model.blockwise import BlockwiseForm
 from ..model.phase import Phase
@@ -122,16 +122,12 @@ def _whole_block_form(phase: Phase) -> BlockwiseForm:
 
 #: the CPUs this process may run on (a large activated round is split over two of them)
 _CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-_POOLS: dict = {}
 
 
 def _on_threads(calls: list) -> list:
     """The answers of ``calls`` (functions of no argument that release the GIL), the first
-    on the calling thread and the others on the process's pool (a forked child gets its
-    own)."""
-    pool = _POOLS.get(os.getpid())
-    if pool is None:
-        pool = _POOLS[os.getpid()] = ThreadPoolExecutor(1, thread_name_prefix="stochmix-rows")
+    on the calling thread and the others on the pool the node-local programs use."""
+    pool = thread_pool(2)
     later = [pool.submit(call) for call in calls[1:]]
     first = calls[0]()
     return [first, *(found.result() for found in later)]

@@ -445,7 +445,7 @@ class ChunkRuntime:
                 jobs = [
                     (part, NUMPY_ROWS.sums(z, self.outer_rows), w) for w, part in enumerate(parts)
                 ]
-                pool = _pool(workers)
+                pool = thread_pool(workers)
                 futures = [
                     pool.submit(
                         self._task(
@@ -532,7 +532,7 @@ def _parts(bounds: list, workers: int, extents: tuple | ByCount) -> list:
 _POOLS: dict = {}
 
 
-def _pool(workers: int) -> ThreadPoolExecutor:
+def thread_pool(workers: int) -> ThreadPoolExecutor:
     """The process's pool of ``workers`` threads (a forked child, whose copy of the
     parent's pool has no threads, gets its own)."""
     key = (workers, os.getpid())

@@ -11,7 +11,7 @@ target ``T`` with a column-stochastic ``C`` is
 then every active node j adds ``C[i, j] m_j`` to each row i its column reaches, reading
 ``m`` as the phase found it. :class:`PushedColumns` is that operator: the whole ``C``
 and the senders A, nothing sliced when it is made. The engine applies it as that scatter
-(:func:`~stochmix.engine.model.whole_block.scatter_pushes`: one pass over the senders'
+(:func:`~stochmix.engine.model.whole_block.push_rows`: one pass over the senders'
 columns, O(|A| x degree)), or takes its entries for a phase's sparse rows (the general
 path): the rows A and the rows the columns reach, those keeping their value.
 """

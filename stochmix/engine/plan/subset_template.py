@@ -39,7 +39,9 @@ class SubsetRecipe:
     """A planned phase on the active rows A (a whole-block form with ``subset``), its A
     abstracted: see the module docstring. Made by :meth:`attempt`."""
 
-    def __init__(self, phase: Phase, form: BlockwiseForm, targets: list, floats: dict):
+    def __init__(
+        self, phase: Phase, form: BlockwiseForm, targets: list, floats: dict, pushes=()
+    ):
         self.size, self.label = phase.size, phase.label
         self.row_sparse = phase.row_sparse
         self.order = tuple((targets_index(form, t), now, ok) for t, now, ok in form.order)
@@ -48,7 +50,7 @@ class SubsetRecipe:
         self.gradients = form.clients is not None
         self.floats = floats  # source block -> floats a row of it costs on the wire
         #: per push: (target block, its first row, source, source rows' shift, matrix, coef)
-        self.pushes: tuple = ()
+        self.pushes = tuple(pushes)
 
     @classmethod
     def attempt(cls, item, participants: np.ndarray, floats_of) -> SubsetRecipe | str:
@@ -90,9 +92,7 @@ class SubsetRecipe:
                 return "its pushes are not the active nodes' (shifted by a constant)"
             floats[term.source] = float(floats_of(term.source))
             pushes.append((block, base, term.source, k, term.matrix, float(term.coef)))
-        recipe = cls(item, form, targets, floats)
-        recipe.pushes = tuple(pushes)
-        return recipe
+        return cls(item, form, targets, floats, pushes)
 
     def form(self, participants: np.ndarray) -> BlockwiseForm:
         """The whole-block form for the active nodes ``participants``."""

@@ -447,9 +447,8 @@ def _segment(item, back, kernel, dim: int, whole: bool, notes) -> Segment:
         elif item.samples is not None and (kernel is None or kernel.sampled is None):
             runs = "NumPy program (sampled gradients)"  # (the problem's, in one chunk)
         elif runs_rowwise(capabilities(back).compiled, kernel, item.nodes.size, dim):
-            runs = "compiled loop (Numba)"
-            if item.samples is not None:
-                runs = "compiled loop (Numba, sampled gradients)"
+            drawn = ", sampled gradients" if item.samples is not None else ""
+            runs = f"compiled loop (Numba{drawn})"
         else:
             runs = "NumPy program"
         labels = item.labels or ("",) * len(item.structure.forms)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ...model.method import Method, RunContext
+from ...model.phase import Draws
 from ...model.rowmap import call_map
 from ...plan.gradients import chunk_gradients, sampled_gradients_at
 
@@ -73,11 +74,10 @@ def _sampled_chunks(problem, clients: np.ndarray, picks: np.ndarray):
     takes the sampled gradients of ``clients`` drawing ``picks`` (one row per client):
     a chunk's gradients from its clients' rows of ``picks``, so that a shard's segments
     and chunks each take their own part of the draw."""
-    order = np.argsort(clients, kind="stable")
-    ranked = clients[order]
+    draw = Draws(clients, picks)
 
     def bind(chunk, like):
-        own = picks[order[np.searchsorted(ranked, chunk)]]
+        own = draw.aligned(chunk)
         return lambda x: sampled_gradients_at(problem, chunk, x, own)
 
     return bind
