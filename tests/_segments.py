@@ -9,9 +9,9 @@ def batch_sizes(monkeypatch) -> list:
     found: list = []
     original = segments_module.Segmenter.run
 
-    def counted(self, z, nodes, programs):
+    def counted(self, z, nodes, programs, *rest):
         found.append(programs.size)
-        return original(self, z, nodes, programs)
+        return original(self, z, nodes, programs, *rest)
 
     monkeypatch.setattr(segments_module.Segmenter, "run", counted)
     return found

@@ -91,8 +91,8 @@ def test_what_explain_says_of_ticks_is_what_a_run_does(problem, monkeypatch, mix
     ran = []
     original = segments.Segmenter.run
 
-    def counted(self, z, nodes, programs):
-        out = original(self, z, nodes, programs)
+    def counted(self, z, nodes, programs, *rest):
+        out = original(self, z, nodes, programs, *rest)
         ran.append(out[0])
         return out
 

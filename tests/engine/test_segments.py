@@ -144,9 +144,9 @@ def test_segment_variants_extend_the_keys(monkeypatch):
     seen: list = []
     original = segments_module.Segmenter.run
 
-    def kept(self, z, nodes, programs):
+    def kept(self, z, nodes, programs, *rest):
         seen.append((dict(self.verified), programs.size))
-        return original(self, z, nodes, programs)
+        return original(self, z, nodes, programs, *rest)
 
     monkeypatch.setattr(segments_module.Segmenter, "run", kept)
     fast = sm.run(_DGDByParity(0.02, sequence), problem, draws, 400, seed=7, progress=False)

@@ -31,11 +31,14 @@ def no_gradient(data, client, x, out):
 #: ``round_program[r]`` with the nodes ``round_nodes[r]``), each phase from the state
 #: before it, keeping ``sums`` (the sum of the model block's rows) and writing ``sums /
 #: n_average`` into ``server[r]``. Returns the number of rounds done: B, or the round
-#: whose phase wrote a value that is not finite (its rows are written, its model row not).
+#: whose phase wrote a value that is not finite (its rows are written, its model row not),
+#: or ``-(r + 1)`` when round r's model has an entry above ``too_large`` in absolute value
+#: (round r done: the run's divergence threshold, checked where a round-by-round run
+#: checks it).
 SOURCE = """def rows(
     z, round_nodes, round_program, P0, T0, t_base, t_slot, M0, m_target, m_base, m_slot,
     m_coef, G0, g_target, g_client, g_coef, C0, c_slot, data, model_base, client_node,
-    n_average, sums, server, tbuf, gbuf,
+    n_average, sums, server, tbuf, gbuf, too_large,
 ):
     d = z.shape[1]
     rounds = round_program.shape[0]
@@ -79,8 +82,14 @@ SOURCE = """def rows(
                         finite = False
             if not finite:
                 return r
+        large = False
         for j in range(d):
-            server[r, j] = sums[j] / n_average
+            value = sums[j] / n_average
+            server[r, j] = value
+            if abs(value) > too_large:
+                large = True
+        if large:
+            return -(r + 1)
     return rounds
 """
 

@@ -44,6 +44,8 @@ from ..plan.round_plan import LocalStep, general_path
 from ..plan.slowpath import SLOW_PATH_MIN_ROUNDS, SlowPath
 from .arguments import RunOptions
 from .loop import participant_stream, prepare
+from .recorder import Recorder
+from .rounds import batches_every_node
 from .segments import BATCH, MAX_NODES, segmenter, unsegmented
 
 __all__ = ["Explanation", "RoundPlan", "Segment", "explain"]
@@ -57,7 +59,10 @@ class Segment:
     """One item of a round's plan.
 
     Attributes:
-        kind: "node-local" (a segment of node-local phases), "whole-block" (a phase
+        kind: "node-local" (a segment of node-local phases), "round loop" (every phase of
+            a round of a verified segment key, run by the compiled loop of
+            :mod:`~stochmix.engine.runner.segments` in a batch of rounds: one program
+            for the round and the rounds around it), "whole-block" (a phase
             applied as sparse products over whole blocks), "active rows" (an activated
             phase: the sparse rows of the round's active nodes, its intended path, costing
             what those nodes cost), "row map" (a nonlinear phase) or "general" (a phase
@@ -108,6 +113,8 @@ class Segment:
             if self.products:
                 many = "s" if self.products > 1 else ""
                 head += f", {self.products} mixing product{many} at its start"
+        elif self.kind == "round loop":
+            head = f"the round loop of a compiled batch of rounds, {self.nodes} nodes, {self.runs}"
         elif self.kind == "whole-block":
             head = "whole-block phase, one product per mixed block"
         elif self.kind == "active rows":
@@ -130,8 +137,10 @@ class RoundPlan:
         round: its number.
         participants: how many take part.
         source: how the planner got it: "built" (from the method's phases), "cache"
-            (an earlier round's plan, by ``phase_key``) or "template" (an earlier round's
-            plan for new participants, by ``template_key``).
+            (an earlier round's plan, by ``phase_key``), "template" (an earlier round's
+            plan for new participants, by ``template_key``) or "batch" (not planned: the
+            round runs in a compiled batch of rounds, :mod:`~stochmix.engine.runner.segments`,
+            its one segment of kind "round loop").
         segments: the plan, in order.
     """
 
@@ -226,6 +235,7 @@ _HOW = {
     "built": "planned from its phases",
     "cache": "an earlier round's plan",
     "template": "instantiated from its template",
+    "batch": "not planned: run in a compiled batch",
 }
 
 
@@ -333,6 +343,8 @@ def explain(
     if clock is not None:  # the rounds as the clock makes them (deadlines, arrivals)
         stream = clock.stream(stream, method, setup.ctx, seed)
     whole = hasattr(back, "apply_blockwise")
+    batches = _batches(method, problem, participation, setup, back, dtype, options, rounds)
+    labels: dict = {}  # a verified key -> the labels of the phases it was learnt from
     plans, keys, overridden, inherited, cached = [], [], [], [], []
     for r in range(rounds):
         drawn = next(stream)
@@ -341,6 +353,11 @@ def explain(
             participants = np.asarray(drawn, dtype=np.int64)
         else:
             participants, setup.ctx.activation = nodes, drawn
+        key = None if batches is None else batches.key(r, participants, drawn)
+        if key is not None and batches.program(key) is not None:
+            loop = Segment("round loop", labels[key], int(participants.size), BATCHED)
+            plans.append(RoundPlan(r, int(participants.size), "batch", (loop,)))
+            continue
         keys.append(planner.keys.get("template_key", r, participants))
         inherited.append(method.template_key(r, participants))
         cached.append(method.phase_key(r, participants))
@@ -351,6 +368,12 @@ def explain(
         )
         segments = _barriers(plan, segments, setup.ctx.layout)
         plans.append(RoundPlan(r, int(participants.size), planner.source, segments))
+        if key is not None:  # what the run's segmenter learns from a round built in full
+            phases = planner.phases  # (None for a cached plan: built again, as the run does)
+            if phases is None:
+                phases = method.round_phases(r, participants, setup.ctx)
+            batches.learn(key, phases, participants, planner.round_traffic())
+            labels.setdefault(key, tuple(p.label for p in phases))
     return Explanation(
         method=method.name,
         backend=getattr(back, "name", type(back).__name__),
@@ -361,6 +384,34 @@ def explain(
         rounds=tuple(plans),
         slow_paths=tuple(planner.notes),
     )
+
+
+#: what runs a round of a compiled batch (:class:`Segment`'s ``runs``)
+BATCHED = "every phase in order (Numba)"
+
+
+def _batches(method, problem, participation, setup, back, dtype, options, rounds: int):
+    """The :class:`~stochmix.engine.runner.segments.Segmenter` the run would have (None
+    where it has none), with the rounds of every node left out where the run's metrics
+    keep them from batches (:func:`~stochmix.engine.runner.rounds.batches_every_node`)."""
+    if options.clock is not None:
+        return None
+    made = segmenter(
+        method, problem, participation, setup.layout, setup.ctx, back, capabilities(back),
+        dtype, options.callback, lambda: None, rounds,
+    )  # fmt: skip
+    if made is None:
+        return None
+    recorder = Recorder(
+        problem, method, setup.ctx, options.metrics, rounds, options.evaluate_every,
+        setup.expected,
+    )  # fmt: skip
+    if not batches_every_node(recorder):
+        key = made.key
+        made.key = lambda r, nodes, record: (  # type: ignore[method-assign]
+            None if made.every_node(found := key(r, nodes, record)) else found
+        )
+    return made
 
 
 def _ticks(method, problem, participation, setup, back, dtype, options, plans) -> str:
@@ -393,12 +444,12 @@ def _ticks(method, problem, participation, setup, back, dtype, options, plans) -
             f"; gossip ticks: those of at most {MAX_NODES} nodes ({len(plans) - large} of "
             f"these {len(plans)}) run, after the first two of each kind, in compiled "
             f"segments of up to {BATCH} ticks (the method's segment_key, checked on the "
-            "second tick), the others as planned below"
+            "second tick; the rounds below that run in a compiled batch), the others as planned"
         )
     return (
         f"; gossip ticks: after the first two of each kind, run in compiled segments of up "
-        f"to {BATCH} ticks (the method's segment_key, checked on the second tick), not as "
-        "planned below"
+        f"to {BATCH} ticks (the method's segment_key, checked on the second tick; the rounds "
+        "below that run in a compiled batch)"
     )
 
 

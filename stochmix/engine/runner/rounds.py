@@ -16,7 +16,13 @@ from ..plan.capabilities import capabilities
 from .result import Result, final_node_models
 from .segments import BATCH
 
-__all__ = ["DivergenceError", "DivergenceWarning", "participant_stream", "run_rounds"]
+__all__ = [
+    "DivergenceError",
+    "DivergenceWarning",
+    "batches_every_node",
+    "participant_stream",
+    "run_rounds",
+]
 
 
 class DivergenceWarning(RuntimeWarning):
@@ -68,6 +74,7 @@ def run_rounds(
     diverged_at = None
     # max |entry|, not the norm: a norm overflows long before its entries do
     too_large = divergence_threshold * max(1.0, float(np.abs(recorder.server[0]).max()))
+    batched_every = batches_every_node(recorder)
     r = done
     while r < rounds:
         if segments is not None and segments.verified and hasattr(stream, "peek"):
@@ -88,6 +95,8 @@ def run_rounds(
         else:  # an Activation: its nodes, and its edges and time for the method and record
             participants, ctx.activation = nodes, drawn
         key = None if segments is None else segments.key(r, participants, drawn)
+        if key is not None and not batched_every and segments.every_node(key):
+            key = None  # (batches of one round: no faster than the round run as planned)
         if key is not None:
             found = segments.program(key)
             if found is not None:  # a verified round: run it in the next batch
@@ -174,6 +183,17 @@ def _batch_limit(first: int, rounds: int, recorder, saver) -> int:
     return limit
 
 
+def batches_every_node(recorder) -> bool:
+    """Whether the rounds of every node run in compiled batches under this recording
+    (:meth:`~stochmix.engine.runner.segments.Segmenter.every_node`): where no metric but
+    ``distance`` (which a batch computes from the reported models it keeps) is recorded
+    every round. Every other metric ends a batch when it is due, so a batch would be one
+    round, and a round run as planned costs less than a batch of one (n = 40, gradient
+    tracking, least squares: 92 against 117 us with the default metrics)."""
+    every = any(m not in recorder.scheduled and m != "distance" for m in recorder.names)
+    return not every and (not recorder.scheduled or recorder.interval > 1)
+
+
 def _after_batch(done, rounds, bar, saver, z, back, ctx, recorder, problem, segments) -> None:
     """After a batch that ends with round ``done``: the progress bar, a checkpoint (after
     which the segments learn their keys again, as a run resumed from it does: so that the
@@ -190,7 +210,7 @@ def _run_batch(segments, batch: tuple, z, recorder, start: float, back, too_larg
     arrays) and record them: ``(rounds done, stopped)``. Every round gets its model,
     ``distance``, participants, costs and time; the last one is measured in full."""
     first, nodes, programs, times, sizes = batch
-    ran, models = segments.run(z, nodes, programs)
+    ran, models, large = segments.run(z, nodes, programs, too_large)
     now = time.perf_counter() - start
     rows = slice(first + 1, first + 1 + ran)
     recorder.count[rows] = sizes[:ran]
@@ -204,13 +224,13 @@ def _run_batch(segments, batch: tuple, z, recorder, start: float, back, too_larg
             distance = np.linalg.norm(models - recorder.x_star, axis=1)
         recorder.values["distance"][rows] = distance
     done = first + ran
-    stopped = ran < programs.size
+    stopped = ran < programs.size and not large
     if stopped:  # the round that wrote a value that is not finite
         done += 1
         recorder.count[done] = sizes[ran]
         recorder.clock[done] = now
     x = recorder.measure(done, z, back, last=True)
-    stopped = stopped or not np.isfinite(x).all() or np.abs(x).max() > too_large
+    stopped = stopped or large or not np.isfinite(x).all() or np.abs(x).max() > too_large
     return done, stopped
 
 

@@ -45,12 +45,26 @@ from ..model.inherited_keys import MethodKeys
 from ..model.method import Method
 from ..model.rowmap import RowMap
 
-__all__ = ["BATCH", "MAX_NODES", "NOT_SEGMENTED", "SlotProgram", "Segmenter", "unsegmented"]
+__all__ = [
+    "BATCH",
+    "EVERY_MIN_ROUNDS",
+    "MAX_EVERY_NODES",
+    "MAX_NODES",
+    "NOT_SEGMENTED",
+    "SlotProgram",
+    "Segmenter",
+    "unsegmented",
+]
 
 #: Rounds run by one call of the compiled loop, at most.
 BATCH = 8192
 #: Rounds touching more nodes are run one by one (their building cost is repaid).
 MAX_NODES = 64
+#: Rounds of every node of a larger graph are run one by one.
+MAX_EVERY_NODES = 256
+#: Under ``compiled="auto"``, the rounds of every node run in batches in runs of at least
+#: this many rounds.
+EVERY_MIN_ROUNDS = 2000
 
 
 class SlotProgram:
@@ -252,6 +266,7 @@ class Segmenter:
         keys = MethodKeys(method)
         self.first_key = keys.get("segment_key", 0)
         self.later_key = keys.get("segment_key", 1)
+        self.method_keys = keys
         self.limit = 0  # the round after which the pending batch must run
         self.programs: list[SlotProgram] = []
         #: per verified program, its (gradients, messages, floats): the same every round
@@ -261,7 +276,9 @@ class Segmenter:
 
     def key(self, r: int, nodes: np.ndarray, record):
         """The round's key, or None when it cannot be segmented."""
-        if not 0 < nodes.size <= MAX_NODES or record is None or record.edges is None:
+        if getattr(record, "edges", None) is None:
+            return self._every_key(r, nodes)
+        if not 0 < nodes.size <= MAX_NODES:
             return None
         if self.edge_mixing != "pairwise":
             return None  # the method's weights: coefficients that depend on the edge
@@ -271,6 +288,22 @@ class Segmenter:
         key = (base, nodes.size, nodes.searchsorted(record.edges).tobytes())
         variant = self.method.segment_variants(r, nodes[None, :])
         return key if variant is None else (*key, int(variant[0]))
+
+    def _every_key(self, r: int, nodes: np.ndarray):
+        """The key of a round in which every node takes part (``Full(n)``): the method's
+        plan key (:meth:`~stochmix.engine.model.method.Method.phase_key`: equal keys, the
+        same phases), for graphs of at most :data:`MAX_EVERY_NODES` nodes; else None."""
+        if nodes.size != self.n or not 0 < nodes.size <= MAX_EVERY_NODES:
+            return None
+        base = self.method_keys.get("phase_key", r, nodes)
+        return None if base is None else ("every node", base)
+
+    @staticmethod
+    def every_node(key) -> bool:
+        """Whether ``key`` is that of a round in which every node takes part: its batches
+        end where a metric of every round is recorded (the ticks of a gossip process
+        record those at the end of each batch)."""
+        return isinstance(key, tuple) and key[:1] == ("every node",)
 
     def forget(self) -> None:
         """Learn every key again from the next rounds on, as a fresh run does (after a
@@ -383,9 +416,15 @@ class Segmenter:
         sizes = np.full(count, nodes.shape[1], dtype=np.int64)
         return r, nodes[:count], programs[:count], None if times is None else times[:count], sizes
 
-    def run(self, z: np.ndarray, nodes: np.ndarray, programs: np.ndarray) -> tuple:
+    def run(
+        self, z: np.ndarray, nodes: np.ndarray, programs: np.ndarray, too_large: float = np.inf
+    ) -> tuple:
         """Run the rounds (their nodes (B, k), their programs (B,)) on ``z`` in place:
-        ``(rounds done, their reported models)``."""
+        ``(rounds done, their reported models, stopped by the threshold)``: the rounds stop
+        at the first one whose phase writes a value that is not finite (not counted as
+        done) or whose reported model has an entry above ``too_large`` in absolute value
+        (counted: the run's divergence threshold, checked after every round as a
+        round-by-round run checks it)."""
         from ..codegen.segment_kernel import batch_function
 
         assert self.packed is not None  # a verified key packed its program
@@ -410,8 +449,12 @@ class Segmenter:
             arrays["m_slot"], arrays["m_coef"], arrays["g0"], arrays["g_target"],
             arrays["g_client"], arrays["g_coef"], arrays["c0"], arrays["c_slot"], data,
             self.model_base, self.method.client_node, float(self.n), sums, server, tbuf, gbuf,
+            float(too_large),
         )  # fmt: skip
-        return int(done), server[:done]
+        done = int(done)
+        large = done < 0
+        done = -done if large else done
+        return done, server[:done], large
 
 
 #: What a run without segments does instead (a :class:`~stochmix.engine.plan.slowpath.SlowPath`).
@@ -431,6 +474,28 @@ def _could_segment(method, participation, back, layout, callback) -> bool:
         and callback is None
         and bool(getattr(method, "reports_node_average", False))
     )
+
+
+def _everyone(method, participation, back, layout, callback, compiled, rounds) -> bool:
+    """Whether the rounds of every node of a run may run in compiled batches: every node
+    takes part in every round, on a graph of at most :data:`MAX_EVERY_NODES` nodes, the
+    NumPy backend with every row kept, no callback, a method that reports its nodes'
+    average, and ``compiled=True`` or, under ``"auto"``, a run of at least
+    :data:`EVERY_MIN_ROUNDS` rounds (loading the compiled loop costs a run's first batch
+    0.1-0.3 s)."""
+    from ..backends import NumpyBackend
+
+    n = int(getattr(participation, "n_clients", 0) or 0)
+    if not 0 < n <= MAX_EVERY_NODES or getattr(participation, "activates", "nodes") == "edges":
+        return False
+    if compiled is not True and (compiled != "auto" or rounds < EVERY_MIN_ROUNDS):
+        return False
+    if type(back) is not NumpyBackend or layout.scratch or callback is not None:
+        return False
+    if not bool(getattr(method, "reports_node_average", False)):
+        return False
+    p = participation.probabilities
+    return p is not None and bool(np.all(np.asarray(p) == 1.0))
 
 
 def unsegmented(method, participation, back, layout, callback) -> str | None:
@@ -473,15 +538,20 @@ def unsegmented(method, participation, back, layout, callback) -> str | None:
     )
 
 
-def segmenter(method, problem, participation, layout, ctx, back, caps, dtype, callback, phases):
+def segmenter(
+    method, problem, participation, layout, ctx, back, caps, dtype, callback, phases,
+    rounds: int = 0,
+):  # fmt: skip
     """The run's :class:`Segmenter`, or None where segments cannot run (see the module
-    docstring): an edge-activation process, the NumPy backend with every row kept, no
-    callback, a method with a :meth:`~stochmix.engine.model.method.Method.segment_key`, and
-    ``compiled`` not False."""
+    docstring): an edge-activation process (or every node in every round of a small graph,
+    see :func:`_everyone`; ``rounds``: the run's length), the NumPy backend with every row
+    kept, no callback, a method with a
+    :meth:`~stochmix.engine.model.method.Method.segment_key`, and ``compiled`` not False."""
     from ..plan.gradients import compiled_refusal, numba_unavailable
 
+    every = _everyone(method, participation, back, layout, callback, caps.compiled, rounds)
     if (
-        not _could_segment(method, participation, back, layout, callback)
+        not (every or _could_segment(method, participation, back, layout, callback))
         or caps.compiled is False
         or MethodKeys(method).get("segment_key", 1) is None
         or numba_unavailable() is not None
