@@ -36,6 +36,7 @@ __all__ = [
     "AUTO_SHARE",
     "FIELDS",
     "METRICS",
+    "MODEL_METRICS",
     "ROUND_OVERHEAD_ELEMENTS",
     "Recorder",
     "auto_interval",
@@ -43,6 +44,9 @@ __all__ = [
 ]
 
 METRICS = ("distance", "objective", "gradient_norm", "consensus")
+#: the metrics a batch of rounds evaluates at every round's reported model (see
+#: :meth:`Recorder.model_metrics`)
+MODEL_METRICS = ("objective", "gradient_norm")
 # The Result's field for each metric (``objective``: where f_star is known; see
 # :func:`objective_measure`).
 FIELDS = {
@@ -198,6 +202,21 @@ class Recorder:
                 del self.values[name]
                 continue
             self.values[name][r] = value
+
+    def model_metrics(self) -> list[str]:
+        """The metrics recorded every round that are functions of the reported model
+        alone, but for ``distance``: ``objective`` and ``gradient_norm`` where the problem
+        gives them in closed form (not scheduled)."""
+        return [m for m in self.names if m not in self.scheduled and m in MODEL_METRICS]
+
+    def evaluate(self, name: str, x: np.ndarray) -> float:
+        """The value of ``name``, one of :meth:`model_metrics`, at the reported model
+        ``x``."""
+        if name not in MODEL_METRICS:
+            raise ValueError(f"name must be one of {MODEL_METRICS}, got {name!r}")
+        value = self._evaluate(name, x, None)
+        assert value is not None  # (only consensus may have none)
+        return value
 
     def _evaluate(self, name: str, x: np.ndarray, z) -> float | None:
         if name == "distance":

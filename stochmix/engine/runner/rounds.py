@@ -185,13 +185,17 @@ def _batch_limit(first: int, rounds: int, recorder, saver) -> int:
 
 def batches_every_node(recorder) -> bool:
     """Whether the rounds of every node run in compiled batches under this recording
-    (:meth:`~stochmix.engine.runner.segments.Segmenter.every_node`): where no metric but
-    ``distance`` (which a batch computes from the reported models it keeps) is recorded
-    every round. Every other metric ends a batch when it is due, so a batch would be one
-    round, and a round run as planned costs less than a batch of one (n = 40, gradient
-    tracking, least squares: 92 against 117 us with the default metrics)."""
-    every = any(m not in recorder.scheduled and m != "distance" for m in recorder.names)
-    return not every and (not recorder.scheduled or recorder.interval > 1)
+    (:meth:`~stochmix.engine.runner.segments.Segmenter.every_node`): where ``consensus``
+    (which reads the node rows, which a batch does not keep round by round) is not
+    recorded and the scheduled metrics are due less often than every round. A batch
+    records the metrics of the reported model every round (``distance``, and those a
+    problem gives in closed form: :meth:`~stochmix.engine.runner.recorder.Recorder.
+    model_metrics`) from the models it keeps; a scheduled metric ends a batch when it is
+    due, and a batch of one round costs more than the round run as planned (n = 40,
+    gradient tracking, least squares: 117 against 92 us with the default metrics)."""
+    if "consensus" in recorder.names:
+        return False
+    return not recorder.scheduled or recorder.interval > 1
 
 
 def _after_batch(done, rounds, bar, saver, z, back, ctx, recorder, problem, segments) -> None:
@@ -223,6 +227,9 @@ def _run_batch(segments, batch: tuple, z, recorder, start: float, back, too_larg
         with np.errstate(over="ignore", invalid="ignore"):
             distance = np.linalg.norm(models - recorder.x_star, axis=1)
         recorder.values["distance"][rows] = distance
+    if ran and segments.every_node_batch(programs[:ran]):  # (a gossip batch: at its end)
+        for name in recorder.model_metrics():
+            recorder.values[name][rows] = [recorder.evaluate(name, x) for x in models]
     done = first + ran
     stopped = ran < programs.size and not large
     if stopped:  # the round that wrote a value that is not finite

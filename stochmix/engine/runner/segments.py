@@ -269,6 +269,8 @@ class Segmenter:
         self.method_keys = keys
         self.limit = 0  # the round after which the pending batch must run
         self.programs: list[SlotProgram] = []
+        #: per verified program, whether its key is that of a round of every node
+        self.everyone: list[bool] = []
         #: per verified program, its (gradients, messages, floats): the same every round
         self.traffics: list[tuple] = []
         self.packed: tuple | None = None
@@ -305,13 +307,17 @@ class Segmenter:
         record those at the end of each batch)."""
         return isinstance(key, tuple) and key[:1] == ("every node",)
 
+    def every_node_batch(self, programs: np.ndarray) -> bool:
+        """Whether every round of a batch (its programs) is a round of every node."""
+        return all(self.everyone[p] for p in np.unique(programs))
+
     def forget(self) -> None:
         """Learn every key again from the next rounds on, as a fresh run does (after a
         checkpoint: a run resumed from it starts with nothing learned, and the rounds a
         segmenter builds in full round differently from those it runs compiled)."""
         assert not self.pending  # a batch ends at every checkpoint
         self.keys, self.verified = {}, {}
-        self.programs, self.traffics, self.packed = [], [], None
+        self.programs, self.traffics, self.packed, self.everyone = [], [], None, []
 
     def program(self, key) -> int | None:
         """The verified program of ``key``, or None."""
@@ -346,6 +352,7 @@ class Segmenter:
             self.keys[key] = False
             return
         self.keys[key] = self.verified[key] = len(self.programs)
+        self.everyone.append(self.every_node(key))
         self.programs.append(first)
         self.traffics.append(first_traffic)
         self.packed = _pack(self.programs)

@@ -1,0 +1,195 @@
+"""Rounds of every node of a small graph (``Full(n)``) in the compiled batches of the segment
+loop (stochmix.engine.runner.segments): the same run as round by round, to rounding, in
+every column of the Result; where they run and where they do not; what explain says."""
+
+import networkx as nx
+import numpy as np
+import pytest
+
+import stochmix as sm
+import stochmix.engine.runner.segments as segments_module
+from stochmix import algorithms, mixing, participation, problems
+from stochmix.engine import DivergenceWarning
+from tests._segments import batch_sizes
+
+pytest.importorskip("numba")
+
+N = 12
+ROUNDS = 60
+
+
+def _problem():
+    return problems.LeastSquares.random(N, 4, rows_per_client=3, seed=5)
+
+
+def _sequence(periodic: bool):
+    graph = nx.random_regular_graph(3, N, seed=2)
+    if not periodic:
+        return mixing.StaticSequence(graph)
+    return mixing.PeriodicSequence([graph, nx.cycle_graph(N), nx.path_graph(N)])
+
+
+METHODS = {
+    "dgd_atc": lambda lr, g: algorithms.DGD(lr, g),
+    "dgd_cta": lambda lr, g: algorithms.DGD(lr, g, form="cta"),
+    "gradient_tracking": lambda lr, g: algorithms.GradientTracking(lr, g),
+    "extra": lambda lr, g: algorithms.EXTRA(lr, g),
+    "nids": lambda lr, g: algorithms.NIDS(lr, g),
+    "exact_diffusion": lambda lr, g: algorithms.ExactDiffusion(lr, g),
+    "push_pull": lambda lr, g: algorithms.PushPull(
+        lr, g, row_rule="metropolis", column_rule="metropolis"
+    ),
+}
+
+
+def _pair(make, problem, monkeypatch, metrics=("distance",), **options):
+    """The run round by round (``compiled=False``) and the run in batches, and the sizes
+    of the batches the second ran."""
+    plain = sm.run(make(), problem, participation.Full(N), ROUNDS, seed=3, compiled=False,
+                   progress=False, metrics=metrics, **options)  # fmt: skip
+    sizes = batch_sizes(monkeypatch)
+    fast = sm.run(make(), problem, participation.Full(N), ROUNDS, seed=3, compiled=True,
+                  progress=False, metrics=metrics, **options)  # fmt: skip
+    return plain, fast, sizes
+
+
+@pytest.mark.parametrize("periodic", [False, True])
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_batched_rounds_equal_the_rounds_run_one_by_one(monkeypatch, name, periodic):
+    problem = _problem()
+    lr = 0.3 / problem.smoothness
+    sequence = _sequence(periodic)
+    plain, fast, sizes = _pair(lambda: METHODS[name](lr, sequence), problem, monkeypatch)
+    # every round after the first of each key and the round that checks it runs batched
+    # (a periodic sequence has a key per position: three positions, two rounds each)
+    built = 2 * (3 if periodic else 1) + 1
+    assert sum(sizes) == ROUNDS - built
+    scale = np.abs(plain.server).max()
+    np.testing.assert_allclose(fast.server, plain.server, rtol=0, atol=1e-10 * scale)
+    np.testing.assert_allclose(fast.node_models, plain.node_models, rtol=0, atol=1e-10 * scale)
+    np.testing.assert_allclose(fast.distance, plain.distance, rtol=1e-9, atol=1e-12)
+    for column in ("participants", "gradients", "messages", "floats", "sample_gradients"):
+        np.testing.assert_array_equal(getattr(fast, column), getattr(plain, column))
+    assert plain.diverged_at is None and fast.diverged_at is None
+
+
+def test_a_batch_stops_at_the_divergence_threshold_where_round_by_round_does(monkeypatch):
+    problem = _problem()
+    sequence = _sequence(False)
+    lr = 3.0 / problem.smoothness  # grows by a constant factor a round: crosses the threshold
+
+    def make():
+        return algorithms.GradientTracking(lr, sequence)
+
+    with pytest.warns(DivergenceWarning):
+        plain, fast, sizes = _pair(make, problem, monkeypatch, divergence_threshold=1e6)
+    assert sum(sizes) > 0
+    assert plain.diverged_at is not None and fast.diverged_at == plain.diverged_at
+    assert fast.server.shape == plain.server.shape
+
+
+def test_a_gossip_batch_stops_at_the_divergence_threshold_too(monkeypatch):
+    problem = problems.Quadratic.random(N, 3, seed=4)
+    graph = nx.cycle_graph(N)
+
+    def go(compiled):
+        method = algorithms.DGD(40.0 / problem.smoothness, mixing.StaticSequence(graph))
+        with pytest.warns(DivergenceWarning):
+            return sm.run(method, problem, participation.RandomEdge(graph), 3000, seed=1,
+                          compiled=compiled, progress=False, metrics=("distance",),
+                          divergence_threshold=1e3)  # fmt: skip
+
+    plain = go(False)
+    sizes = batch_sizes(monkeypatch)
+    fast = go(True)
+    assert sum(sizes) > 0
+    # (a round of a batch is checked after it as a round-by-round run checks it; before,
+    # the batch ran on to its end and the run stopped rounds later)
+    assert fast.diverged_at == plain.diverged_at
+
+
+@pytest.mark.parametrize("metrics", [("consensus",), ("distance", "consensus"), None])
+def test_rounds_that_record_consensus_are_not_batched(monkeypatch, metrics):
+    problem = _problem()
+    sequence = _sequence(False)
+    sizes = batch_sizes(monkeypatch)
+    kwargs = {} if metrics is None else {"metrics": metrics}  # (None: the defaults)
+    result = sm.run(algorithms.GradientTracking(0.3 / problem.smoothness, sequence), problem,
+                    participation.Full(N), ROUNDS, compiled=True, progress=False,
+                    **kwargs)  # fmt: skip
+    assert sizes == []
+    assert result.consensus is not None and np.isfinite(result.consensus).all()
+
+
+def test_closed_form_metrics_are_recorded_every_round_of_a_batch(monkeypatch):
+    problem = _problem()  # least squares: objective and gradient norm in closed form
+    sequence = _sequence(False)
+    metrics = ("distance", "objective", "gradient_norm")
+
+    def make():
+        return algorithms.EXTRA(0.3 / problem.smoothness, sequence)
+
+    plain, fast, sizes = _pair(make, problem, monkeypatch, metrics=metrics)
+    assert sum(sizes) == ROUNDS - 3
+    for field in ("distance", "objective_gap", "gradient_norm"):
+        got, want = getattr(fast, field), getattr(plain, field)
+        assert np.isfinite(got).all()
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_scheduled_metrics_end_the_batches(monkeypatch):
+    # logistic regression: its objective is not in closed form, so it is scheduled
+    problem = problems.Logistic.random(N, 4, rows_per_client=3, seed=5)
+    sequence = _sequence(False)
+    sizes = batch_sizes(monkeypatch)
+    result = sm.run(algorithms.GradientTracking(0.3 / problem.smoothness, sequence), problem,
+                    participation.Full(N), ROUNDS, compiled=True, progress=False,
+                    metrics=("objective",), evaluate_every=10)  # fmt: skip
+    assert sum(sizes) > 0 and max(sizes) <= 10
+    field = getattr(result, "objective_gap")
+    if field is None:
+        field = result.objective
+    due = np.isfinite(field)
+    assert due[::10].all() and due[-1]
+
+
+@pytest.mark.parametrize(
+    "compiled, rounds, n",
+    [
+        (False, 80, N),
+        ("auto", 80, N),  # a short run: loading the compiled loop would cost more
+        (True, 80, segments_module.MAX_EVERY_NODES + 1),  # a graph this large: one by one
+    ],
+)
+def test_where_rounds_of_every_node_are_not_batched(monkeypatch, compiled, rounds, n):
+    problem = problems.LeastSquares.random(n, 3, rows_per_client=2, seed=1)
+    sequence = mixing.StaticSequence(nx.cycle_graph(n))
+    sizes = batch_sizes(monkeypatch)
+    sm.run(algorithms.GradientTracking(0.1, sequence), problem, participation.Full(n), rounds,
+           compiled=compiled, progress=False, metrics=())  # fmt: skip
+    assert sizes == []
+    plan = sm.explain(algorithms.GradientTracking(0.1, sequence), problem,
+                      participation.Full(n), rounds=6, compiled=compiled, metrics=())  # fmt: skip
+    assert all(p.source != "batch" for p in plan.rounds)
+
+
+def test_explain_shows_the_rounds_a_run_batches(monkeypatch):
+    problem = _problem()
+    sequence = _sequence(False)
+
+    def make():
+        return algorithms.NIDS(0.3 / problem.smoothness, sequence)
+
+    plan = sm.explain(make(), problem, participation.Full(N), rounds=ROUNDS, compiled=True,
+                      metrics=(), seed=3)  # fmt: skip
+    batched = [p for p in plan.rounds if p.source == "batch"]
+    sizes = batch_sizes(monkeypatch)
+    sm.run(make(), problem, participation.Full(N), ROUNDS, compiled=True, progress=False,
+           metrics=(), seed=3)  # fmt: skip
+    assert len(batched) == sum(sizes) == ROUNDS - 3
+    (loop,) = batched[0].segments
+    assert loop.kind == "round loop" and loop.nodes == N and loop.phases == ("adapt", "combine")
+    assert "run in a compiled batch" in str(plan)
+    # with the default metrics (due every round at this size) the rounds are planned
+    plan = sm.explain(make(), problem, participation.Full(N), rounds=8, compiled=True)
+    assert all(p.source != "batch" for p in plan.rounds)
