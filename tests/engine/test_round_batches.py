@@ -146,7 +146,7 @@ def test_scheduled_metrics_end_the_batches(monkeypatch):
                     participation.Full(N), ROUNDS, compiled=True, progress=False,
                     metrics=("objective",), evaluate_every=10)  # fmt: skip
     assert sum(sizes) > 0 and max(sizes) <= 10
-    field = getattr(result, "objective_gap")
+    field = result.objective_gap
     if field is None:
         field = result.objective
     due = np.isfinite(field)
