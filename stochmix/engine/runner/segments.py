@@ -1,4 +1,5 @@
-"""Segments of small activated rounds, run by one compiled loop.
+"""Segments of small activated rounds, and of the rounds of every node of a small graph,
+run by one compiled loop.
 
 Under an activation process a round touches a handful of nodes: a gossip tick averages
 two. Building such a round (equations, phases, plan) costs far more than applying it, and
@@ -27,6 +28,18 @@ rounding, not bit for bit; whether rounds are segmented depends only on the run'
 inputs, never on timing. After every checkpoint the segmenter learns its keys again, as a
 run resumed from that checkpoint does, so that a resumed run ends bit for bit where the
 uninterrupted one does.
+
+The rounds of every node (``Full(n)``) on a graph of at most :data:`MAX_EVERY_NODES` nodes
+run the same way (a decentralized method's whole run, barriers included: the loop applies
+the phases in order), keyed by the method's plan key
+(:meth:`~stochmix.engine.model.method.Method.phase_key`: the first iteration, the position
+in a periodic graph sequence), with ``compiled=True`` or, under ``"auto"``, in runs of at
+least :data:`EVERY_MIN_ROUNDS` rounds, and where the run records no ``consensus`` and no
+scheduled metric due every round (:func:`~stochmix.engine.runner.rounds.batches_every_node`);
+their batches record the metrics of the reported model every round (``distance``, and
+the objective and gradient norm a problem gives in closed form). A batch stops after the
+first round whose reported model crosses the run's divergence threshold, as a
+round-by-round run does.
 
 Segments run where: the backend is NumPy's and the layout keeps every row, no callback
 is given, the method reports the average of its model block and takes gradients at its
