@@ -43,10 +43,8 @@ from ..plan.planner import NOT_TEMPLATED, record_overrides
 from ..plan.round_plan import LocalStep, general_path
 from ..plan.slowpath import SLOW_PATH_MIN_ROUNDS, SlowPath
 from .arguments import RunOptions
+from .explain_batches import BATCHED, batches, ticks
 from .loop import participant_stream, prepare
-from .recorder import Recorder
-from .rounds import batches_every_node
-from .segments import BATCH, MAX_NODES, segmenter, unsegmented
 
 __all__ = ["Explanation", "RoundPlan", "Segment", "explain"]
 
@@ -343,7 +341,7 @@ def explain(
     if clock is not None:  # the rounds as the clock makes them (deadlines, arrivals)
         stream = clock.stream(stream, method, setup.ctx, seed)
     whole = hasattr(back, "apply_blockwise")
-    batches = _batches(method, problem, participation, setup, back, dtype, options, rounds)
+    made = batches(method, problem, participation, setup, back, dtype, options, rounds)
     labels: dict = {}  # a verified key -> the labels of the phases it was learnt from
     plans, keys, overridden, inherited, cached = [], [], [], [], []
     for r in range(rounds):
@@ -353,8 +351,8 @@ def explain(
             participants = np.asarray(drawn, dtype=np.int64)
         else:
             participants, setup.ctx.activation = nodes, drawn
-        key = None if batches is None else batches.key(r, participants, drawn)
-        if key is not None and batches.program(key) is not None:
+        key = None if made is None else made.key(r, participants, drawn)
+        if key is not None and made.program(key) is not None:
             loop = Segment("round loop", labels[key], int(participants.size), BATCHED)
             plans.append(RoundPlan(r, int(participants.size), "batch", (loop,)))
             continue
@@ -372,7 +370,7 @@ def explain(
             phases = planner.phases  # (None for a cached plan: built again, as the run does)
             if phases is None:
                 phases = method.round_phases(r, participants, setup.ctx)
-            batches.learn(key, phases, participants, planner.round_traffic())
+            made.learn(key, phases, participants, planner.round_traffic())
             labels.setdefault(key, tuple(p.label for p in phases))
     return Explanation(
         method=method.name,
@@ -380,76 +378,9 @@ def explain(
         programs=_programs(back, setup, problem, dtype, rounds, dim),
         templating=_templating(planner, keys, overridden, plans, inherited)
         + _refused_cache(planner, cached)
-        + _ticks(method, problem, participation, setup, back, dtype, options, plans),
+        + ticks(method, problem, participation, setup, back, dtype, options, plans),
         rounds=tuple(plans),
         slow_paths=tuple(planner.notes),
-    )
-
-
-#: what runs a round of a compiled batch (:class:`Segment`'s ``runs``)
-BATCHED = "every phase in order (Numba)"
-
-
-def _batches(method, problem, participation, setup, back, dtype, options, rounds: int):
-    """The :class:`~stochmix.engine.runner.segments.Segmenter` the run would have (None
-    where it has none), with the rounds of every node left out where the run's metrics
-    keep them from batches (:func:`~stochmix.engine.runner.rounds.batches_every_node`)."""
-    if options.clock is not None:
-        return None
-    made = segmenter(
-        method, problem, participation, setup.layout, setup.ctx, back, capabilities(back),
-        dtype, options.callback, lambda: None, rounds,
-    )  # fmt: skip
-    if made is None:
-        return None
-    recorder = Recorder(
-        problem, method, setup.ctx, options.metrics, rounds, options.evaluate_every,
-        setup.expected,
-    )  # fmt: skip
-    if not batches_every_node(recorder):
-        key = made.key
-        made.key = lambda r, nodes, record: (  # type: ignore[method-assign]
-            None if made.every_node(found := key(r, nodes, record)) else found
-        )
-    return made
-
-
-def _ticks(method, problem, participation, setup, back, dtype, options, plans) -> str:
-    """What a run under edge activation does with its ticks ("" for other runs): the
-    :class:`~stochmix.engine.runner.segments.Segmenter`'s refusals as its ``key`` makes
-    them (the method's weights as the pair's mixing, rounds of more than
-    :data:`~stochmix.engine.runner.segments.MAX_NODES` nodes)."""
-    if getattr(participation, "activates", "nodes") != "edges" or options.clock is not None:
-        return ""
-    made = segmenter(
-        method, problem, participation, setup.layout, setup.ctx, back, capabilities(back),
-        dtype, options.callback, lambda: None,
-    )  # fmt: skip
-    if made is None:
-        why = unsegmented(method, participation, back, setup.layout, options.callback)
-        return "; gossip ticks: each built in full" + (f" ({why})" if why else "")
-    if made.edge_mixing != "pairwise":
-        return (
-            f"; gossip ticks: each run as planned below, not in compiled segments (these "
-            f"need pairwise averaging; the process mixes with {made.edge_mixing!r})"
-        )
-    large = sum(plan.participants > MAX_NODES for plan in plans)
-    if large == len(plans):
-        return (
-            f"; gossip ticks: each run as planned below, not in compiled segments (these "
-            f"take rounds of at most {MAX_NODES} nodes)"
-        )
-    if large:
-        return (
-            f"; gossip ticks: those of at most {MAX_NODES} nodes ({len(plans) - large} of "
-            f"these {len(plans)}) run, after the first two of each kind, in compiled "
-            f"segments of up to {BATCH} ticks (the method's segment_key, checked on the "
-            "second tick; the rounds below that run in a compiled batch), the others as planned"
-        )
-    return (
-        f"; gossip ticks: after the first two of each kind, run in compiled segments of up "
-        f"to {BATCH} ticks (the method's segment_key, checked on the second tick; the rounds "
-        "below that run in a compiled batch)"
     )
 
 
