@@ -408,22 +408,40 @@ class DecentralizedMethod(Method):
                     "which keeps it doubly stochastic, Full(n), or check_mixing=False"
                 )
 
+    #: The block whose rows the nodes report (:meth:`node_models`, :meth:`output`,
+    #: :meth:`consensus_error`) where it is not :attr:`model_block`, the block where
+    #: gradients are taken: Mudag, Acc-DNGD, APAPC and K-GT report ``"x"`` and take their
+    #: gradients at an extrapolated or local point. None: the model block. A method that
+    #: declares it (instead of overriding :meth:`node_models`) keeps its rounds eligible for
+    #: the compiled batches of :mod:`stochmix.engine.runner.segments`.
+    reported_block: str | None = None
+
     def node_models(self, z, ctx: RunContext):
-        """The model each node reports, shape (n, dim)."""
-        return z[ctx.layout.slice(self.model_block)]
+        """The model each node reports, shape (n, dim): the rows of
+        :attr:`reported_block` (the model block where None)."""
+        return z[ctx.layout.slice(self.reported_block or self.model_block)]
 
     # Method declares a plain class attribute, which subclasses set in their bodies; here it
-    # follows model_block. Nothing assigns it on an instance, the one thing a property
-    # would refuse.
+    # follows the reported block. Nothing assigns it on an instance, the one thing a
+    # property would refuse.
     @property
     def checked_by_output(self) -> tuple[str, ...]:  # type: ignore[override]
-        """The model block: the network average sums every row of it (as ``x / w`` for
-        push-sum), so a NaN or Inf there shows in the reported model."""
-        return (self.model_block,)
+        """The reported block: the network average sums every row of it (as ``x / w``
+        for push-sum), so a NaN or Inf there shows in the reported model."""
+        return (self.reported_block or self.model_block,)
 
     def output(self, z, ctx: RunContext):
         """The network average of the node models, shape (dim,)."""
         return _average(self.node_models(z, ctx))
+
+    @property
+    def consensus_of_rows(self) -> bool:
+        """Whether :meth:`consensus_error` is the mean squared distance of the rows of
+        :attr:`reported_block` from their average (neither it nor :meth:`node_models` is
+        overridden): the compiled batches of rounds compute it so, every round
+        (:mod:`stochmix.engine.runner.segments`)."""
+        plain = type(self).consensus_error is DecentralizedMethod.consensus_error
+        return plain and type(self).node_models is DecentralizedMethod.node_models
 
     def consensus_error(self, z, ctx: RunContext) -> float:
         models = self.node_models(z, ctx)

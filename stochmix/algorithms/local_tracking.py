@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from jaxtyping import Float
 
-from .._arrays import Array
 from .._validate import as_float, as_int, choice
 from ..engine import Block, RunContext, grad
 from ..mixing.sequences import RULES, GraphSequence
@@ -60,6 +58,7 @@ class KGT(DecentralizedMethod):
     rounds_repeat = True
     needs = {"rule": "doubly"}
     model_block = "z"  # gradients are taken at the local iterates
+    reported_block = "x"  # what each node reports (node_models)
 
     def __init__(
         self,
@@ -81,9 +80,6 @@ class KGT(DecentralizedMethod):
             Block("z", n_clients, "model"),
             Block("c", n_clients),
         ]
-
-    def node_models(self, z, ctx: RunContext) -> Float[Array, "n d"]:
-        return z[ctx.layout.slice("x")]
 
     def round_phases(self, r: int, participants: np.ndarray, ctx: RunContext) -> list:
         eq = self.round_equations(participants, ctx)

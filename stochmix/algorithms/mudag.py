@@ -103,6 +103,7 @@ class Mudag(DecentralizedMethod):
     needs = {"rule": "doubly"}
     #: gradients are taken at the extrapolated points y; nodes report x (:meth:`node_models`)
     model_block = "y"
+    reported_block = "x"  # what each node reports (node_models)
 
     def __init__(
         self,
@@ -214,11 +215,3 @@ class Mudag(DecentralizedMethod):
         g[:] = grad()
         return [*first, descend, mix, extrapolate, eq.build("track")]
 
-    def node_models(self, z, ctx: RunContext):
-        """The model each node reports, x^t, shape (n, dim)."""
-        return z[ctx.layout.slice("x")]
-
-    @property
-    def checked_by_output(self) -> tuple[str, ...]:  # type: ignore[override]
-        """The reported block x: the network average sums every row of it."""
-        return ("x",)

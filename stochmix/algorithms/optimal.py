@@ -143,6 +143,7 @@ class APAPC(DecentralizedMethod):
     rounds_repeat = True
     #: gradients are taken at x_g; nodes report x (:meth:`node_models`)
     model_block = "xg"
+    reported_block = "x"  # what each node reports (node_models)
     _run_state = DecentralizedMethod._run_state | {"constants", "_local"}
     graph_tuned = frozenset({"constants"})  # from W's spectrum (certificates keep them)
 
@@ -274,14 +275,6 @@ class APAPC(DecentralizedMethod):
         xg[:] = tau * x + (1.0 - tau) * xf
         return [predictor, gossip, corrector, eq.build("couple")]
 
-    def node_models(self, z, ctx: RunContext):
-        """The model each node reports, x^k, shape (n, dim)."""
-        return z[ctx.layout.slice("x")]
-
-    @property
-    def checked_by_output(self) -> tuple[str, ...]:  # type: ignore[override]
-        """The reported block x: the network average sums every row of it."""
-        return ("x",)
 
 
 class OPAPC(APAPC):

@@ -34,14 +34,19 @@ def no_gradient(data, client, x, out):
 #: whose phase wrote a value that is not finite (its rows are written, its model row not),
 #: or ``-(r + 1)`` when round r's model has an entry above ``too_large`` in absolute value
 #: (round r done: the run's divergence threshold, checked where a round-by-round run
-#: checks it).
+#: checks it). The model is the average of the rows of the block that starts (node 0) at
+#: row ``report_base``; where ``consensus`` is not empty, ``consensus[r]`` gets the mean
+#: squared distance of those rows from their mean (computed afresh: O(n d) a round).
 SOURCE = """def rows(
     z, round_nodes, round_program, P0, T0, t_base, t_slot, M0, m_target, m_base, m_slot,
     m_coef, G0, g_target, g_client, g_coef, C0, c_slot, data, model_base, client_node,
-    n_average, sums, server, tbuf, gbuf, too_large,
+    n_average, sums, server, tbuf, gbuf, too_large, report_base, consensus,
 ):
     d = z.shape[1]
     rounds = round_program.shape[0]
+    mean = np.zeros(d)
+    first = report_base + client_node  # the reported row of the first node
+    n_nodes = int(n_average)
     for r in range(rounds):
         p = round_program[r]
         nodes = round_nodes[r]
@@ -72,7 +77,7 @@ SOURCE = """def rows(
             for t in range(targets):
                 base = t_base[t_lo + t]
                 row = base + nodes[t_slot[t_lo + t]]
-                model = base == model_base
+                model = base == report_base
                 for j in range(d):
                     value = tbuf[t, j]
                     if model:
@@ -88,6 +93,20 @@ SOURCE = """def rows(
             server[r, j] = value
             if abs(value) > too_large:
                 large = True
+        if consensus.shape[0] > 0:  # the spread of the reported rows about their mean
+            for j in range(d):
+                mean[j] = 0.0
+            for i in range(n_nodes):
+                for j in range(d):
+                    mean[j] += z[first + i, j]
+            for j in range(d):
+                mean[j] /= n_average
+            spread = 0.0
+            for i in range(n_nodes):
+                for j in range(d):
+                    gap = z[first + i, j] - mean[j]
+                    spread += gap * gap
+            consensus[r] = spread / n_average
         if large:
             return -(r + 1)
     return rounds

@@ -31,7 +31,7 @@ def batches(method, problem, participation, setup, back, dtype, options, rounds:
         problem, method, setup.ctx, options.metrics, rounds, options.evaluate_every,
         setup.expected,
     )  # fmt: skip
-    if not batches_every_node(recorder):
+    if not batches_every_node(recorder, made.spread):
         key = made.key
         made.key = lambda r, nodes, record: (  # type: ignore[method-assign]
             None if made.every_node(found := key(r, nodes, record)) else found

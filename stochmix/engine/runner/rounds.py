@@ -74,7 +74,7 @@ def run_rounds(
     diverged_at = None
     # max |entry|, not the norm: a norm overflows long before its entries do
     too_large = divergence_threshold * max(1.0, float(np.abs(recorder.server[0]).max()))
-    batched_every = batches_every_node(recorder)
+    batched_every = segments is not None and batches_every_node(recorder, segments.spread)
     r = done
     while r < rounds:
         if segments is not None and segments.verified and hasattr(stream, "peek"):
@@ -183,17 +183,18 @@ def _batch_limit(first: int, rounds: int, recorder, saver) -> int:
     return limit
 
 
-def batches_every_node(recorder) -> bool:
+def batches_every_node(recorder, spread: bool) -> bool:
     """Whether the rounds of every node run in compiled batches under this recording
-    (:meth:`~stochmix.engine.runner.segments.Segmenter.every_node`): where ``consensus``
-    (which reads the node rows, which a batch does not keep round by round) is not
-    recorded and the scheduled metrics are due less often than every round. A batch
-    records the metrics of the reported model every round (``distance``, and those a
-    problem gives in closed form: :meth:`~stochmix.engine.runner.recorder.Recorder.
-    model_metrics`) from the models it keeps; a scheduled metric ends a batch when it is
-    due, and a batch of one round costs more than the round run as planned (n = 40,
-    gradient tracking, least squares: 117 against 92 us with the default metrics)."""
-    if "consensus" in recorder.names:
+    (:meth:`~stochmix.engine.runner.segments.Segmenter.every_node`): where the scheduled
+    metrics are due less often than every round, and ``consensus`` is not recorded or is
+    the spread of the reported rows (``spread``:
+    :attr:`~stochmix.engine.runner.segments.Segmenter.spread`), which the batch's loop
+    computes every round. A batch records the metrics of the reported model every round
+    (``distance``, and those a problem gives in closed form:
+    :meth:`~stochmix.engine.runner.recorder.Recorder.model_metrics`) from the models it
+    keeps; a scheduled metric ends a batch when it is due, and a batch of one round costs
+    more than the round run as planned."""
+    if "consensus" in recorder.names and not spread:
         return False
     return not recorder.scheduled or recorder.interval > 1
 
@@ -214,7 +215,11 @@ def _run_batch(segments, batch: tuple, z, recorder, start: float, back, too_larg
     arrays) and record them: ``(rounds done, stopped)``. Every round gets its model,
     ``distance``, participants, costs and time; the last one is measured in full."""
     first, nodes, programs, times, sizes = batch
-    ran, models, large = segments.run(z, nodes, programs, too_large)
+    every = segments.every_node_batch(programs)
+    spread = None
+    if every and "consensus" in recorder.values and segments.spread:
+        spread = np.empty(programs.size)
+    ran, models, large = segments.run(z, nodes, programs, too_large, spread)
     now = time.perf_counter() - start
     rows = slice(first + 1, first + 1 + ran)
     recorder.count[rows] = sizes[:ran]
@@ -227,9 +232,11 @@ def _run_batch(segments, batch: tuple, z, recorder, start: float, back, too_larg
         with np.errstate(over="ignore", invalid="ignore"):
             distance = np.linalg.norm(models - recorder.x_star, axis=1)
         recorder.values["distance"][rows] = distance
-    if ran and segments.every_node_batch(programs[:ran]):  # (a gossip batch: at its end)
+    if every:  # (a gossip batch records them at its end)
         for name in recorder.model_metrics():
             recorder.values[name][rows] = [recorder.evaluate(name, x) for x in models]
+        if spread is not None:
+            recorder.values["consensus"][rows] = spread[:ran]
     done = first + ran
     stopped = ran < programs.size and not large
     if stopped:  # the round that wrote a value that is not finite

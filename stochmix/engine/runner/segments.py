@@ -272,6 +272,12 @@ class Segmenter:
         self.kernel = kernel
         self.n = n_nodes
         self.model_base = layout.start(method.model_block) - layout.first_node(method.model_block)
+        reported = getattr(method, "reported_block", None) or method.model_block
+        #: the row of node 0 of the block the method reports (its node models)
+        self.report_base = layout.start(reported) - layout.first_node(reported)
+        #: whether the method's consensus error is the spread of those rows, which a
+        #: batch of rounds of every node computes every round
+        self.spread = bool(getattr(method, "consensus_of_rows", False))
         self.keys: dict = {}  # key -> program index | (candidate, traffic) | False
         self.verified: dict = {}  # key -> program index, for the verified keys
         # the method's keys: round 0's, and that of every later round (the contract of
@@ -437,19 +443,26 @@ class Segmenter:
         return r, nodes[:count], programs[:count], None if times is None else times[:count], sizes
 
     def run(
-        self, z: np.ndarray, nodes: np.ndarray, programs: np.ndarray, too_large: float = np.inf
+        self,
+        z: np.ndarray,
+        nodes: np.ndarray,
+        programs: np.ndarray,
+        too_large: float = np.inf,
+        consensus: np.ndarray | None = None,
     ) -> tuple:
         """Run the rounds (their nodes (B, k), their programs (B,)) on ``z`` in place:
         ``(rounds done, their reported models, stopped by the threshold)``: the rounds stop
         at the first one whose phase writes a value that is not finite (not counted as
         done) or whose reported model has an entry above ``too_large`` in absolute value
         (counted: the run's divergence threshold, checked after every round as a
-        round-by-round run checks it)."""
+        round-by-round run checks it). ``consensus``: None, or an array of shape (B,) that
+        gets each round's consensus error (the spread of the reported rows, see
+        :attr:`spread`; O(n d) a round, for rounds of every node)."""
         from ..codegen.segment_kernel import batch_function
 
         assert self.packed is not None  # a verified key packed its program
         P0, arrays = self.packed
-        first = self.model_base + self.method.client_node
+        first = self.report_base + self.method.client_node
         model = z[first : first + self.n]
         sums = model.sum(axis=0).astype(np.float64)
         server = np.empty((programs.size, z.shape[1]))
@@ -469,7 +482,8 @@ class Segmenter:
             arrays["m_slot"], arrays["m_coef"], arrays["g0"], arrays["g_target"],
             arrays["g_client"], arrays["g_coef"], arrays["c0"], arrays["c_slot"], data,
             self.model_base, self.method.client_node, float(self.n), sums, server, tbuf, gbuf,
-            float(too_large),
+            float(too_large), self.report_base,
+            np.zeros(0) if consensus is None else consensus,
         )  # fmt: skip
         done = int(done)
         large = done < 0
