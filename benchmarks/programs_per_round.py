@@ -12,11 +12,10 @@ those that run every client), the decentralized ones under ``Full(40)`` on a ran
 of rounds 1-5 (round 0 may hold a method's start) and what each segment is, how many of them
 wait at a barrier (``Segment.waits``: they mix rows that an earlier segment of the round
 writes, so every node's rows must be written first), and flags the slow paths ``explain``
-lists. A second count explains the same runs recording only the metrics of the reported
-model (no ``consensus``, which reads every node's rows): there the rounds of every node of
-the decentralized methods whose rounds repeat run in the compiled batches of the segment
-loop (:mod:`stochmix.engine.runner.segments`), one program for many rounds. Nothing is
-timed.
+lists. A second count says which methods' steady rounds (round 5) run in the compiled
+batches of the segment loop (:mod:`stochmix.engine.runner.segments`: the rounds of every
+node of a small graph, after the first two of each plan key), one program for many
+rounds. Nothing is timed.
 
 Run: ``.venv/bin/python benchmarks/programs_per_round.py [--compiled true|false|auto]``
 (a few seconds).
@@ -36,9 +35,6 @@ from stochmix.participation import Full, RandomEdge, UniformSample
 from stochmix.problems import L1, Composite, LeastSquares
 
 N = 40
-#: the metrics of the second count: those of the reported model alone (least squares gives
-#: the objective and the gradient norm in closed form), which batches of rounds record
-MODEL_METRICS = ("distance", "objective", "gradient_norm")
 PROXIMAL = {"fedmid", "feddualavg", "pg_extra", "prox_nids", "dapg"}
 ARGUMENTS = {
     "mudag": {"mix_rounds": 2, "mu": 0.01},
@@ -90,11 +86,7 @@ def main() -> None:
         span = f"{min(counts)}-{max(counts)}"
         barriers = max(c - f for c, f in zip(counts, free, strict=True))
         cut = f" ({barriers} after a barrier)" if barriers else ""
-        # the same run recording the metrics of the model alone (no consensus): where
-        # its steady rounds run in the compiled batches of the segment loop
-        steady = sm.explain(method, target, participation, rounds=6, compiled=compiled,
-                            seed=0, metrics=MODEL_METRICS).rounds[-1]  # fmt: skip
-        in_batch = steady.source == "batch"
+        in_batch = plan.rounds[-1].source == "batch"  # (the run's steady rounds)
         batched += in_batch
         one_or_batched += in_batch or max(counts) <= 1
         batch = "; in batches" if in_batch else ""
@@ -102,9 +94,9 @@ def main() -> None:
     print(f"{one} of {len(kinds)} methods: one program a round")
     print(f"{between} more: one program between the barriers of a round (mixing rows it wrote)")
     print(
-        f"recording {', '.join(MODEL_METRICS)} (no consensus): {batched} methods run their "
-        "rounds in the compiled batches of the segment loop (one program for many rounds); "
-        f"{one_or_batched} of {len(kinds)} run one program a round or fewer"
+        f"{batched} methods run their steady rounds in the compiled batches of the segment "
+        f"loop (one program for many rounds); {one_or_batched} of {len(kinds)} run one "
+        "program a round or fewer"
     )
 
 
