@@ -240,3 +240,38 @@ def test_explain_shows_the_rounds_a_run_batches(monkeypatch):
     plan = sm.explain(algorithms.NIDS(0.3 / logistic.smoothness, sequence), logistic,
                       participation.Full(N), rounds=8, compiled=True, evaluate_every=1)  # fmt: skip
     assert all(p.source != "batch" for p in plan.rounds)
+
+
+def test_a_resumed_run_ends_bit_for_bit_where_the_uninterrupted_one_does(tmp_path, monkeypatch):
+    """Batches end at every checkpoint and the keys are learnt again after it, as a run
+    resumed from it learns them: the two run the same rounds in full and agree bit for
+    bit."""
+    problem = _problem()
+    sequence = _sequence(True)
+    sizes = batch_sizes(monkeypatch)
+
+    def go(rounds, path):
+        method = algorithms.NIDS(0.3 / problem.smoothness, sequence)
+        return sm.run(method, problem, participation.Full(N), rounds, seed=4, progress=False,
+                      compiled=True, checkpoint=path, checkpoint_every=40)  # fmt: skip
+
+    whole = go(160, tmp_path / "whole.ckpt")
+    go(80, tmp_path / "cut.ckpt")
+    resumed = go(160, tmp_path / "cut.ckpt")
+    assert resumed.config["resumed_from"] == 80
+    np.testing.assert_array_equal(resumed.server, whole.server)
+    np.testing.assert_array_equal(resumed.node_models, whole.node_models)
+    np.testing.assert_array_equal(resumed.consensus, whole.consensus)
+    assert sum(sizes) > 0
+
+
+def test_the_rounds_of_a_batch_share_its_wall_time_evenly(monkeypatch):
+    problem = _problem()
+    sizes = batch_sizes(monkeypatch)
+    result = sm.run(algorithms.GradientTracking(0.3 / problem.smoothness, _sequence(False)),
+                    problem, participation.Full(N), 400, compiled=True, progress=False,
+                    metrics=())  # fmt: skip
+    assert sizes == [400 - 3]
+    batch = np.diff(result.wall_time[3:])  # the batch's rounds: equal shares of its time
+    assert (batch > 0).all()
+    np.testing.assert_allclose(batch, batch[0], rtol=1e-6)

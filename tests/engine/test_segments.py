@@ -29,6 +29,7 @@ def _graph():
         lambda g: algorithms.PushPull(0.05, g, row_rule="metropolis", column_rule="metropolis"),
         lambda g: algorithms.EXTRA(0.05, g),
         lambda g: algorithms.NIDS(0.05, g),
+        lambda g: algorithms.KGT(0.05, g, 2),  # (it reports x, takes gradients at z)
     ],
 )
 @pytest.mark.parametrize("process", ["edge", "matching"])
@@ -175,15 +176,25 @@ def test_a_method_whose_ticks_hold_row_maps_runs_with_rounds_repeat_set():
     np.testing.assert_array_equal(got.server, plain.server)
 
 
+class _ReportsX(algorithms.KGT):
+    """K-GT reporting its x rows by overriding node_models (not by reported_block)."""
+
+    rounds_repeat = True
+
+    def node_models(self, z, ctx):
+        return z[ctx.layout.slice("x")]
+
+
 def test_a_method_whose_nodes_report_other_rows_says_its_ticks_are_built_in_full():
-    """K-GT's nodes report another block than their model rows, so its gossip ticks never
-    run in compiled segments: explain lists that as a slow path (it used to say nothing),
-    while a method that segments lists none."""
+    """A method whose node_models reads other rows than its model block's (an override:
+    the segment loop keeps the average of one declared block) never runs its gossip ticks
+    in compiled segments: explain lists that as a slow path, while K-GT, which declares
+    its reported block (reported_block), and DGD list none."""
     n = 12
     graph = nx.cycle_graph(n)
     problem = problems.LeastSquares.random(n, 4, 6, seed=0)
     seq = mixing.StaticSequence(graph, n)
-    kgt = sm.explain(algorithms.KGT(0.01, seq, 2), problem, participation.RandomEdge(graph), 3)
-    assert any("report other rows" in note.why for note in kgt.slow_paths)
-    dgd = sm.explain(algorithms.DGD(0.01, seq), problem, participation.RandomEdge(graph), 3)
-    assert not dgd.slow_paths
+    own = sm.explain(_ReportsX(0.01, seq, 2), problem, participation.RandomEdge(graph), 3)
+    assert any("report other rows" in note.why for note in own.slow_paths)
+    for method in (algorithms.KGT(0.01, seq, 2), algorithms.DGD(0.01, seq)):
+        assert not sm.explain(method, problem, participation.RandomEdge(graph), 3).slow_paths

@@ -213,7 +213,8 @@ def _after_batch(done, rounds, bar, saver, z, back, ctx, recorder, problem, segm
 def _run_batch(segments, batch: tuple, z, recorder, start: float, back, too_large: float):
     """Run a batch of rounds (:meth:`~stochmix.engine.runner.segments.Segmenter.take_pending`'s
     arrays) and record them: ``(rounds done, stopped)``. Every round gets its model,
-    ``distance``, participants, costs and time; the last one is measured in full."""
+    ``distance``, participants, costs and wall time (the batch's, from the end of the
+    round before it, in equal shares); the last one is measured in full."""
     first, nodes, programs, times, sizes = batch
     every = segments.every_node_batch(programs)
     spread = None
@@ -227,7 +228,10 @@ def _run_batch(segments, batch: tuple, z, recorder, start: float, back, too_larg
     if times is not None:
         recorder.time[rows] = times[:ran]
     recorder.server[rows] = models
-    recorder.clock[rows] = now
+    # the batch's time in equal shares (its rounds run the same programs; the loop does
+    # not stop the clock between them)
+    began = recorder.clock[first]
+    recorder.clock[rows] = began + (now - began) * np.arange(1, ran + 1) / max(ran, 1)
     if "distance" in recorder.values and recorder.x_star is not None:
         with np.errstate(over="ignore", invalid="ignore"):
             distance = np.linalg.norm(models - recorder.x_star, axis=1)

@@ -21,13 +21,14 @@ gradient (:meth:`~stochmix.problems.Problem.row_gradient`), and keeps the networ
 What a segmented run records: the reported model of every round, the participants,
 gradients, messages, floats and simulated time of every round, ``distance`` at every
 round (from the model), and the other metrics at the end of each batch (a batch ends
-before every round where a scheduled metric is due, and at the end of the run); the wall
-time of a batch's rounds is the time at its end. The arithmetic is the phases' (sums in
-the order of their terms), so a segmented run agrees with a round-by-round run to
-rounding, not bit for bit; whether rounds are segmented depends only on the run's
-inputs, never on timing. After every checkpoint the segmenter learns its keys again, as a
-run resumed from that checkpoint does, so that a resumed run ends bit for bit where the
-uninterrupted one does.
+before every round where a scheduled metric is due, and at the end of the run; batches of
+rounds of every node record more, see below); the wall time of a batch is shared equally
+among its rounds (from the end of the round before it to its end). The arithmetic is the
+phases' (sums in the order of their terms), so a segmented run agrees with a
+round-by-round run to rounding, not bit for bit; whether rounds are segmented depends
+only on the run's inputs, never on timing. After every checkpoint the segmenter learns
+its keys again, as a run resumed from that checkpoint does, so that a resumed run ends
+bit for bit where the uninterrupted one does.
 
 The rounds of every node (``Full(n)``) on a graph of at most :data:`MAX_EVERY_NODES` nodes
 run the same way (a decentralized method's whole run, barriers included: the loop applies
