@@ -57,7 +57,7 @@ import numpy as np
 
 from ..model.inherited_keys import MethodKeys
 from ..model.method import Method
-from ..model.rowmap import RowMap
+from .slot_form import SlotProgram, pack, slot_program, unique_rows
 
 __all__ = [
     "BATCH",
@@ -79,165 +79,6 @@ MAX_EVERY_NODES = 256
 #: Under ``compiled="auto"``, the rounds of every node run in batches in runs of at least
 #: this many rounds.
 EVERY_MIN_ROUNDS = 2000
-
-
-class SlotProgram:
-    """One round's phases in slot form (see the module docstring), as flat arrays.
-
-    Per phase q: targets ``t_base[t0[q]:t0[q+1]]``, ``t_slot[...]`` (rows rewritten);
-    terms ``m_target`` (index among the phase's targets), ``m_base``, ``m_slot`` (the
-    source row, ``m_slot = -1``: the fixed row ``m_base``), ``m_coef`` in
-    ``m0[q]:m0[q+1]``; gradient terms ``g_target``, ``g_client`` (index among the
-    phase's clients), ``g_coef`` in ``g0[q]:g0[q+1]``; clients' slots ``c_slot`` in
-    ``c0[q]:c0[q+1]``.
-    """
-
-    t0: np.ndarray
-    t_base: np.ndarray
-    t_slot: np.ndarray
-    m0: np.ndarray
-    m_target: np.ndarray
-    m_base: np.ndarray
-    m_slot: np.ndarray
-    m_coef: np.ndarray
-    g0: np.ndarray
-    g_target: np.ndarray
-    g_client: np.ndarray
-    g_coef: np.ndarray
-    c0: np.ndarray
-    c_slot: np.ndarray
-
-    FIELDS = (
-        "t0", "t_base", "t_slot", "m0", "m_target", "m_base", "m_slot", "m_coef",
-        "g0", "g_target", "g_client", "g_coef", "c0", "c_slot",
-    )  # fmt: skip
-
-    def __init__(self, **arrays):
-        for name in self.FIELDS:
-            setattr(self, name, arrays[name])
-
-    def same(self, other: SlotProgram) -> bool:
-        """Equal arrays, coefficients bit for bit."""
-        return all(np.array_equal(getattr(self, k), getattr(other, k)) for k in self.FIELDS)
-
-    @property
-    def gradients(self) -> bool:
-        return self.c_slot.size > 0
-
-
-def _positions(values: np.ndarray, nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The place of each of ``values`` among the sorted ``nodes`` (-1 where absent), and
-    whether it is there."""
-    pos = nodes.searchsorted(values)
-    inside = (pos < nodes.size) & (nodes[np.minimum(pos, max(nodes.size - 1, 0))] == values)
-    return np.where(inside, pos, -1), inside
-
-
-def _slots(rows: np.ndarray, bases: np.ndarray, starts: np.ndarray, nodes: np.ndarray):
-    """``(base, slot, inside)`` of state rows: the row of node 0 of each row's block, the
-    place of its node among ``nodes`` (-1 for a row of no node of the round), and whether
-    it has one."""
-    base = bases[np.searchsorted(starts, rows, side="right") - 1]
-    slot, inside = _positions(rows - base, nodes)
-    return base, slot, inside
-
-
-def slot_program(phases, layout, nodes: np.ndarray, client_node: int) -> SlotProgram | None:
-    """The slot form of a round's phases, or None when a phase is not a linear phase or
-    touches a row of a node outside ``nodes``."""
-    if layout.scratch:
-        return None  # rows kept apart: a block is not one range of rows
-    blocks = layout.blocks
-    starts = np.array([layout.start(b.name) for b in blocks], dtype=np.int64)
-    bases = np.array([layout.start(b.name) - b.first_node for b in blocks], dtype=np.int64)
-    order = np.argsort(starts)
-    starts, bases = starts[order], bases[order]
-    parts: dict[str, list] = {k: [] for k in SlotProgram.FIELDS}
-    counts = {"t0": 0, "m0": 0, "g0": 0, "c0": 0}
-    for key in counts:
-        parts[key].append(0)
-    for phase in phases:
-        if isinstance(phase, RowMap):
-            return None  # nonlinear: no slot form (its _triplets refuse)
-        if getattr(phase, "draws", None) is not None or getattr(phase, "by_index", False):
-            return None  # sampled gradients, rows by index: bound per round, not slots
-        triplets = getattr(phase, "_triplets", None)
-        if triplets is None:
-            return None
-        targets, sources, coefs, g_targets, g_clients, g_coefs, zero_rows = triplets
-        rewritten = np.unique(np.concatenate([targets, g_targets, zero_rows]))
-        t_base, t_slot, ok = _slots(rewritten, bases, starts, nodes)
-        if not ok.all():
-            return None
-        s_base, s_slot, inside = _slots(sources, bases, starts, nodes)
-        s_base = np.where(inside, s_base, sources)  # a fixed row: its own index
-        clients = np.unique(g_clients)
-        c_slot, ok = _positions(clients + client_node, nodes)
-        if not ok.all():
-            return None
-        parts["t_base"].append(t_base)
-        parts["t_slot"].append(t_slot)
-        parts["m_target"].append(np.searchsorted(rewritten, targets))
-        parts["m_base"].append(s_base)
-        parts["m_slot"].append(s_slot)
-        parts["m_coef"].append(np.asarray(coefs, dtype=float))
-        parts["g_target"].append(np.searchsorted(rewritten, g_targets))
-        parts["g_client"].append(np.searchsorted(clients, g_clients))
-        parts["g_coef"].append(np.asarray(g_coefs, dtype=float))
-        parts["c_slot"].append(c_slot)
-        counts["t0"] += rewritten.size
-        counts["m0"] += targets.size
-        counts["g0"] += g_targets.size
-        counts["c0"] += clients.size
-        for key, value in counts.items():
-            parts[key].append(value)
-    arrays = {}
-    for key in SlotProgram.FIELDS:
-        values = parts[key]
-        kind = float if key.endswith("coef") else np.int64
-        arrays[key] = (
-            np.asarray(values, dtype=np.int64)
-            if key in counts
-            else (np.concatenate(values).astype(kind) if values else np.zeros(0, kind))
-        )
-    return SlotProgram(**arrays)
-
-
-def _unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The distinct rows of the int64 matrix ``rows`` (B, w) and the index of each row
-    among them, as ``np.unique(rows, axis=0, return_inverse=True)`` gives them (in another
-    order): through one integer per row (its entries as mixed-radix digits) where that
-    integer fits in int64, a sort of B numbers instead of B rows."""
-    low, high = rows.min(axis=0), rows.max(axis=0)
-    spans = (high - low + 1).astype(np.float64)
-    if float(np.prod(spans)) >= 2.0**62:
-        return np.unique(rows, axis=0, return_inverse=True)
-    weights = np.cumprod(np.concatenate([[1], spans[:0:-1]]))[::-1].astype(np.int64)
-    codes = (rows - low) @ weights
-    _, first, which = np.unique(codes, return_index=True, return_inverse=True)
-    return rows[first], which.reshape(-1)
-
-
-def _pack(programs: list[SlotProgram]) -> tuple:
-    """The programs' arrays concatenated, with program p's phases at ``P0[p]:P0[p+1]``
-    and every range shifted into the concatenation."""
-    P0 = [0]
-    ranges: dict[str, list] = {k: [] for k in ("t0", "m0", "g0", "c0")}
-    flat: dict[str, list] = {k: [] for k in SlotProgram.FIELDS if k not in ranges}
-    shift = dict.fromkeys(ranges, 0)
-    for prog in programs:
-        phases = prog.t0.size - 1
-        P0.append(P0[-1] + phases)
-        for key in ranges:
-            starts = getattr(prog, key)
-            ranges[key].append(starts[:-1] + shift[key])
-            shift[key] += int(starts[-1])
-        for key in flat:
-            flat[key].append(getattr(prog, key))
-    out = {k: np.concatenate(v) for k, v in flat.items()}
-    for key, parts in ranges.items():
-        out[key] = np.concatenate([*parts, np.array([shift[key]], dtype=np.int64)])
-    return np.asarray(P0, dtype=np.int64), out
 
 
 class Segmenter:
@@ -375,7 +216,7 @@ class Segmenter:
         self.everyone.append(self.every_node(key))
         self.programs.append(first)
         self.traffics.append(first_traffic)
-        self.packed = _pack(self.programs)
+        self.packed = pack(self.programs)
 
     def sampled(self, program: SlotProgram, nodes: np.ndarray) -> np.ndarray:
         """The sample gradients of rounds of ``program`` with nodes ``nodes`` (B, k): one
@@ -426,7 +267,7 @@ class Segmenter:
         variants = self.method.segment_variants(r, nodes)
         if variants is not None:  # the per-round part of the key: a last column
             flat = np.column_stack([flat, np.asarray(variants, dtype=np.int64)])
-        patterns, which = _unique_rows(flat)
+        patterns, which = unique_rows(flat)
         width, size = positions[0].size, nodes.shape[1]
         keys = [
             (base, size, np.ascontiguousarray(p[:width]).tobytes())
