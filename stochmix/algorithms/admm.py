@@ -68,6 +68,9 @@ class _Laplacian(DecentralizedMethod):
     def check_participation(self, participation) -> None:
         reason = "a synchronous method: every node solves its local problem in every iteration"
         require_everyone(participation, self.name, reason)
+        # every node in every iteration: plans are reused by phase_key (and small graphs'
+        # iterations run in compiled batches) where the iterations repeat
+        self._activation = "everyone"
 
     def _operators(self, k: int, build) -> tuple:
         """``build(adjacency, degrees)`` for the graph of step k, once per distinct graph
@@ -118,6 +121,7 @@ class DLM(_Laplacian):
     """
 
     name = "DLM"
+    rounds_repeat = True
 
     def __init__(self, lr, graphs: GraphSequence, penalty=1.0, check_mixing=True):
         super().__init__(lr, graphs, penalty, check_mixing)

@@ -45,6 +45,9 @@ METHODS = {
     "mudag": lambda lr, g: algorithms.Mudag(lr, g, mu=0.01, mix_rounds=2),
     "acc_dngd": lambda lr, g: algorithms.AccDNGD(lr, g, mu=0.01),
     "apapc": lambda lr, g: algorithms.APAPC(lr, g, mu=0.01),
+    # the Laplacian methods (every node solves in every iteration)
+    "dlm": lambda lr, g: algorithms.DLM(lr, g),
+    "lt_admm": lambda lr, g: algorithms.LTADMM(lr, g, local_steps=2),
 }
 
 
@@ -59,7 +62,7 @@ def _pair(make, problem, monkeypatch, metrics=("distance",), **options):
     return plain, fast, sizes
 
 
-FIXED_GRAPH = {"apapc"}  # (tuned from one gossip matrix's spectrum)
+FIXED_GRAPH = {"apapc", "lt_admm"}  # (tuned from one gossip matrix's spectrum; edge variables)
 
 
 @pytest.mark.parametrize(
