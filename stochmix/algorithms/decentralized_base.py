@@ -283,6 +283,12 @@ class DecentralizedMethod(Method):
         """``r == 0`` (the first iteration may differ: trackers start, EXTRA's first step)
         where :attr:`rounds_repeat` holds, the step does not decay, and gradients are
         taken at, and nodes report, the model rows; None otherwise."""
+        return self._iteration_key(r)
+
+    def _iteration_key(self, r: int):
+        """What :meth:`segment_key` gives by default, which :meth:`phase_key` and
+        :meth:`template_key` read: a method whose rounds never run in compiled segments
+        (a prox, a row map) returns None from ``segment_key`` and keeps its plans reused."""
         repeats = self.__dict__.get("_repeats")
         if repeats is None:
             plain = type(self).points is Method.points
@@ -297,7 +303,7 @@ class DecentralizedMethod(Method):
         sequence is periodic: such iterations build the same phases (the same W_k, the
         same operators), so the engine plans each position of the period once; None
         otherwise (node or edge activation, a decaying step, an aperiodic sequence)."""
-        first = self.segment_key(r)
+        first = self._iteration_key(r)
         period = self.graphs.period
         if first is None or not period or self.__dict__.get("_activation") != "everyone":
             return None
@@ -312,7 +318,7 @@ class DecentralizedMethod(Method):
         subset_template`), checked against full builds as every template is; None
         otherwise (an iteration in which every node is active; edge activation, a
         decaying step, an aperiodic sequence)."""
-        first = self.segment_key(r)
+        first = self._iteration_key(r)
         period = self.graphs.period
         if first is None or not period or self.__dict__.get("_activation") != "nodes":
             return None
