@@ -447,7 +447,8 @@ class DecentralizedMethod(Method):
         overridden): the compiled batches of rounds compute it so, every round
         (:mod:`stochmix.engine.runner.segments`)."""
         plain = type(self).consensus_error is DecentralizedMethod.consensus_error
-        return plain and type(self).node_models is DecentralizedMethod.node_models
+        plain = plain and type(self).node_models is DecentralizedMethod.node_models
+        return plain and not {"consensus_error", "node_models"} & vars(self).keys()
 
     def consensus_error(self, z, ctx: RunContext) -> float:
         models = self.node_models(z, ctx)

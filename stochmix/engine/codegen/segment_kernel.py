@@ -30,17 +30,19 @@ def no_gradient(data, client, x, out):
 #: ``rows(...)``: apply rounds ``0..B-1`` in order (round r: program
 #: ``round_program[r]`` with the nodes ``round_nodes[r]``), each phase from the state
 #: before it, keeping ``sums`` (the sum of the model block's rows) and writing ``sums /
-#: n_average`` into ``server[r]``. Returns the number of rounds done: B, or the round
-#: whose phase wrote a value that is not finite (its rows are written, its model row not),
+#: n_average`` into ``server[r]``. Returns the number of rounds done: B, or the round in
+#: which a phase wrote a value that is not finite (its rows are written, its model row not),
 #: or ``-(r + 1)`` when round r's model has an entry above ``too_large`` in absolute value
 #: (round r done: the run's divergence threshold, checked where a round-by-round run
 #: checks it). The model is the average of the rows of the block that starts (node 0) at
-#: row ``report_base``; where ``consensus`` is not empty, ``consensus[r]`` gets the mean
-#: squared distance of those rows from their mean (computed afresh: O(n d) a round).
+#: row ``report_base``: a running sum of the values stored, or (``fresh``, rounds of every
+#: node) their sum afresh every round; where ``consensus`` is not empty, ``consensus[r]``
+#: gets the mean squared distance of those rows from their mean (O(n d) a round). A round
+#: whose phase writes a value that is not finite has all its phases applied first.
 SOURCE = """def rows(
     z, round_nodes, round_program, P0, T0, t_base, t_slot, M0, m_target, m_base, m_slot,
     m_coef, G0, g_target, g_client, g_coef, C0, c_slot, data, model_base, client_node,
-    n_average, sums, server, tbuf, gbuf, too_large, report_base, consensus,
+    n_average, sums, server, tbuf, gbuf, too_large, report_base, consensus, fresh,
 ):
     d = z.shape[1]
     rounds = round_program.shape[0]
@@ -50,6 +52,7 @@ SOURCE = """def rows(
     for r in range(rounds):
         p = round_program[r]
         nodes = round_nodes[r]
+        finite = True
         for q in range(P0[p], P0[p + 1]):
             c_lo = C0[q]
             for c in range(c_lo, C0[q + 1]):
@@ -73,20 +76,25 @@ SOURCE = """def rows(
                 coef = g_coef[e]
                 for j in range(d):
                     tbuf[t, j] += coef * gbuf[gi, j]
-            finite = True
             for t in range(targets):
                 base = t_base[t_lo + t]
                 row = base + nodes[t_slot[t_lo + t]]
-                model = base == report_base
+                model = base == report_base and not fresh
                 for j in range(d):
-                    value = tbuf[t, j]
-                    if model:
-                        sums[j] += value - z[row, j]
-                    z[row, j] = value
-                    if not np.isfinite(value):
+                    old = z[row, j]
+                    z[row, j] = tbuf[t, j]
+                    if model:  # (the value stored: the state's dtype)
+                        sums[j] += z[row, j] - old
+                    if not np.isfinite(tbuf[t, j]):
                         finite = False
-            if not finite:
-                return r
+        if not finite:  # (the round's phases all applied, as a round run as planned)
+            return r
+        if fresh:  # the sum of the reported rows afresh (no running sum to drift)
+            for j in range(d):
+                sums[j] = 0.0
+            for i in range(n_nodes):
+                for j in range(d):
+                    sums[j] += z[first + i, j]
         large = False
         for j in range(d):
             value = sums[j] / n_average

@@ -43,7 +43,7 @@ from ..plan.planner import NOT_TEMPLATED, record_overrides
 from ..plan.round_plan import LocalStep, general_path
 from ..plan.slowpath import SLOW_PATH_MIN_ROUNDS, SlowPath
 from .arguments import RunOptions
-from .explain_batches import BATCHED, batches, ticks
+from .explain_batches import BATCHED, batches, checkpointed, ticks
 from .loop import participant_stream, prepare
 
 __all__ = ["Explanation", "RoundPlan", "Segment", "explain"]
@@ -355,6 +355,7 @@ def explain(
         if key is not None and made.program(key) is not None:
             loop = Segment("round loop", labels[key], int(participants.size), BATCHED)
             plans.append(RoundPlan(r, int(participants.size), "batch", (loop,)))
+            checkpointed(made, options, r + 1, rounds)
             continue
         keys.append(planner.keys.get("template_key", r, participants))
         inherited.append(method.template_key(r, participants))
@@ -372,6 +373,7 @@ def explain(
                 phases = method.round_phases(r, participants, setup.ctx)
             made.learn(key, phases, participants, planner.round_traffic())
             labels.setdefault(key, tuple(p.label for p in phases))
+        checkpointed(made, options, r + 1, rounds)
     return Explanation(
         method=method.name,
         backend=getattr(back, "name", type(back).__name__),

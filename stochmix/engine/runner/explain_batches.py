@@ -9,7 +9,7 @@ from .recorder import Recorder
 from .rounds import batches_every_node
 from .segments import BATCH, MAX_NODES, segmenter, unsegmented
 
-__all__ = ["BATCHED", "batches", "ticks"]
+__all__ = ["BATCHED", "batches", "checkpointed", "ticks"]
 
 #: what runs a round of a compiled batch (:class:`Segment`'s ``runs``)
 BATCHED = "every phase in order (Numba)"
@@ -37,6 +37,16 @@ def batches(method, problem, participation, setup, back, dtype, options, rounds:
             None if made.every_node(found := key(r, nodes, record)) else found
         )
     return made
+
+
+def checkpointed(made, options, done: int, rounds: int) -> None:
+    """After round ``done`` of a run of ``rounds``: where the run writes a checkpoint
+    there, its segmenter learns its keys again (as a run resumed from it does), and so
+    does ``made``, the explained one (None: nothing to do)."""
+    if made is None or options.checkpoint is None:
+        return
+    if done % options.checkpoint_every == 0 or done == rounds:
+        made.forget()
 
 
 def ticks(method, problem, participation, setup, back, dtype, options, plans) -> str:

@@ -220,18 +220,22 @@ def _run_batch(segments, batch: tuple, z, recorder, start: float, back, too_larg
     spread = None
     if every and "consensus" in recorder.values and segments.spread:
         spread = np.empty(programs.size)
-    ran, models, large = segments.run(z, nodes, programs, too_large, spread)
+    ran, models, large = segments.run(z, nodes, programs, too_large, spread, every)
     now = time.perf_counter() - start
-    rows = slice(first + 1, first + 1 + ran)
-    recorder.count[rows] = sizes[:ran]
-    recorder.traffic[rows] = segments.traffic(nodes[:ran], programs[:ran])
+    failed = ran < programs.size and not large  # round ``ran`` wrote a value not finite
+    spent = ran + failed  # the rounds whose phases were applied
+    rows = slice(first + 1, first + 1 + spent)
+    recorder.count[rows] = sizes[:spent]
+    recorder.traffic[rows] = segments.traffic(nodes[:spent], programs[:spent])
     if times is not None:
-        recorder.time[rows] = times[:ran]
-    recorder.server[rows] = models
+        recorder.time[rows] = times[:spent]
     # the batch's time in equal shares (its rounds run the same programs; the loop does
     # not stop the clock between them)
     began = recorder.clock[first]
-    recorder.clock[rows] = began + (now - began) * np.arange(1, ran + 1) / max(ran, 1)
+    recorder.clock[rows] = began + (now - began) * np.arange(1, spent + 1) / max(spent, 1)
+    done = first + ran
+    rows = slice(first + 1, done + 1)  # the rounds done: their models are kept
+    recorder.server[rows] = models
     if "distance" in recorder.values and recorder.x_star is not None:
         with np.errstate(over="ignore", invalid="ignore"):
             distance = np.linalg.norm(models - recorder.x_star, axis=1)
@@ -241,14 +245,11 @@ def _run_batch(segments, batch: tuple, z, recorder, start: float, back, too_larg
             recorder.values[name][rows] = [recorder.evaluate(name, x) for x in models]
         if spread is not None:
             recorder.values["consensus"][rows] = spread[:ran]
-    done = first + ran
-    stopped = ran < programs.size and not large
-    if stopped:  # the round that wrote a value that is not finite
-        done += 1
-        recorder.count[done] = sizes[ran]
-        recorder.clock[done] = now
-    x = recorder.measure(done, z, back, last=True)
-    stopped = stopped or large or not np.isfinite(x).all() or np.abs(x).max() > too_large
+    done += failed
+    # (scheduled metrics where they are due, as round by round: a batch may end elsewhere)
+    last = failed or large or done == recorder.rounds
+    x = recorder.measure(done, z, back, last=last)
+    stopped = failed or large or not np.isfinite(x).all() or np.abs(x).max() > too_large
     return done, stopped
 
 

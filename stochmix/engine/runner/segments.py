@@ -291,6 +291,7 @@ class Segmenter:
         programs: np.ndarray,
         too_large: float = np.inf,
         consensus: np.ndarray | None = None,
+        fresh: bool = False,
     ) -> tuple:
         """Run the rounds (their nodes (B, k), their programs (B,)) on ``z`` in place:
         ``(rounds done, their reported models, stopped by the threshold)``: the rounds stop
@@ -299,7 +300,9 @@ class Segmenter:
         (counted: the run's divergence threshold, checked after every round as a
         round-by-round run checks it). ``consensus``: None, or an array of shape (B,) that
         gets each round's consensus error (the spread of the reported rows, see
-        :attr:`spread`; O(n d) a round, for rounds of every node)."""
+        :attr:`spread`; O(n d) a round, for rounds of every node). ``fresh``: the reported
+        average is summed afresh every round (rounds of every node: O(n d), no running
+        sum to drift), not kept as a running sum (gossip ticks: O(the rows written))."""
         from ..codegen.segment_kernel import batch_function
 
         assert self.packed is not None  # a verified key packed its program
@@ -325,7 +328,7 @@ class Segmenter:
             arrays["g_client"], arrays["g_coef"], arrays["c0"], arrays["c_slot"], data,
             self.model_base, self.method.client_node, float(self.n), sums, server, tbuf, gbuf,
             float(too_large), self.report_base,
-            np.zeros(0) if consensus is None else consensus,
+            np.zeros(0) if consensus is None else consensus, bool(fresh),
         )  # fmt: skip
         done = int(done)
         large = done < 0
@@ -349,7 +352,19 @@ def _could_segment(method, participation, back, layout, callback) -> bool:
         and not layout.scratch
         and callback is None
         and bool(getattr(method, "reports_node_average", False))
+        and not _instance_hooks(method)
     )
+
+
+#: hooks of what a round reports that a batch computes itself (the average of the
+#: reported rows, their spread)
+REPORT_HOOKS = ("output", "node_models", "consensus_error", "points")
+
+
+def _instance_hooks(method) -> bool:
+    """Whether ``method`` has a hook of :data:`REPORT_HOOKS` set on the instance (a
+    function of its own, which the class's declarations do not describe)."""
+    return any(name in vars(method) for name in REPORT_HOOKS)
 
 
 def _everyone(method, participation, back, layout, callback, compiled, rounds) -> bool:
@@ -368,7 +383,7 @@ def _everyone(method, participation, back, layout, callback, compiled, rounds) -
         return False
     if type(back) is not NumpyBackend or layout.scratch or callback is not None:
         return False
-    if not bool(getattr(method, "reports_node_average", False)):
+    if not bool(getattr(method, "reports_node_average", False)) or _instance_hooks(method):
         return False
     p = participation.probabilities
     return p is not None and bool(np.all(np.asarray(p) == 1.0))
