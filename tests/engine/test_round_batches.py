@@ -68,7 +68,13 @@ FIXED_GRAPH = {"apapc", "lt_admm"}  # (tuned from one gossip matrix's spectrum; 
 @pytest.mark.parametrize(
     "name, periodic",
     [(name, False) for name in sorted(METHODS)]
-    + [(name, True) for name in sorted(METHODS) if name not in FIXED_GRAPH],
+    # (the periodic graphs in the slow stage, for the quick suite's time; each method's
+    # static case stays quick, and the resumed run below is periodic)
+    + [
+        pytest.param(name, True, marks=pytest.mark.slow)
+        for name in sorted(METHODS)
+        if name not in FIXED_GRAPH
+    ],
 )
 def test_batched_rounds_equal_the_rounds_run_one_by_one(monkeypatch, name, periodic):
     problem = _problem()
@@ -202,7 +208,8 @@ def test_scheduled_metrics_end_the_batches(monkeypatch):
     [
         (False, 80, N),
         ("auto", 80, N),  # a short run: loading the compiled loop would cost more
-        (True, 80, segments_module.MAX_EVERY_NODES + 1),  # a graph this large: one by one
+        # a graph this large: one by one (slow stage: 3 s)
+        pytest.param(True, 80, segments_module.MAX_EVERY_NODES + 1, marks=pytest.mark.slow),
     ],
 )
 def test_where_rounds_of_every_node_are_not_batched(monkeypatch, compiled, rounds, n):
@@ -281,6 +288,7 @@ def test_the_rounds_of_a_batch_share_its_wall_time_evenly(monkeypatch):
 
 
 # ------------------------------------------------------------------ what a review found
+@pytest.mark.slow  # 4,000 rounds
 def test_the_reported_average_does_not_drift_over_a_long_float32_batch(monkeypatch):
     """The average is summed afresh every round of a batch of every node (a running sum
     tracked float64 values the float32 state never held: 6.6e-5 off after 2,000 rounds,
@@ -362,6 +370,7 @@ def test_explain_learns_the_keys_again_after_each_checkpoint(tmp_path, monkeypat
     assert not {30, 31, 60, 61, 90, 91} & set(batched)  # (built in full: keys learnt again)
 
 
+@pytest.mark.slow  # (5 s; test_scheduled_metrics_end_the_batches is quick)
 def test_scheduled_metrics_are_evaluated_where_due_only(tmp_path, monkeypatch):
     """A batch that ends where no metric is due (a checkpoint) evaluates none there."""
     problem = problems.Logistic.random(N, 4, rows_per_client=3, seed=5)

@@ -29,7 +29,8 @@ def _graph():
         lambda g: algorithms.PushPull(0.05, g, row_rule="metropolis", column_rule="metropolis"),
         lambda g: algorithms.EXTRA(0.05, g),
         lambda g: algorithms.NIDS(0.05, g),
-        lambda g: algorithms.KGT(0.05, g, 2),  # (it reports x, takes gradients at z)
+        # (it reports x and takes gradients at z; slow stage: 7 s a process)
+        pytest.param(lambda g: algorithms.KGT(0.05, g, 2), marks=pytest.mark.slow),
     ],
 )
 @pytest.mark.parametrize("process", ["edge", "matching"])
