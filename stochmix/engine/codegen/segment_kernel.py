@@ -36,8 +36,8 @@ def no_gradient(data, client, x, out):
 #: (round r done: the run's divergence threshold, checked where a round-by-round run
 #: checks it). The model is the average of the rows of the block that starts (node 0) at
 #: row ``report_base``: a running sum of the values stored, or (``fresh``, rounds of every
-#: node) their sum afresh every round; where ``consensus`` is not empty, ``consensus[r]``
-#: gets the mean squared distance of those rows from their mean (O(n d) a round). A round
+#: node) their sum afresh every round; where ``consensus`` is not empty (with ``fresh``),
+#: ``consensus[r]`` gets the mean squared distance of those rows from their mean. A round
 #: whose phase writes a value that is not finite has all its phases applied first.
 SOURCE = """def rows(
     z, round_nodes, round_program, P0, T0, t_base, t_slot, M0, m_target, m_base, m_slot,
@@ -103,12 +103,7 @@ SOURCE = """def rows(
                 large = True
         if consensus.shape[0] > 0:  # the spread of the reported rows about their mean
             for j in range(d):
-                mean[j] = 0.0
-            for i in range(n_nodes):
-                for j in range(d):
-                    mean[j] += z[first + i, j]
-            for j in range(d):
-                mean[j] /= n_average
+                mean[j] = sums[j] / n_average  # (summed afresh above: consensus is fresh)
             spread = 0.0
             for i in range(n_nodes):
                 for j in range(d):

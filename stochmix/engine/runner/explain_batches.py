@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from ..plan.capabilities import capabilities
 from .recorder import Recorder
-from .rounds import batches_every_node
 from .segments import BATCH, MAX_NODES, segmenter, unsegmented
 
 __all__ = ["BATCHED", "batches", "checkpointed", "ticks"]
@@ -17,26 +16,18 @@ BATCHED = "every phase in order (Numba)"
 
 def batches(method, problem, participation, setup, back, dtype, options, rounds: int):
     """The :class:`~stochmix.engine.runner.segments.Segmenter` the run would have (None
-    where it has none), with the rounds of every node left out where the run's metrics
-    keep them from batches (:func:`~stochmix.engine.runner.rounds.batches_every_node`)."""
+    where it has none), under the run's recording (its metrics may keep the rounds of
+    every node from batches: :func:`~stochmix.engine.runner.segments.batches_every_node`)."""
     if options.clock is not None:
-        return None
-    made = segmenter(
-        method, problem, participation, setup.layout, setup.ctx, back, capabilities(back),
-        dtype, options.callback, lambda: None, rounds,
-    )  # fmt: skip
-    if made is None:
         return None
     recorder = Recorder(
         problem, method, setup.ctx, options.metrics, rounds, options.evaluate_every,
         setup.expected,
     )  # fmt: skip
-    if not batches_every_node(recorder, made.spread):
-        key = made.key
-        made.key = lambda r, nodes, record: (  # type: ignore[method-assign]
-            None if made.every_node(found := key(r, nodes, record)) else found
-        )
-    return made
+    return segmenter(
+        method, problem, participation, setup.layout, setup.ctx, back, capabilities(back),
+        dtype, options.callback, lambda: None, rounds, recorder,
+    )  # fmt: skip
 
 
 def checkpointed(made, options, done: int, rounds: int) -> None:

@@ -19,7 +19,6 @@ from .segments import BATCH
 __all__ = [
     "DivergenceError",
     "DivergenceWarning",
-    "batches_every_node",
     "participant_stream",
     "run_rounds",
 ]
@@ -74,7 +73,6 @@ def run_rounds(
     diverged_at = None
     # max |entry|, not the norm: a norm overflows long before its entries do
     too_large = divergence_threshold * max(1.0, float(np.abs(recorder.server[0]).max()))
-    batched_every = segments is not None and batches_every_node(recorder, segments.spread)
     r = done
     while r < rounds:
         if segments is not None and segments.verified and hasattr(stream, "peek"):
@@ -95,8 +93,6 @@ def run_rounds(
         else:  # an Activation: its nodes, and its edges and time for the method and record
             participants, ctx.activation = nodes, drawn
         key = None if segments is None else segments.key(r, participants, drawn)
-        if key is not None and not batched_every and segments.every_node(key):
-            key = None  # (batches of one round: no faster than the round run as planned)
         if key is not None:
             found = segments.program(key)
             if found is not None:  # a verified round: run it in the next batch
@@ -181,22 +177,6 @@ def _batch_limit(first: int, rounds: int, recorder, saver) -> int:
     if saver is not None:
         limit = min(limit, -(-(first + 1) // saver.every) * saver.every)
     return limit
-
-
-def batches_every_node(recorder, spread: bool) -> bool:
-    """Whether the rounds of every node run in compiled batches under this recording
-    (:meth:`~stochmix.engine.runner.segments.Segmenter.every_node`): where the scheduled
-    metrics are due less often than every round, and ``consensus`` is not recorded or is
-    the spread of the reported rows (``spread``:
-    :attr:`~stochmix.engine.runner.segments.Segmenter.spread`), which the batch's loop
-    computes every round. A batch records the metrics of the reported model every round
-    (``distance``, and those a problem gives in closed form:
-    :meth:`~stochmix.engine.runner.recorder.Recorder.model_metrics`) from the models it
-    keeps; a scheduled metric ends a batch when it is due, and a batch of one round costs
-    more than the round run as planned."""
-    if "consensus" in recorder.names and not spread:
-        return False
-    return not recorder.scheduled or recorder.interval > 1
 
 
 def _after_batch(done, rounds, bar, saver, z, back, ctx, recorder, problem, segments) -> None:

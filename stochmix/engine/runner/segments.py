@@ -35,10 +35,11 @@ run the same way (a decentralized method's whole run, barriers included: the loo
 the phases in order), keyed by the method's plan key
 (:meth:`~stochmix.engine.model.method.Method.phase_key`: the first iteration, the position
 in a periodic graph sequence), with ``compiled=True`` or, under ``"auto"``, in runs of at
-least :data:`EVERY_MIN_ROUNDS` rounds, and where the run records no ``consensus`` and no
-scheduled metric due every round (:func:`~stochmix.engine.runner.rounds.batches_every_node`);
-their batches record the metrics of the reported model every round (``distance``, and
-the objective and gradient norm a problem gives in closed form). A batch stops after the
+least :data:`EVERY_MIN_ROUNDS` rounds, and where no scheduled metric is due every round
+and ``consensus``, if recorded, is the spread of the reported rows
+(:func:`batches_every_node`); their batches record the metrics of the reported model
+every round (``distance``, and the objective and gradient norm a problem gives in closed
+form) and that spread, computed by the loop. A batch stops after the
 first round whose reported model crosses the run's divergence threshold, as a
 round-by-round run does.
 
@@ -120,6 +121,8 @@ class Segmenter:
         #: whether the method's consensus error is the spread of those rows, which a
         #: batch of rounds of every node computes every round
         self.spread = bool(getattr(method, "consensus_of_rows", False))
+        #: whether rounds of every node are batched (:func:`segmenter` sets it)
+        self.every_rounds = False
         self.keys: dict = {}  # key -> program index | (candidate, traffic) | False
         self.verified: dict = {}  # key -> program index, for the verified keys
         # the method's keys: round 0's, and that of every later round (the contract of
@@ -156,7 +159,7 @@ class Segmenter:
         """The key of a round in which every node takes part (``Full(n)``): the method's
         plan key (:meth:`~stochmix.engine.model.method.Method.phase_key`: equal keys, the
         same phases), for graphs of at most :data:`MAX_EVERY_NODES` nodes; else None."""
-        if nodes.size != self.n or not 0 < nodes.size <= MAX_EVERY_NODES:
+        if not self.every_rounds or nodes.size != self.n or nodes.size > MAX_EVERY_NODES:
             return None
         base = self.method_keys.get("phase_key", r, nodes)
         return None if base is None else ("every node", base)
@@ -305,6 +308,9 @@ class Segmenter:
         sum to drift), not kept as a running sum (gossip ticks: O(the rows written))."""
         from ..codegen.segment_kernel import batch_function
 
+        if consensus is not None and not fresh:
+            raise ValueError("consensus: computed in batches of rounds of every node (fresh)")
+
         assert self.packed is not None  # a verified key packed its program
         P0, arrays = self.packed
         first = self.report_base + self.method.client_node
@@ -340,19 +346,26 @@ class Segmenter:
 NOT_SEGMENTED = "every tick built in full"
 
 
-def _could_segment(method, participation, back, layout, callback) -> bool:
-    """What segments need of a run besides the method's key (:func:`segmenter` and
-    :func:`unsegmented` ask the same): edge activation, the NumPy backend with every row
-    kept, no callback, a method that reports its nodes' average."""
+def _runs_batches(method, back, layout, callback) -> bool:
+    """What every batch needs of a run: the NumPy backend with every row kept, no
+    callback, a method that reports its nodes' average, with no hook of
+    :data:`REPORT_HOOKS` set on the instance."""
     from ..backends import NumpyBackend
 
     return (
-        getattr(participation, "activates", "nodes") == "edges"
-        and type(back) is NumpyBackend
+        type(back) is NumpyBackend
         and not layout.scratch
         and callback is None
         and bool(getattr(method, "reports_node_average", False))
         and not _instance_hooks(method)
+    )
+
+
+def _could_segment(method, participation, back, layout, callback) -> bool:
+    """What gossip ticks need of a run besides the method's key (:func:`segmenter` and
+    :func:`unsegmented` ask the same): edge activation and :func:`_runs_batches`."""
+    return getattr(participation, "activates", "nodes") == "edges" and _runs_batches(
+        method, back, layout, callback
     )
 
 
@@ -369,24 +382,34 @@ def _instance_hooks(method) -> bool:
 
 def _everyone(method, participation, back, layout, callback, compiled, rounds) -> bool:
     """Whether the rounds of every node of a run may run in compiled batches: every node
-    takes part in every round, on a graph of at most :data:`MAX_EVERY_NODES` nodes, the
-    NumPy backend with every row kept, no callback, a method that reports its nodes'
-    average, and ``compiled=True`` or, under ``"auto"``, a run of at least
+    takes part in every round, on a graph of at most :data:`MAX_EVERY_NODES` nodes,
+    :func:`_runs_batches`, and ``compiled=True`` or, under ``"auto"``, a run of at least
     :data:`EVERY_MIN_ROUNDS` rounds (loading the compiled loop costs a run's first batch
     0.1-0.3 s)."""
-    from ..backends import NumpyBackend
-
     n = int(getattr(participation, "n_clients", 0) or 0)
     if not 0 < n <= MAX_EVERY_NODES or getattr(participation, "activates", "nodes") == "edges":
         return False
     if compiled is not True and (compiled != "auto" or rounds < EVERY_MIN_ROUNDS):
         return False
-    if type(back) is not NumpyBackend or layout.scratch or callback is not None:
-        return False
-    if not bool(getattr(method, "reports_node_average", False)) or _instance_hooks(method):
+    if not _runs_batches(method, back, layout, callback):
         return False
     p = participation.probabilities
     return p is not None and bool(np.all(np.asarray(p) == 1.0))
+
+
+def batches_every_node(recorder, spread: bool) -> bool:
+    """Whether the rounds of every node run in compiled batches under this recording:
+    where the scheduled metrics are due less often than every round, and ``consensus``
+    is not recorded or is the spread of the reported rows (``spread``:
+    :attr:`Segmenter.spread`), which the batch's loop computes every round. A batch
+    records the metrics of the reported model every round (``distance``, and those a
+    problem gives in closed form:
+    :meth:`~stochmix.engine.runner.recorder.Recorder.model_metrics`) from the models it
+    keeps; a scheduled metric ends a batch when it is due, and a batch of one round costs
+    more than the round run as planned."""
+    if "consensus" in recorder.names and not spread:
+        return False
+    return not recorder.scheduled or recorder.interval > 1
 
 
 def unsegmented(method, participation, back, layout, callback) -> str | None:
@@ -431,12 +454,14 @@ def unsegmented(method, participation, back, layout, callback) -> str | None:
 
 def segmenter(
     method, problem, participation, layout, ctx, back, caps, dtype, callback, phases,
-    rounds: int = 0,
+    rounds: int = 0, recorder=None,
 ):  # fmt: skip
     """The run's :class:`Segmenter`, or None where segments cannot run (see the module
     docstring): an edge-activation process (or every node in every round of a small graph,
-    see :func:`_everyone`; ``rounds``: the run's length), the NumPy backend with every row
-    kept, no callback, a method with a
+    see :func:`_everyone`; ``rounds``: the run's length; ``recorder``: the run's
+    :class:`~stochmix.engine.runner.recorder.Recorder`, whose metrics may keep such rounds
+    from batches, :func:`batches_every_node`; None: they are not batched), the NumPy
+    backend with every row kept, no callback, a method with a
     :meth:`~stochmix.engine.model.method.Method.segment_key`, and ``compiled`` not False."""
     from ..plan.gradients import compiled_refusal, numba_unavailable
 
@@ -451,7 +476,11 @@ def segmenter(
     kernel = None
     if compiled_refusal(problem) is None:
         kernel = problem.row_gradient(np.dtype(dtype))
-    return Segmenter(
+    made = Segmenter(
         method, layout, kernel, ctx.n_clients, getattr(ctx, "edge_mixing", "pairwise"), phases,
         getattr(ctx, "sample_counts", None),
     )  # fmt: skip
+    made.every_rounds = (
+        every and recorder is not None and batches_every_node(recorder, made.spread)
+    )
+    return made
