@@ -112,9 +112,6 @@ class DAPG(Mudag):
     name = "DAPG"
     proximal = True
 
-    def segment_key(self, r: int):
-        return None  # the prox is a row map, and every node runs every round: no segments
-
     def gossip(self, k: int) -> PolynomialMixing:
         """P_k = FastMix(W_k, K), the operator of step k (Mudag's
         :meth:`~stochmix.algorithms.mudag.Mudag.fastmix_operator`)."""

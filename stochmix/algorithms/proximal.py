@@ -113,9 +113,6 @@ class _Proximal(DecentralizedMethod):
         super().__init__(lr, graphs, check_mixing=check_mixing)
         self.rule = choice(rule, "rule", RULES)
 
-    def segment_key(self, r: int):
-        return None  # the prox is a row map: no compiled segments
-
 
 class PGEXTRA(_Proximal):
     r"""PG-EXTRA, EXTRA with a proximal step, W~ = (I + W)/2:

@@ -142,6 +142,11 @@ class Composite(Problem):
         lambda self: bool(getattr(self.smooth, "compiled_gradient", False))
     )
     compiled_samples = property(lambda self: bool(getattr(self.smooth, "compiled_samples", False)))
+    #: the smooth part's: r's value and prox (in :meth:`objective_gap`, :meth:`gradient`)
+    #: cost O(d) more
+    closed_form_metrics = property(
+        lambda self: frozenset(getattr(self.smooth, "closed_form_metrics", ()))
+    )
     _derived = DERIVED | {"_solution"}
 
     def __init__(self, problem, regularizer: Regularizer):

@@ -14,8 +14,9 @@ from typing import no_type_check
 import numba
 import numpy as np
 
+from ... import _compiled
 from ...problems.kernels import fetch_none
-from .disk_cache import cached_function
+from .disk_cache import HELPERS, cached_function
 
 __all__ = ["SOURCE", "batch_function", "no_gradient"]
 
@@ -38,10 +39,14 @@ def no_gradient(data, client, x, out):
 #: row ``report_base``: a running sum of the values stored, or (``fresh``, rounds of every
 #: node) their sum afresh every round; where ``consensus`` is not empty (with ``fresh``),
 #: ``consensus[r]`` gets the mean squared distance of those rows from their mean. A round
-#: whose phase writes a value that is not finite has all its phases applied first.
+#: whose phase writes a value that is not finite has all its phases applied first. A phase
+#: with a kernel (``k_kind[q]`` > 0: :data:`~stochmix.engine.runner.slot_form.SLOT_KERNELS`)
+#: sets each target row to the kernel of its source row, entry by entry, with the round
+#: scalars ``k_par[2q:2q+2]``.
 SOURCE = """def rows(
     z, round_nodes, round_program, P0, T0, t_base, t_slot, M0, m_target, m_base, m_slot,
-    m_coef, G0, g_target, g_client, g_coef, C0, c_slot, data, model_base, client_node,
+    m_coef, G0, g_target, g_client, g_coef, C0, c_slot, k_kind, k_par, data, model_base,
+    client_node,
     n_average, sums, server, tbuf, gbuf, too_large, report_base, consensus, fresh,
 ):
     d = z.shape[1]
@@ -63,13 +68,26 @@ SOURCE = """def rows(
             for t in range(targets):
                 for j in range(d):
                     tbuf[t, j] = 0.0
+            kind = k_kind[q]
+            a = k_par[2 * q]
+            b = k_par[2 * q + 1]
             for e in range(M0[q], M0[q + 1]):
                 slot = m_slot[e]
                 row = m_base[e] + nodes[slot] if slot >= 0 else m_base[e]
                 t = m_target[e]
                 coef = m_coef[e]
-                for j in range(d):
-                    tbuf[t, j] += coef * z[row, j]
+                if kind == 0:
+                    for j in range(d):
+                        tbuf[t, j] += coef * z[row, j]
+                elif kind == 1:
+                    for j in range(d):
+                        tbuf[t, j] = shrink(z[row, j], a)
+                elif kind == 2:
+                    for j in range(d):
+                        tbuf[t, j] = shrink_scaled(z[row, j], a, b)
+                else:
+                    for j in range(d):
+                        tbuf[t, j] = clip_entry(z[row, j], a, b)
             for e in range(G0[q], G0[q + 1]):
                 t = g_target[e]
                 gi = g_client[e]
@@ -125,5 +143,6 @@ def batch_function(kernel=None, fetch=None):
     if found is not None:
         return found
     namespace = {"np": np, "grad": gradient[0]}
+    namespace.update({name: getattr(_compiled, name) for name in HELPERS})
     exec(compile(SOURCE, "<stochmix segment loop>", "exec"), namespace)
     return numba.njit(nogil=True, boundscheck=False)(namespace["rows"])

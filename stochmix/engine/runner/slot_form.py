@@ -9,7 +9,12 @@ import numpy as np
 
 from ..model.rowmap import RowMap
 
-__all__ = ["SlotProgram", "pack", "slot_program", "unique_rows"]
+__all__ = ["SLOT_KERNELS", "SlotProgram", "pack", "slot_program", "unique_rows"]
+
+#: The element-wise kernels the loop applies, by the code a phase's ``k_kind`` holds
+#: (0: a linear phase): those of one source, whose round scalars (at most two) are
+#: constants of the round.
+SLOT_KERNELS = {"shrink": 1, "shrink_scaled": 2, "clip": 3}
 
 
 class SlotProgram:
@@ -20,7 +25,9 @@ class SlotProgram:
     source row, ``m_slot = -1``: the fixed row ``m_base``), ``m_coef`` in
     ``m0[q]:m0[q+1]``; gradient terms ``g_target``, ``g_client`` (index among the
     phase's clients), ``g_coef`` in ``g0[q]:g0[q+1]``; clients' slots ``c_slot`` in
-    ``c0[q]:c0[q+1]``.
+    ``c0[q]:c0[q+1]``; ``k_kind[q]`` the phase's kernel (:data:`SLOT_KERNELS`; 0: linear)
+    and ``k_par[2q:2q+2]`` its round scalars (a kernel phase has one term per target, its
+    source row, whose ``m_coef`` is 1 and unused).
     """
 
     t0: np.ndarray
@@ -37,10 +44,12 @@ class SlotProgram:
     g_coef: np.ndarray
     c0: np.ndarray
     c_slot: np.ndarray
+    k_kind: np.ndarray
+    k_par: np.ndarray
 
     FIELDS = (
         "t0", "t_base", "t_slot", "m0", "m_target", "m_base", "m_slot", "m_coef",
-        "g0", "g_target", "g_client", "g_coef", "c0", "c_slot",
+        "g0", "g_target", "g_client", "g_coef", "c0", "c_slot", "k_kind", "k_par",
     )  # fmt: skip
 
     def __init__(self, **arrays):
@@ -88,11 +97,16 @@ def slot_program(phases, layout, nodes: np.ndarray, client_node: int) -> SlotPro
     for key in counts:
         parts[key].append(0)
     for phase in phases:
+        kind, params = 0, (0.0, 0.0)
         if isinstance(phase, RowMap):
-            return None  # nonlinear: no slot form (its _triplets refuse)
-        if getattr(phase, "draws", None) is not None or getattr(phase, "by_index", False):
+            found = _kernel_triplets(phase)
+            if found is None:
+                return None  # nonlinear: no slot form (its _triplets refuse)
+            kind, params, triplets = found
+        elif getattr(phase, "draws", None) is not None or getattr(phase, "by_index", False):
             return None  # sampled gradients, rows by index: bound per round, not slots
-        triplets = getattr(phase, "_triplets", None)
+        else:
+            triplets = getattr(phase, "_triplets", None)
         if triplets is None:
             return None
         targets, sources, coefs, g_targets, g_clients, g_coefs, zero_rows = triplets
@@ -116,6 +130,8 @@ def slot_program(phases, layout, nodes: np.ndarray, client_node: int) -> SlotPro
         parts["g_client"].append(np.searchsorted(clients, g_clients))
         parts["g_coef"].append(np.asarray(g_coefs, dtype=float))
         parts["c_slot"].append(c_slot)
+        parts["k_kind"].append(np.array([kind], dtype=np.int64))
+        parts["k_par"].append(np.array(params, dtype=float))
         counts["t0"] += rewritten.size
         counts["m0"] += targets.size
         counts["g0"] += g_targets.size
@@ -125,13 +141,31 @@ def slot_program(phases, layout, nodes: np.ndarray, client_node: int) -> SlotPro
     arrays = {}
     for key in SlotProgram.FIELDS:
         values = parts[key]
-        kind = float if key.endswith("coef") else np.int64
+        dtype = float if key.endswith(("coef", "par")) else np.int64
         arrays[key] = (
             np.asarray(values, dtype=np.int64)
             if key in counts
-            else (np.concatenate(values).astype(kind) if values else np.zeros(0, kind))
+            else (np.concatenate(values).astype(dtype) if values else np.zeros(0, dtype))
         )
     return SlotProgram(**arrays)
+
+
+def _kernel_triplets(phase: RowMap):
+    """``(kind, round scalars, triplets)`` of a map that is a kernel of
+    :data:`SLOT_KERNELS` reading the same nodes' rows (its node-local form): one term of
+    coefficient 1 per target row, from its source row; else None."""
+    if phase.kernel is None or phase.local is None:
+        return None
+    name, params = phase.kernel
+    kind = SLOT_KERNELS.get(name)
+    if kind is None or len(phase.sources) != 1:
+        return None
+    values = tuple(float(p) for p in params) + (0.0,) * (2 - len(params))
+    targets = phase.z_rows
+    sources = phase.sources[0][2]
+    none = np.zeros(0, dtype=np.int64)
+    ones = np.ones(targets.size)
+    return kind, values, (targets, sources, ones, none, none, np.zeros(0), none)
 
 
 def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

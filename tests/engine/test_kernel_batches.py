@@ -1,0 +1,138 @@
+"""Element-wise row kernels (the prox of L1 and of the elastic net, projections onto a box
+and the nonnegative orthant) in the compiled batches of the segment loop
+(stochmix.engine.runner.segments, slot_form): the proximal methods' rounds of every node
+and their gossip ticks run batched and give the run made round by round, to rounding, in
+every column of the Result; a prox that is not a kernel of the loop keeps its rounds out."""
+
+import networkx as nx
+import numpy as np
+import pytest
+
+import stochmix as sm
+from stochmix import algorithms, mixing, participation, problems
+from stochmix.engine.runner.slot_form import SLOT_KERNELS, slot_program
+from tests._segments import batch_sizes
+
+pytest.importorskip("numba")
+
+N = 12
+ROUNDS = 60
+REGULARIZERS = {
+    "l1": lambda: problems.L1(1.0),
+    "elastic_net": lambda: problems.ElasticNet(1.0, 0.2),
+    "box": lambda: problems.Box(-0.15, 0.2),
+    "nonnegative": lambda: problems.NonNegative(),
+}
+METHODS = {
+    "pg_extra": lambda lr, g: algorithms.PGEXTRA(lr, g),
+    "prox_nids": lambda lr, g: algorithms.ProxNIDS(lr, g),
+    "dapg": lambda lr, g: algorithms.DAPG(lr, g, mu=0.01, mix_rounds=2),
+}
+COLUMNS = ("participants", "gradients", "messages", "floats", "sample_gradients")
+
+
+def _problem(regularizer: str):
+    smooth = problems.LeastSquares.random(N, 4, rows_per_client=3, seed=5)
+    return problems.Composite(smooth, REGULARIZERS[regularizer]())
+
+
+def _pair(make, problem, draws, monkeypatch, rounds=ROUNDS, **options):
+    """The run round by round (``compiled=False``), the run with batches, and the sizes of
+    the batches the second ran."""
+    plain = sm.run(make(), problem, draws, rounds, seed=3, compiled=False, progress=False,
+                   **options)  # fmt: skip
+    sizes = batch_sizes(monkeypatch)
+    fast = sm.run(make(), problem, draws, rounds, seed=3, compiled=True, progress=False,
+                  **options)  # fmt: skip
+    return plain, fast, sizes
+
+
+def _same(plain, fast):
+    scale = np.abs(plain.server).max()
+    np.testing.assert_allclose(fast.server, plain.server, rtol=0, atol=1e-10 * scale)
+    np.testing.assert_allclose(fast.node_models, plain.node_models, rtol=0, atol=1e-10 * scale)
+    for column in COLUMNS:
+        np.testing.assert_array_equal(getattr(fast, column), getattr(plain, column))
+
+
+@pytest.mark.parametrize(
+    "method, regularizer",
+    [("pg_extra", "l1"), ("prox_nids", "elastic_net"), ("dapg", "box"),
+     ("pg_extra", "nonnegative")],
+)  # fmt: skip
+def test_proximal_rounds_of_every_node_run_batched_as_round_by_round(
+    monkeypatch, method, regularizer
+):
+    problem = _problem(regularizer)
+    lr = 0.3 / problem.smoothness
+    sequence = mixing.StaticSequence(nx.random_regular_graph(3, N, seed=2))
+    plain, fast, sizes = _pair(
+        lambda: METHODS[method](lr, sequence), problem, participation.Full(N), monkeypatch
+    )
+    assert sum(sizes) == ROUNDS - 3  # every round after the first and the two that learn
+    _same(plain, fast)
+    # the composite objective and gradient mapping, in closed form: every round, batched
+    for name in ("distance", "objective_gap", "gradient_norm"):
+        values = getattr(fast, name)
+        assert np.isfinite(values).all(), name
+        np.testing.assert_allclose(values, getattr(plain, name), rtol=1e-8, atol=1e-13)
+    # the prox is active: some entries of the nodes' models sit at a kink or a bound
+    x = fast.node_models
+    if regularizer in ("l1", "elastic_net", "nonnegative"):
+        assert (x == 0.0).any()
+    if regularizer == "nonnegative":
+        assert (x >= 0).all()
+    if regularizer == "box":
+        assert ((x == -0.15) | (x == 0.2)).any() and ((x >= -0.15) & (x <= 0.2)).all()
+
+
+def test_proximal_gossip_ticks_run_in_segments_as_round_by_round(monkeypatch):
+    problem = _problem("l1")
+    graph = nx.cycle_graph(N)
+    sequence = mixing.StaticSequence(graph)
+    plain, fast, sizes = _pair(
+        lambda: algorithms.PGEXTRA(0.05, sequence), problem, participation.RandomEdge(graph),
+        monkeypatch, rounds=400,
+    )  # fmt: skip
+    assert sum(sizes) > 300
+    _same(plain, fast)
+    np.testing.assert_array_equal(fast.time, plain.time)
+
+
+def test_a_prox_that_is_not_a_kernel_of_the_loop_keeps_its_rounds_out(monkeypatch):
+    # a group lasso's prox is a row map (no element-wise kernel): rounds built one by one
+    smooth = problems.LeastSquares.random(N, 4, rows_per_client=3, seed=5)
+    problem = problems.Composite(smooth, problems.GroupLasso(0.05, groups=[0, 0, 1, 1]))
+    sequence = mixing.StaticSequence(nx.random_regular_graph(3, N, seed=2))
+    lr = 0.3 / problem.smoothness
+    plain, fast, sizes = _pair(
+        lambda: algorithms.PGEXTRA(lr, sequence), problem, participation.Full(N), monkeypatch
+    )
+    assert sizes == []
+    _same(plain, fast)
+
+
+def test_the_slot_form_of_a_prox_names_its_kernel_and_round_scalars(monkeypatch):
+    from stochmix.engine.runner import segments as segments_module
+
+    problem = _problem("elastic_net")
+    method = algorithms.PGEXTRA(0.1, mixing.StaticSequence(nx.cycle_graph(N)))
+    made = []
+
+    def spy(phases, layout, nodes, client_node):
+        made.append(slot_program(phases, layout, nodes, client_node))
+        return made[-1]
+
+    monkeypatch.setattr(segments_module, "slot_program", spy)
+    sm.run(method, problem, participation.Full(N), 3, compiled=True, progress=False)
+    program = made[-1]
+    assert program is not None
+    assert program.k_kind[program.k_kind > 0].tolist() == [SLOT_KERNELS["shrink_scaled"]]
+    q = int(np.flatnonzero(program.k_kind)[0])
+    # the round scalars: t l1 and 1 + t l2, t the step
+    np.testing.assert_allclose(program.k_par[2 * q : 2 * q + 2], [0.1 * 1.0, 1 + 0.1 * 0.2])
+    # one term per target row, from the same node's row of the source block
+    terms = slice(program.m0[q], program.m0[q + 1])
+    targets = slice(program.t0[q], program.t0[q + 1])
+    assert program.m_slot[terms].tolist() == program.t_slot[targets].tolist()
+    assert program.m_target[terms].tolist() == list(range(N))
