@@ -136,3 +136,56 @@ def test_the_slot_form_of_a_prox_names_its_kernel_and_round_scalars(monkeypatch)
     targets = slice(program.t0[q], program.t0[q + 1])
     assert program.m_slot[terms].tolist() == program.t_slot[targets].tolist()
     assert program.m_target[terms].tolist() == list(range(N))
+
+
+def _one_phase(kind: int, params=(0.0, 0.0)):
+    """The packed arrays of one round of one phase writing row 0 of a two-row state: the
+    sum of rows 0 and 1 (``kind`` 0), or the kernel ``kind`` of row 1."""
+    terms = 2 if kind == 0 else 1
+    i64 = np.int64
+    return dict(
+        P0=np.array([0, 1], i64), t0=np.array([0, 1], i64), t_base=np.zeros(1, i64),
+        t_slot=np.zeros(1, i64), m0=np.array([0, terms], i64), m_target=np.zeros(terms, i64),
+        m_base=np.array([0, 1][2 - terms :], i64), m_slot=np.array([0, -1][2 - terms :], i64),
+        m_coef=np.ones(terms), g0=np.zeros(2, i64), g_target=np.zeros(0, i64),
+        g_client=np.zeros(0, i64), g_coef=np.zeros(0), c0=np.zeros(2, i64),
+        c_slot=np.zeros(0, i64), k_kind=np.array([kind], i64), k_par=np.array(params, float),
+    )  # fmt: skip
+
+
+def _loop(z, arrays):
+    from stochmix.engine.codegen.segment_kernel import batch_function
+
+    a = arrays
+    server = np.empty((1, z.shape[1]))
+    return batch_function()(
+        z, np.zeros((1, 1), np.int64), np.zeros(1, np.int64), a["P0"], a["t0"], a["t_base"],
+        a["t_slot"], a["m0"], a["m_target"], a["m_base"], a["m_slot"], a["m_coef"], a["g0"],
+        a["g_target"], a["g_client"], a["g_coef"], a["c0"], a["c_slot"], a["k_kind"],
+        a["k_par"], np.zeros(1), 0, 0, 1.0, np.zeros(z.shape[1]), server,
+        np.empty((1, z.shape[1])), np.empty((1, z.shape[1]), z.dtype), np.inf, 0, np.zeros(0),
+        True,
+    )  # fmt: skip
+
+
+def test_the_loop_stops_at_a_float32_overflow_in_the_round_that_stores_it():
+    # 2e38 + 2e38 is finite in the loop's float64 sum and Inf once stored in float32: the
+    # round is the one that is not finite, as where the state is checked round by round
+    z = np.array([[2e38], [2e38]], dtype=np.float32)
+    assert _loop(z, _one_phase(0)) == 0
+    assert np.isinf(z[0, 0])
+    z = np.array([[1.0], [2.0]], dtype=np.float32)
+    assert _loop(z, _one_phase(0)) == 1 and z[0, 0] == 3.0
+
+
+@pytest.mark.parametrize(
+    "kernel, params, source, expected",
+    [("shrink", (0.5, 0.0), -2.0, -1.5), ("shrink", (0.5, 0.0), 0.25, 0.0),
+     ("shrink_scaled", (0.5, 2.0), 3.0, 1.25), ("clip", (-1.0, 1.0), 3.0, 1.0),
+     ("clip", (0.0, np.inf), -3.0, 0.0), ("shrink", (0.5, 0.0), np.nan, np.nan)],
+)  # fmt: skip
+def test_the_loop_applies_each_kernel_entry_by_entry(kernel, params, source, expected):
+    z = np.array([[7.0], [source]])
+    done = _loop(z, _one_phase(SLOT_KERNELS[kernel], params))
+    np.testing.assert_array_equal(z[:, 0], [expected, source])
+    assert done == (0 if np.isnan(expected) else 1)  # a NaN stays NaN, and stops the loop

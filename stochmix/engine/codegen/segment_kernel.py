@@ -103,7 +103,7 @@ SOURCE = """def rows(
                     z[row, j] = tbuf[t, j]
                     if model:  # (the value stored: the state's dtype)
                         sums[j] += z[row, j] - old
-                    if not np.isfinite(tbuf[t, j]):
+                    if not np.isfinite(z[row, j]):  # (as stored: float32 may overflow)
                         finite = False
         if not finite:  # (the round's phases all applied, as a round run as planned)
             return r
