@@ -202,3 +202,17 @@ def softmax_np(logits: np.ndarray) -> np.ndarray:
     """The softmax of each row of ``logits`` (shifted by its largest entry)."""
     e = np.exp(logits - logits.max(axis=1, keepdims=True))
     return e / e.sum(axis=1, keepdims=True)
+
+
+def metric_rows(name: str, errors: np.ndarray, curved: np.ndarray) -> np.ndarray:
+    """A quadratic's closed-form metric at B models at once, from their errors ``x - x_star``
+    (B, d) and ``curved``, the mean Hessian times each error (the gradients, (B, d)):
+    ``"objective"`` gives the gaps ``1/2 e^T Hbar e`` and ``"gradient_norm"`` the
+    gradients' norms, shape (B,); ``"gradient"`` the gradients themselves, (B, d)."""
+    if name == "objective":
+        return 0.5 * np.einsum("bd,bd->b", errors, curved)
+    if name == "gradient_norm":
+        return np.linalg.norm(curved, axis=1)
+    if name == "gradient":
+        return curved
+    raise ValueError(f'name must be "objective", "gradient_norm" or "gradient", got {name!r}')

@@ -397,6 +397,18 @@ class Problem(abc.ABC):
         f_star = self.f_star
         return self.objective(x) - (f_star if f_star is not None else 0.0)
 
+    def closed_form_rows(self, name: str, models: Float[np.ndarray, "b d"]):
+        """The metric ``name`` of :attr:`closed_form_metrics` at every row of ``models``
+        (shape (B, d), float64) at once: ``"objective"`` gives :meth:`objective_gap` and
+        ``"gradient_norm"`` the norm of :meth:`gradient` of each row, shape (B,), to
+        rounding (``"gradient"``: the gradients themselves, shape (B, d), float64, which a
+        composite problem builds on); None (the default) where the problem has no such
+        form, and the caller
+        evaluates the rows one at a time. A run that keeps many models at once (the
+        compiled batches of :mod:`stochmix.engine.runner.segments`) records them with
+        it; ``LeastSquares``, ``Quadratic`` and ``Composite`` over them give it."""
+        return None
+
     def gradient(self, x: Float[np.ndarray, " d"]) -> Float[np.ndarray, " d"]:
         """grad f(x) = (1/N) sum_i grad F_i(x), shape (d,), dtype of ``x``.
 

@@ -272,6 +272,30 @@ class Composite(Problem):
         t = self.regularizer.prox((x - g / lipschitz)[None, :], 1.0 / lipschitz)[0]
         return lipschitz * (x - t)
 
+    def closed_form_rows(self, name: str, models):
+        """:meth:`objective_gap` (``"objective"``) or the norm of the gradient mapping
+        :meth:`gradient` (``"gradient_norm"``) at every row of ``models`` (B, d), from the
+        smooth part's own (see :meth:`Problem.closed_form_rows`); None where it has none."""
+        if name not in ("objective", "gradient_norm"):
+            raise ValueError(f'name must be "objective" or "gradient_norm", got {name!r}')
+        models = np.asarray(models, dtype=np.float64)
+        if name == "objective":
+            gaps = self.smooth.closed_form_rows("objective", models)
+            if gaps is None:
+                return None
+            star = self.x_star
+            smooth = gaps - self.smooth.objective_gap(star)
+            values = np.fromiter((self.regularizer.value(x) for x in models), float, len(models))
+            return smooth + values - self.regularizer.value(star)  # (objective_gap's order)
+        g = self.smooth.closed_form_rows("gradient", models)
+        if g is None:
+            return None
+        lipschitz = self.smoothness
+        if lipschitz is None:
+            return np.linalg.norm(g, axis=1)
+        t = self.regularizer.prox(models - g / lipschitz, 1.0 / lipschitz)
+        return np.linalg.norm(lipschitz * (models - t), axis=1)
+
     def client_objectives(self, points):
         return self.smooth.client_objectives(points) + np.array(
             [self.regularizer.value(p) for p in np.asarray(points)]

@@ -11,7 +11,14 @@ from .._arrays import namespace
 from .._lazy import lazy_module
 from .._validate import as_float, as_int, check_finite, choice, make_rng
 from ._clients import check_counts, random_counts, stack_clients
-from ._common import NUMPY_NAMESPACE, ClientData, client_rows, float_array, hessian_products
+from ._common import (
+    NUMPY_NAMESPACE,
+    ClientData,
+    client_rows,
+    float_array,
+    hessian_products,
+    metric_rows,
+)
 from .base import Problem
 
 __all__ = [
@@ -374,6 +381,13 @@ class LeastSquares(Problem):
         """f(x) - f(x_star) = 1/2 (x - x_star)^T Hbar (x - x_star); O(d^2)."""
         e = self._check_point(x).astype(np.float64, copy=False) - self._x_star
         return float(0.5 * (e @ self._mean_hessian_times(e)))
+
+    def closed_form_rows(self, name: str, models: Float[np.ndarray, "b d"]):
+        """:meth:`objective_gap` (``"objective"``), the norm of :meth:`gradient`
+        (``"gradient_norm"``) or the gradient (``"gradient"``) at every row of ``models``
+        (B, d) (see :meth:`Problem.closed_form_rows`): O(B d^2)."""
+        errors = np.asarray(models, dtype=np.float64) - self._x_star
+        return metric_rows(name, errors, errors @ self._mean_gram + self._reg * errors)
 
     def client_objectives(self, points: Float[np.ndarray, "n d"]) -> Float[np.ndarray, " n"]:
         """F_i(points[i]) = 1/2 ||A_i points[i] - b_i||^2 + reg/2 ||points[i]||^2, shape (N,)."""

@@ -7,7 +7,7 @@ from jaxtyping import Float, Real
 
 from .._lazy import lazy_module
 from .._validate import as_bool, as_float, as_int, check_finite, make_rng
-from ._common import ClientData, client_rows, float_array, hessian_products
+from ._common import ClientData, client_rows, float_array, hessian_products, metric_rows
 from .base import Problem
 
 __all__ = [
@@ -233,6 +233,14 @@ class Quadratic(Problem):
         """f(x) - f(x_star) = 1/2 (x - x_star)^T Hbar (x - x_star); O(d) or O(d^2)."""
         e = self._check_point(x).astype(np.float64, copy=False) - self._x_star
         return float(0.5 * (e @ self._mean_hessian_times(e)))
+
+    def closed_form_rows(self, name: str, models: Float[np.ndarray, "b d"]):
+        """:meth:`objective_gap` (``"objective"``), the norm of :meth:`gradient`
+        (``"gradient_norm"``) or the gradient (``"gradient"``) at every row of ``models``
+        (B, d) (see :meth:`Problem.closed_form_rows`): O(B d) or O(B d^2)."""
+        errors = np.asarray(models, dtype=np.float64) - self._x_star
+        hessian = self._mean_h * errors if self._diagonal else errors @ self._mean_h.T
+        return metric_rows(name, errors, hessian)
 
     def client_objectives(self, points: Float[np.ndarray, "n d"]) -> Float[np.ndarray, " n"]:
         """F_i(points[i]) = 1/2 (points[i] - z_i)^T H_i (points[i] - z_i), shape (N,)."""

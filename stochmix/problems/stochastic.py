@@ -90,6 +90,9 @@ class _Stochastic:
     def objective_gap(self, x: Float[np.ndarray, " d"]) -> float:
         return self.problem.objective_gap(x)
 
+    def closed_form_rows(self, name: str, models):
+        return self.problem.closed_form_rows(name, models)
+
     def gradient(self, x: Float[np.ndarray, " d"]) -> Float[np.ndarray, " d"]:
         """The exact full gradient (metrics never use a random one)."""
         return self.problem.gradient(x)

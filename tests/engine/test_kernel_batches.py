@@ -57,8 +57,11 @@ def _same(plain, fast):
 
 @pytest.mark.parametrize(
     "method, regularizer",
-    [("pg_extra", "l1"), ("prox_nids", "elastic_net"), ("dapg", "box"),
-     ("pg_extra", "nonnegative")],
+    [("pg_extra", "l1"), ("prox_nids", "elastic_net"),
+     # (the clip kernel, in the slow stage for the quick suite's time; the loop's clip is
+     # checked directly below)
+     pytest.param("dapg", "box", marks=pytest.mark.slow),
+     pytest.param("pg_extra", "nonnegative", marks=pytest.mark.slow)],
 )  # fmt: skip
 def test_proximal_rounds_of_every_node_run_batched_as_round_by_round(
     monkeypatch, method, regularizer
@@ -99,6 +102,7 @@ def test_proximal_gossip_ticks_run_in_segments_as_round_by_round(monkeypatch):
     np.testing.assert_array_equal(fast.time, plain.time)
 
 
+@pytest.mark.slow  # (3 s)
 def test_a_prox_that_is_not_a_kernel_of_the_loop_keeps_its_rounds_out(monkeypatch):
     # a group lasso's prox is a row map (no element-wise kernel): rounds built one by one
     smooth = problems.LeastSquares.random(N, 4, rows_per_client=3, seed=5)
@@ -115,8 +119,8 @@ def test_a_prox_that_is_not_a_kernel_of_the_loop_keeps_its_rounds_out(monkeypatc
 def test_the_slot_form_of_a_prox_names_its_kernel_and_round_scalars(monkeypatch):
     from stochmix.engine.runner import segments as segments_module
 
-    problem = _problem("elastic_net")
-    method = algorithms.PGEXTRA(0.1, mixing.StaticSequence(nx.cycle_graph(N)))
+    problem = _problem("elastic_net")  # (the quick case's method and kernel: compiled once)
+    method = algorithms.ProxNIDS(0.1, mixing.StaticSequence(nx.cycle_graph(N)))
     made = []
 
     def spy(phases, layout, nodes, client_node):

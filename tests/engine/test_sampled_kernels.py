@@ -86,9 +86,11 @@ def _runs(method, problem, rounds=6, **options):
 )
 @pytest.mark.parametrize(
     "method",
-    [  # (GT-SAGA's compiled run against its reference: tests/engine/test_indexed_rows.py)
+    [  # (GT-SAGA's compiled run against its reference: tests/engine/test_indexed_rows.py;
+        # GT-SARAH's in the slow stage, for the quick suite's time: it shares GT-SVRG's loop)
         pytest.param("GT-SAGA", marks=pytest.mark.slow),
-        *(m for m in METHODS if m != "GT-SAGA"),
+        pytest.param("GT-SARAH", marks=pytest.mark.slow),
+        *(m for m in METHODS if m not in ("GT-SAGA", "GT-SARAH")),
     ],
 )
 def test_variance_reduced_tracking_in_the_compiled_loop(method, problem):

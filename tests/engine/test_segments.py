@@ -33,7 +33,9 @@ def _graph():
         pytest.param(lambda g: algorithms.KGT(0.05, g, 2), marks=pytest.mark.slow),
     ],
 )
-@pytest.mark.parametrize("process", ["edge", "matching"])
+# (matchings in the slow stage, for the quick suite's time: the edge process covers the
+# same loop, a matching only holds more edges a tick)
+@pytest.mark.parametrize("process", ["edge", pytest.param("matching", marks=pytest.mark.slow)])
 def test_segmented_run_equals_round_by_round(monkeypatch, make, process):
     problem = problems.Quadratic.random(N, 3, seed=4)
     graph = _graph()

@@ -218,6 +218,18 @@ class Recorder:
         assert value is not None  # (only consensus may have none)
         return value
 
+    def evaluate_rows(self, name: str, models: np.ndarray) -> np.ndarray:
+        """:meth:`evaluate` at every row of ``models`` (B, d): through the problem's
+        :meth:`~stochmix.problems.Problem.closed_form_rows` where the metric is the one it
+        gives (the objective as the problem's ``objective_gap``, the gradient's norm), one
+        row at a time otherwise."""
+        wanted = name != "objective" or self._objective == self.problem.objective_gap
+        rows = getattr(self.problem, "closed_form_rows", None)
+        found = rows(name, models) if wanted and rows is not None else None
+        if found is None:
+            return np.array([self.evaluate(name, x) for x in models], dtype=float)
+        return np.asarray(found, dtype=float).reshape(len(models))
+
     def _evaluate(self, name: str, x: np.ndarray, z) -> float | None:
         if name == "distance":
             return float(np.linalg.norm(x - self.x_star))

@@ -222,7 +222,8 @@ def _run_batch(segments, batch: tuple, z, recorder, start: float, back, too_larg
         recorder.values["distance"][rows] = distance
     if every:  # (a gossip batch records them at its end)
         for name in recorder.model_metrics():
-            recorder.values[name][rows] = [recorder.evaluate(name, x) for x in models]
+            with np.errstate(over="ignore", invalid="ignore"):
+                recorder.values[name][rows] = recorder.evaluate_rows(name, models)
         if spread is not None:
             recorder.values["consensus"][rows] = spread[:ran]
     done += failed
