@@ -9,14 +9,12 @@ output) are :class:`~stochmix.algorithms.DecentralizedMethod`'s (in
 from __future__ import annotations
 
 import numpy as np
-from jaxtyping import Float
 
-from .._arrays import Array
 from .._hooks import call_hook
 from .._validate import choice
 from ..engine import Block, Equations, RunContext, grad
 from ..mixing.sequences import RULES, GraphSequence
-from .decentralized_base import DecentralizedMethod, _step_size
+from .decentralized_base import DecentralizedMethod, PushSumModels, _step_size
 
 __all__ = [
     "DGD",
@@ -263,18 +261,6 @@ def _descend_then_track(eq: Equations, lr: float, row, column, label: str) -> li
     return [move, eq.build("track")]
 
 
-class PushSumModels:
-    """Push-sum de-biasing, for methods with a weight block ``w`` beside the numerators
-    ``x``: gradients are taken at, and nodes report, ``x / w`` row by row."""
-
-    def points(self, z, ctx: RunContext, clients: np.ndarray):
-        lay = ctx.layout
-        return z[lay.rows("x", clients)] / z[lay.rows("w", clients)]
-
-    def node_models(self, z, ctx: RunContext) -> Float[Array, "n d"]:
-        return z[ctx.layout.slice("x")] / z[ctx.layout.slice("w")]
-
-
 class PushSum(PushSumModels, DecentralizedMethod):
     r"""Subgradient-push (Nedić & Olshevsky 2015) with a weight block ``w`` (ones at the
     start; every column of a row holds the same weight). Iteration k, with C_k
@@ -302,6 +288,7 @@ class PushSum(PushSumModels, DecentralizedMethod):
 
     name = "PushSum"
     needs = {"rule": "column"}
+    rounds_repeat = True
 
     def __init__(self, lr, graphs: GraphSequence, decay=0.0, rule="column", check_mixing=True):
         super().__init__(lr, graphs, decay, check_mixing)

@@ -39,8 +39,9 @@ import copy
 import warnings
 
 import numpy as np
+from jaxtyping import Float
 
-from .._arrays import row_sums
+from .._arrays import Array, row_sums
 from .._validate import as_bool, as_float, show
 from ..engine import Equations, Method, RunContext
 from ..mixing.activation import edge_matrix
@@ -291,8 +292,7 @@ class DecentralizedMethod(Method):
         (a prox, a row map) returns None from ``segment_key`` and keeps its plans reused."""
         repeats = self.__dict__.get("_repeats")
         if repeats is None:
-            plain = type(self).points is Method.points
-            plain = plain and type(self).node_models is DecentralizedMethod.node_models
+            plain = _declared_models(type(self))
             repeats = self.rounds_repeat and not getattr(self, "decay", 0.0) and plain
             self.__dict__["_repeats"] = repeats
         return (r == 0) if repeats else None
@@ -421,6 +421,12 @@ class DecentralizedMethod(Method):
     #: declares it (instead of overriding :meth:`node_models`) keeps its rounds eligible for
     #: the compiled batches of :mod:`stochmix.engine.runner.segments`.
     reported_block: str | None = None
+    #: The block that divides the model rows entry by entry where nodes take their
+    #: gradients at, and report, ``model / ratio`` row by row (push-sum's weights ``"w"``:
+    #: :class:`PushSumModels`, which declares it); None: the rows themselves. The compiled
+    #: batches of rounds of every node compute those points and reports from the
+    #: declaration.
+    ratio_block: str | None = None
 
     def node_models(self, z, ctx: RunContext):
         """The model each node reports, shape (n, dim): the rows of
@@ -443,13 +449,39 @@ class DecentralizedMethod(Method):
     @property
     def consensus_of_rows(self) -> bool:
         """Whether :meth:`consensus_error` is the mean squared distance of the rows of
-        :attr:`reported_block` from their average (neither it nor :meth:`node_models` is
-        overridden): the compiled batches of rounds compute it so, every round
-        (:mod:`stochmix.engine.runner.segments`)."""
+        :attr:`reported_block` (divided by :attr:`ratio_block`'s) from their average
+        (neither it nor :meth:`node_models` is overridden): the compiled batches of rounds
+        compute it so, every round (:mod:`stochmix.engine.runner.segments`)."""
         plain = type(self).consensus_error is DecentralizedMethod.consensus_error
-        plain = plain and type(self).node_models is DecentralizedMethod.node_models
+        plain = plain and _declared_models(type(self))
         return plain and not {"consensus_error", "node_models"} & vars(self).keys()
 
     def consensus_error(self, z, ctx: RunContext) -> float:
         models = self.node_models(z, ctx)
         return float(((models - models.mean(axis=0)) ** 2).sum(axis=1).mean())
+
+
+class PushSumModels:
+    """Push-sum de-biasing, for methods with a weight block ``w`` beside the numerators
+    ``x``: gradients are taken at, and nodes report, ``x / w`` row by row (declared as
+    :attr:`~DecentralizedMethod.ratio_block`)."""
+
+    ratio_block: str | None = "w"
+
+    def points(self, z, ctx: RunContext, clients: np.ndarray):
+        lay = ctx.layout
+        return z[lay.rows("x", clients)] / z[lay.rows("w", clients)]
+
+    def node_models(self, z, ctx: RunContext) -> Float[Array, "n d"]:
+        return z[ctx.layout.slice("x")] / z[ctx.layout.slice("w")]
+
+
+def _declared_models(cls) -> bool:
+    """Whether a class takes its gradients at and reports what its declarations say: the
+    model rows (no ``points`` of its own), the rows of :attr:`~DecentralizedMethod.
+    reported_block`, or their ratios to :attr:`~DecentralizedMethod.ratio_block`'s rows
+    (:class:`PushSumModels`'s, where the class declares ``ratio_block = "w"`` with them)."""
+    if cls.points is Method.points and cls.node_models is DecentralizedMethod.node_models:
+        return cls.ratio_block is None
+    ratio = cls.points is PushSumModels.points and cls.node_models is PushSumModels.node_models
+    return ratio and cls.ratio_block == "w" and cls.model_block == "x"

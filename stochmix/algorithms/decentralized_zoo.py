@@ -253,6 +253,7 @@ class PushDIGing(PushSumModels, _Tracking):
 
     name = "PushDIGing"
     needs = {"rule": "column"}
+    rounds_repeat = True
 
     def __init__(
         self, lr, graphs: GraphSequence, rule="column", check_mixing=True, form="push-diging"

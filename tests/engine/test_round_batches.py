@@ -45,6 +45,9 @@ METHODS = {
     "mudag": lambda lr, g: algorithms.Mudag(lr, g, mu=0.01, mix_rounds=2),
     "acc_dngd": lambda lr, g: algorithms.AccDNGD(lr, g, mu=0.01),
     "apapc": lambda lr, g: algorithms.APAPC(lr, g, mu=0.01),
+    # push-sum methods: gradients at and reports of x / w (DecentralizedMethod.ratio_block)
+    "push_sum": lambda lr, g: algorithms.PushSum(lr, g),
+    "push_diging": lambda lr, g: algorithms.PushDIGing(lr, g),
     # the Laplacian methods (every node solves in every iteration)
     "dlm": lambda lr, g: algorithms.DLM(lr, g),
     "lt_admm": lambda lr, g: algorithms.LTADMM(lr, g, local_steps=2),
@@ -63,8 +66,9 @@ def _pair(make, problem, monkeypatch, metrics=("distance",), **options):
 
 
 # (in the slow stage for the quick suite's time: their reported block is Acc-DNGD's and
-# K-GT's case, quick; Mudag's batches are checked quick below with consensus)
-SLOW_STATIC = {"apapc", "mudag"}
+# K-GT's case, quick; Mudag's batches are checked quick below with consensus; push-sum's
+# ratios are Push-DIGing's, quick)
+SLOW_STATIC = {"apapc", "mudag", "push_sum"}
 FIXED_GRAPH = {"apapc", "lt_admm"}  # (tuned from one gossip matrix's spectrum; edge variables)
 
 
@@ -133,7 +137,7 @@ def test_a_gossip_batch_stops_at_the_divergence_threshold_too(monkeypatch):
     assert fast.diverged_at == plain.diverged_at
 
 
-@pytest.mark.parametrize("name", ["gradient_tracking", "mudag"])
+@pytest.mark.parametrize("name", ["gradient_tracking", "mudag", "push_diging"])
 def test_consensus_is_recorded_every_round_of_a_batch(monkeypatch, name):
     problem = _problem()
     sequence = _sequence(False)
@@ -394,3 +398,36 @@ def test_scheduled_metrics_are_evaluated_where_due_only(tmp_path, monkeypatch):
     np.testing.assert_array_equal(
         np.isfinite(getattr(fast, field)), np.isfinite(getattr(plain, field))
     )
+
+
+class _OwnPoints(algorithms.PushSum):
+    """Push-sum whose nodes take their gradients at x alone (a ``points`` of its own)."""
+
+    rounds_repeat = True
+
+    def points(self, z, ctx, clients):
+        return z[ctx.layout.rows("x", clients)]
+
+
+def test_push_sum_ratios_are_batched_only_as_declared(monkeypatch):
+    problem = _problem()
+    sequence = _sequence(False)
+    lr = 0.1 / problem.smoothness
+    # a subclass with points of its own: what the batch would compute is not what it says
+    plain, fast, sizes = _pair(lambda: _OwnPoints(lr, sequence), problem, monkeypatch)
+    assert sizes == []
+    np.testing.assert_allclose(fast.server, plain.server, rtol=0, atol=1e-13)
+
+
+def test_push_sum_gossip_ticks_are_built_in_full_and_say_so(monkeypatch):
+    # a tick keeps the reported average as a running sum of the rows it writes, which
+    # ratios of rows do not give
+    problem = problems.Quadratic.random(N, 3, seed=4)
+    graph = nx.cycle_graph(N)
+    method = algorithms.PushSum(0.01, mixing.StaticSequence(graph))
+    sizes = batch_sizes(monkeypatch)
+    with pytest.warns(sm.SlowPathWarning, match="ratios of rows"):  # (runs of 50+ rounds)
+        sm.run(method, problem, participation.RandomEdge(graph), 60, seed=1, progress=False)
+    assert sizes == []
+    plan = sm.explain(method, problem, participation.RandomEdge(graph), rounds=3)
+    assert "gossip ticks: each built in full (the nodes report" in str(plan)

@@ -148,16 +148,21 @@ def test_a_method_whose_rounds_differ_is_never_templated(monkeypatch):
     assert "template" not in sources
 
 
-def test_push_phases_are_not_templated(monkeypatch):
-    """Push-sum's push reaches inactive rows (a phase on the general path): its rounds
-    are built in full, with the numbers of a run without templates."""
+def test_push_sum_rounds_are_templated_with_the_numbers_of_full_builds(monkeypatch):
+    """Push-sum's push reaches inactive rows, as a scatter of the active nodes' columns of
+    its matrix (PushedColumns): since push-sum says its iterations repeat
+    (``rounds_repeat``), its activated rounds are planned once per key and substituted,
+    with the numbers and the costs of a run without templates, bit for bit."""
     process = sm.participation.Bernoulli(0.4, N)
     want = sm.run(_untemplated(A.PushSum(0.05, GRAPH)), _problem(), process, 12, seed=3,
                   progress=False)  # fmt: skip
     sources = _sources(monkeypatch)
     got = sm.run(A.PushSum(0.05, GRAPH), _problem(), process, 12, seed=3, progress=False)
     np.testing.assert_array_equal(got.server, want.server)
-    assert "template" not in sources
+    np.testing.assert_array_equal(got.node_models, want.node_models)
+    for column in ("participants", "gradients", "messages", "floats"):
+        np.testing.assert_array_equal(getattr(got, column), getattr(want, column))
+    assert "template" in sources
 
 
 def test_without_the_floats_of_a_row_an_activated_plan_is_not_a_template():

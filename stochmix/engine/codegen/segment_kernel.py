@@ -42,17 +42,22 @@ def no_gradient(data, client, x, out):
 #: whose phase writes a value that is not finite has all its phases applied first. A phase
 #: with a kernel (``k_kind[q]`` > 0: :data:`~stochmix.engine.runner.slot_form.SLOT_KERNELS`)
 #: sets each target row to the kernel of its source row, entry by entry, with the round
-#: scalars ``k_par[2q:2q+2]``.
+#: scalars ``k_par[2q:2q+2]``. Where ``ratio_base`` >= 0 (rounds of every node of push-sum
+#: methods, ``fresh``) the gradients are taken at, and the reported model and consensus
+#: read, the ratios of the model and reported rows to the rows of the block that starts
+#: at ``ratio_base`` (``pbuf``: one point, the state's dtype).
 SOURCE = """def rows(
     z, round_nodes, round_program, P0, T0, t_base, t_slot, M0, m_target, m_base, m_slot,
     m_coef, G0, g_target, g_client, g_coef, C0, c_slot, k_kind, k_par, data, model_base,
     client_node,
     n_average, sums, server, tbuf, gbuf, too_large, report_base, consensus, fresh,
+    ratio_base, pbuf,
 ):
     d = z.shape[1]
     rounds = round_program.shape[0]
     mean = np.zeros(d)
     first = report_base + client_node  # the reported row of the first node
+    divisor = ratio_base + client_node  # (ratio_base >= 0) the first node's divisor row
     n_nodes = int(n_average)
     for r in range(rounds):
         p = round_program[r]
@@ -62,7 +67,12 @@ SOURCE = """def rows(
             c_lo = C0[q]
             for c in range(c_lo, C0[q + 1]):
                 node = nodes[c_slot[c]]
-                grad(data, node - client_node, z[model_base + node], gbuf[c - c_lo])
+                if ratio_base < 0:
+                    grad(data, node - client_node, z[model_base + node], gbuf[c - c_lo])
+                else:  # at the ratio of the node's rows (push-sum's x / w)
+                    for j in range(d):
+                        pbuf[j] = z[model_base + node, j] / z[ratio_base + node, j]
+                    grad(data, node - client_node, pbuf, gbuf[c - c_lo])
             t_lo = T0[q]
             targets = T0[q + 1] - t_lo
             for t in range(targets):
@@ -112,7 +122,10 @@ SOURCE = """def rows(
                 sums[j] = 0.0
             for i in range(n_nodes):
                 for j in range(d):
-                    sums[j] += z[first + i, j]
+                    if ratio_base < 0:
+                        sums[j] += z[first + i, j]
+                    else:
+                        sums[j] += z[first + i, j] / z[divisor + i, j]
         large = False
         for j in range(d):
             value = sums[j] / n_average
@@ -125,7 +138,10 @@ SOURCE = """def rows(
             spread = 0.0
             for i in range(n_nodes):
                 for j in range(d):
-                    gap = z[first + i, j] - mean[j]
+                    if ratio_base < 0:
+                        gap = z[first + i, j] - mean[j]
+                    else:
+                        gap = z[first + i, j] / z[divisor + i, j] - mean[j]
                     spread += gap * gap
             consensus[r] = spread / n_average
         if large:

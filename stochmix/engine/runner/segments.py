@@ -121,6 +121,10 @@ class Segmenter:
         #: whether the method's consensus error is the spread of those rows, which a
         #: batch of rounds of every node computes every round
         self.spread = bool(getattr(method, "consensus_of_rows", False))
+        ratio = getattr(method, "ratio_block", None)
+        #: the row of node 0 of the block that divides the model and reported rows
+        #: (push-sum's weights), or -1
+        self.ratio_base = -1 if ratio is None else layout.start(ratio) - layout.first_node(ratio)
         #: whether rounds of every node are batched (:func:`segmenter` sets it)
         self.every_rounds = False
         self.keys: dict = {}  # key -> program index | (candidate, traffic) | False
@@ -128,8 +132,10 @@ class Segmenter:
         # the method's keys: round 0's, and that of every later round (the contract of
         # Method.segment_key)
         keys = MethodKeys(method)
-        self.first_key = keys.get("segment_key", 0)
-        self.later_key = keys.get("segment_key", 1)
+        # (gossip ticks keep the reported average as a running sum of the rows written,
+        # which ratios of rows do not give: ticks of push-sum methods are built in full)
+        self.first_key = keys.get("segment_key", 0) if ratio is None else None
+        self.later_key = keys.get("segment_key", 1) if ratio is None else None
         self.method_keys = keys
         self.limit = 0  # the round after which the pending batch must run
         self.programs: list[SlotProgram] = []
@@ -310,11 +316,15 @@ class Segmenter:
 
         if consensus is not None and not fresh:
             raise ValueError("consensus: computed in batches of rounds of every node (fresh)")
+        if self.ratio_base >= 0 and not fresh:
+            raise ValueError("fresh: the reported ratios are summed afresh every round")
 
         assert self.packed is not None  # a verified key packed its program
         P0, arrays = self.packed
         first = self.report_base + self.method.client_node
         model = z[first : first + self.n]
+        if self.ratio_base >= 0:  # (summed afresh by the loop before it is read)
+            model = model / z[self.ratio_base + self.method.client_node :][: self.n]
         sums = model.sum(axis=0).astype(np.float64)
         server = np.empty((programs.size, z.shape[1]))
         rows = int(np.max(np.diff(arrays["t0"]), initial=1))
@@ -335,7 +345,8 @@ class Segmenter:
             arrays["k_kind"], arrays["k_par"], data,
             self.model_base, self.method.client_node, float(self.n), sums, server, tbuf, gbuf,
             float(too_large), self.report_base,
-            np.zeros(0) if consensus is None else consensus, bool(fresh),
+            np.zeros(0) if consensus is None else consensus, bool(fresh), self.ratio_base,
+            np.empty(z.shape[1], dtype=z.dtype),
         )  # fmt: skip
         done = int(done)
         large = done < 0
@@ -422,6 +433,12 @@ def unsegmented(method, participation, back, layout, callback) -> str | None:
     anyway."""
     if not _could_segment(method, participation, back, layout, callback):
         return None
+    if getattr(method, "ratio_block", None) is not None:
+        return (
+            "the nodes report and take gradients at ratios of rows (push-sum's x / w), which "
+            "a tick's running average does not keep: each gossip tick builds its equations "
+            "and plan"
+        )
     keys = MethodKeys(method)
     if keys.get("segment_key", 1) is not None:
         return None
