@@ -168,7 +168,7 @@ def _loop(z, arrays):
         a["g_target"], a["g_client"], a["g_coef"], a["c0"], a["c_slot"], a["k_kind"],
         a["k_par"], np.zeros(1), 0, 0, 1.0, np.zeros(z.shape[1]), server,
         np.empty((1, z.shape[1])), np.empty((1, z.shape[1]), z.dtype), np.inf, 0, np.zeros(0),
-        True,
+        True, -1, np.empty(z.shape[1], z.dtype),
     )  # fmt: skip
 
 
