@@ -31,12 +31,36 @@ from .stochastic import Minibatch, Noisy
 __all__ = [
     "Problem",
     "SLICE_ELEMENTS",
+    "rows_in_closed_form",
 ]
 
 #: Consecutive clients (a slice, their data read in place) are asked in one call of the
 #: formula up to this many array elements of data (``chunk_cost`` per client), in chunks
 #: of this size beyond: the formula's temporaries are then bounded as well.
 SLICE_ELEMENTS = 1 << 24
+
+
+#: The point-by-point member behind each name of :meth:`Problem.closed_form_rows`.
+_POINTWISE = {"objective": "objective_gap", "gradient_norm": "gradient", "gradient": "gradient"}
+
+
+def rows_in_closed_form(problem, name: str, models):
+    """``problem.closed_form_rows(name, models)`` where it computes what the problem's own
+    point-by-point member does (``objective_gap`` for ``"objective"``, ``gradient``
+    otherwise): the class that defines ``closed_form_rows`` defines that member too, and
+    no instance overrides either; else None (the caller evaluates point by point). So a
+    subclass that rewrites ``objective_gap`` or ``gradient`` of a problem with rows of
+    its own is measured by its own rewrite."""
+    rows = getattr(problem, "closed_form_rows", None)
+    member = _POINTWISE.get(name)
+    if rows is None or member is None or member in vars(problem):
+        return None
+    if "closed_form_rows" not in vars(problem):
+        mro = type(problem).__mro__
+        owner = next((c for c in mro if "closed_form_rows" in vars(c)), None)
+        if owner is None or owner is not next((c for c in mro if member in vars(c)), None):
+            return None
+    return rows(name, models)
 
 
 def _own(g, x, data: dict):

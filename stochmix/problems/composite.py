@@ -39,7 +39,7 @@ from jaxtyping import Float
 from .._validate import show
 from ..protocols import ProblemLike
 from ._common import DERIVED, fingerprint
-from .base import Problem
+from .base import Problem, rows_in_closed_form
 from .regularizers import Box, GroupLasso, Regularizer
 
 __all__ = ["Composite", "Subgradients", "proximal_minimiser"]
@@ -280,14 +280,14 @@ class Composite(Problem):
             raise ValueError(f'name must be "objective" or "gradient_norm", got {name!r}')
         models = np.asarray(models, dtype=np.float64)
         if name == "objective":
-            gaps = self.smooth.closed_form_rows("objective", models)
+            gaps = rows_in_closed_form(self.smooth, "objective", models)
             if gaps is None:
                 return None
             star = self.x_star
             smooth = gaps - self.smooth.objective_gap(star)
             values = np.fromiter((self.regularizer.value(x) for x in models), float, len(models))
             return smooth + values - self.regularizer.value(star)  # (objective_gap's order)
-        g = self.smooth.closed_form_rows("gradient", models)
+        g = rows_in_closed_form(self.smooth, "gradient", models)
         if g is None:
             return None
         lipschitz = self.smoothness

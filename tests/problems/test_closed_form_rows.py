@@ -87,3 +87,24 @@ def _recorder(problem):
         n_clients, dim = problem.n_clients, problem.dim
 
     return Recorder(problem, object(), _Ctx(), ("objective", "gradient_norm"), 3, 1, 1)
+
+
+class _ShiftedGap(problems.LeastSquares):
+    """Least squares whose objective gap is reported shifted by one (a user's rewrite)."""
+
+    def objective_gap(self, x):
+        return super().objective_gap(x) + 1.0
+
+
+def test_a_subclass_that_rewrites_the_pointwise_metric_is_measured_by_its_rewrite():
+    # the rows of the parent class would give the parent's gap: the recorder goes point
+    # by point, directly and through a composite problem over the subclass
+    rng = np.random.default_rng(1)
+    problem = _ShiftedGap(rng.standard_normal((6, 4, 3)), rng.standard_normal((6, 4)))
+    models = np.random.default_rng(0).standard_normal((4, 3))
+    got = _recorder(problem).evaluate_rows("objective", models)
+    np.testing.assert_allclose(got, [problem.objective_gap(x) for x in models], rtol=1e-12)
+    composite = problems.Composite(problem, problems.L1(0.1))
+    assert composite.closed_form_rows("objective", models) is None
+    problem.gradient = lambda x: np.zeros(3)  # an instance's rewrite too
+    np.testing.assert_array_equal(_recorder(problem).evaluate_rows("gradient_norm", models), 0.0)

@@ -30,6 +30,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..._validate import as_int
+from ...problems.base import rows_in_closed_form
 from ..model.traffic import COSTS
 
 __all__ = [
@@ -224,8 +225,7 @@ class Recorder:
         gives (the objective as the problem's ``objective_gap``, the gradient's norm), one
         row at a time otherwise."""
         wanted = name != "objective" or self._objective == self.problem.objective_gap
-        rows = getattr(self.problem, "closed_form_rows", None)
-        found = rows(name, models) if wanted and rows is not None else None
+        found = rows_in_closed_form(self.problem, name, models) if wanted else None
         if found is None:
             return np.array([self.evaluate(name, x) for x in models], dtype=float)
         return np.asarray(found, dtype=float).reshape(len(models))
