@@ -272,8 +272,10 @@ class DecentralizedMethod(Method):
             )
 
     #: Whether the iterations after the first build the same phases up to which nodes
-    #: take part (no coefficient changes with k): then small gossip rounds may run in
-    #: compiled segments (:meth:`segment_key`). The built-in methods say so.
+    #: take part (no coefficient changes with k): then their plans are reused, small
+    #: gossip rounds may run in compiled segments (:meth:`segment_key`; not those of
+    #: push-sum methods) and the rounds of every node of a small graph in compiled
+    #: batches. The built-in methods with a constant step say so.
     rounds_repeat = False
     #: The declaration the keys read (:mod:`stochmix.engine.model.inherited_keys`): a
     #: subclass that overrides round hooks has its iterations keyed only where it states
@@ -283,7 +285,10 @@ class DecentralizedMethod(Method):
     def segment_key(self, r: int):
         """``r == 0`` (the first iteration may differ: trackers start, EXTRA's first step)
         where :attr:`rounds_repeat` holds, the step does not decay, and gradients are
-        taken at, and nodes report, the model rows; None otherwise."""
+        taken at, and nodes report, what the class declares (the model rows, the rows of
+        :attr:`reported_block`, their ratios to :attr:`ratio_block`'s: no ``points`` or
+        ``node_models`` of its own); None otherwise. (Push-sum methods give a key, yet
+        their gossip ticks are built in full: see :mod:`stochmix.engine.runner.segments`.)"""
         return self._iteration_key(r)
 
     def _iteration_key(self, r: int):

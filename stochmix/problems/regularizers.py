@@ -269,8 +269,11 @@ class GroupLasso(_Weighted):
 
 
 class _Indicator(_Weighted):
-    """The indicator of a closed convex set: value 0 on it, +inf outside (points within
-    1e-12 of it, relative, count as on it: rounding of a projection)."""
+    """The indicator of a closed convex set: value 0 on it, +inf outside. Points within
+    1e-12 of it, relative, count as on it (rounding of a projection), and so do points
+    whose float32 rounding is its own float32 projection: a float32 run's model averages
+    rows clipped to the bounds as float32 numbers (``float32(-0.15)`` lies 6e-9 below
+    -0.15), which must not read as outside the set."""
 
     indicator = True
 
@@ -286,11 +289,12 @@ class _Indicator(_Weighted):
     def value(self, x) -> float:
         x = np.asarray(x, dtype=np.float64)
         gap = np.abs(x - self.prox(x[None, :], 1.0)[0])
-        return (
-            0.0
-            if float(gap.max(initial=0.0)) <= 1e-12 * max(1.0, float(np.abs(x).max(initial=0.0)))
-            else math.inf
-        )
+        if float(gap.max(initial=0.0)) <= 1e-12 * max(1.0, float(np.abs(x).max(initial=0.0))):
+            return 0.0
+        single = x.astype(np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):
+            projected = np.asarray(self.prox(single[None, :], 1.0)[0]).astype(np.float32)
+        return 0.0 if np.array_equal(single, projected) else math.inf
 
 
 def _bound(value, name: str) -> np.ndarray:

@@ -100,6 +100,44 @@ def test_proximal_gossip_ticks_run_in_segments_as_round_by_round(monkeypatch):
     assert sum(sizes) > 300
     _same(plain, fast)
     np.testing.assert_array_equal(fast.time, plain.time)
+    # the closed-form metrics of every tick (the problem's rows of many models at once);
+    # consensus, which needs the rows, at the end of each batch
+    for name in ("distance", "objective_gap", "gradient_norm"):
+        values = getattr(fast, name)
+        assert np.isfinite(values).all(), name
+        np.testing.assert_allclose(values, getattr(plain, name), rtol=1e-9, atol=1e-13)
+    assert np.isfinite(fast.consensus[-1]) and np.isnan(fast.consensus).sum() > 300
+
+
+def test_gossip_ticks_with_a_prox_the_loop_does_not_apply_say_so(monkeypatch):
+    problem = problems.Composite(
+        problems.LeastSquares.random(N, 4, rows_per_client=3, seed=5),
+        problems.GroupLasso(0.1, groups=[0, 0, 1, 1]),
+    )
+    graph = nx.cycle_graph(N)
+    method = algorithms.PGEXTRA(0.05, mixing.StaticSequence(graph))
+    sizes = batch_sizes(monkeypatch)
+    with pytest.warns(sm.SlowPathWarning, match=r"a row map \(prox of GroupLasso"):
+        sm.run(method, problem, participation.RandomEdge(graph), 60, seed=1, progress=False)
+    assert sizes == []
+    plan = sm.explain(method, problem, participation.RandomEdge(graph), rounds=3)
+    assert "every tick built in full: a tick holds a row map (prox of GroupLasso" in str(plan)
+
+
+@pytest.mark.slow  # (float32 programs)
+def test_a_float32_batch_at_a_box_bound_reports_a_finite_objective(monkeypatch):
+    # the reported model averages rows clipped to float32(-0.15), 6e-9 below the bound: it
+    # is on the box, as the round-by-round run's model is
+    problem = _problem("box")
+    lr = 0.3 / problem.smoothness
+    sequence = mixing.StaticSequence(nx.random_regular_graph(3, N, seed=2))
+    plain, fast, sizes = _pair(
+        lambda: algorithms.PGEXTRA(lr, sequence), problem, participation.Full(N), monkeypatch,
+        rounds=300, dtype=np.float32,
+    )  # fmt: skip
+    assert sum(sizes) > 0
+    assert (fast.node_models == np.float32(-0.15)).any()
+    assert np.isfinite(fast.objective_gap).all() and np.isfinite(plain.objective_gap).all()
 
 
 @pytest.mark.slow  # (3 s)

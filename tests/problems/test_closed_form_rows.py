@@ -108,3 +108,14 @@ def test_a_subclass_that_rewrites_the_pointwise_metric_is_measured_by_its_rewrit
     assert composite.closed_form_rows("objective", models) is None
     problem.gradient = lambda x: np.zeros(3)  # an instance's rewrite too
     np.testing.assert_array_equal(_recorder(problem).evaluate_rows("gradient_norm", models), 0.0)
+
+
+def test_a_point_on_a_box_bound_in_float32_is_on_the_box():
+    # float32(-0.15) lies 6e-9 below -0.15: a float32 run's model clipped to the bound
+    box = problems.Box(-0.15, 0.2)
+    assert box.value(np.array([np.float32(-0.15), 0.1])) == 0.0
+    assert box.value(np.array([-0.15 - 1e-6, 0.1])) == np.inf
+    bounds = problems.Box(np.array([-0.15, 0.0]), np.array([0.2, 1.0]))
+    assert bounds.value(np.array([np.float32(-0.15), 0.5])) == 0.0
+    assert bounds.value(np.array([-0.2, 0.5])) == np.inf
+    assert problems.NonNegative().value(np.array([-1e-3, 1.0])) == np.inf

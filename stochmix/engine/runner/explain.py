@@ -341,7 +341,9 @@ def explain(
     if clock is not None:  # the rounds as the clock makes them (deadlines, arrivals)
         stream = clock.stream(stream, method, setup.ctx, seed)
     whole = hasattr(back, "apply_blockwise")
-    made = batches(method, problem, participation, setup, back, dtype, options, rounds)
+    made = batches(
+        method, problem, participation, setup, back, dtype, options, rounds, planner.notes
+    )
     labels: dict = {}  # a verified key -> the labels of the phases it was learnt from
     plans, keys, overridden, inherited, cached = [], [], [], [], []
     for r in range(rounds):

@@ -14,7 +14,7 @@ __all__ = ["BATCHED", "batches", "checkpointed", "ticks"]
 BATCHED = "every phase in order (Numba)"
 
 
-def batches(method, problem, participation, setup, back, dtype, options, rounds: int):
+def batches(method, problem, participation, setup, back, dtype, options, rounds: int, notes=None):
     """The :class:`~stochmix.engine.runner.segments.Segmenter` the run would have (None
     where it has none), under the run's recording (its metrics may keep the rounds of
     every node from batches: :func:`~stochmix.engine.runner.segments.batches_every_node`)."""
@@ -26,7 +26,7 @@ def batches(method, problem, participation, setup, back, dtype, options, rounds:
     )  # fmt: skip
     return segmenter(
         method, problem, participation, setup.layout, setup.ctx, back, capabilities(back),
-        dtype, options.callback, lambda: None, rounds, recorder,
+        dtype, options.callback, lambda: None, rounds, recorder, notes,
     )  # fmt: skip
 
 
@@ -75,5 +75,6 @@ def ticks(method, problem, participation, setup, back, dtype, options, plans) ->
     return (
         f"; gossip ticks: after the first two of each kind, run in compiled segments of up "
         f"to {BATCH} ticks (the method's segment_key, checked on the second tick; the rounds "
-        "below that run in a compiled batch)"
+        "below that run in a compiled batch; a kind whose ticks the loop cannot apply is "
+        "listed under the slow paths)"
     )

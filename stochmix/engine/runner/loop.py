@@ -248,7 +248,7 @@ def _run(method, problem, participation, rounds: int, back, options: RunOptions)
         options=options, bar=bar, traffic=planner.round_traffic,
         segments=None if clock is not None or caps.sharded else segmenter(
             method, problem, participation, layout, ctx, back, caps, options.dtype,
-            options.callback, lambda: planner.phases, rounds, recorder,
+            options.callback, lambda: planner.phases, rounds, recorder, planner.notes,
         ),
     )  # fmt: skip
     if clock is not None and clock.deadline is not None and result.participants[1:].sum() == 0:

@@ -220,15 +220,23 @@ class Recorder:
         return value
 
     def evaluate_rows(self, name: str, models: np.ndarray) -> np.ndarray:
-        """:meth:`evaluate` at every row of ``models`` (B, d): through the problem's
-        :meth:`~stochmix.problems.Problem.closed_form_rows` where the metric is the one it
-        gives (the objective as the problem's ``objective_gap``, the gradient's norm), one
-        row at a time otherwise."""
-        wanted = name != "objective" or self._objective == self.problem.objective_gap
-        found = rows_in_closed_form(self.problem, name, models) if wanted else None
+        """:meth:`evaluate` at every row of ``models`` (B, d): :meth:`rows`, or one row at
+        a time where the problem has no rows of the metric."""
+        found = self.rows(name, models)
         if found is None:
             return np.array([self.evaluate(name, x) for x in models], dtype=float)
-        return np.asarray(found, dtype=float).reshape(len(models))
+        return found
+
+    def rows(self, name: str, models: np.ndarray) -> np.ndarray | None:
+        """``name`` (one of :meth:`model_metrics` but ``distance``) at every row of
+        ``models`` (B, d) through the problem's
+        :meth:`~stochmix.problems.Problem.closed_form_rows`, where they are the metric the
+        record holds (the objective as the problem's ``objective_gap``) and what the
+        problem's own member computes (:func:`~stochmix.problems.base.
+        rows_in_closed_form`); None otherwise."""
+        wanted = name != "objective" or self._objective == self.problem.objective_gap
+        found = rows_in_closed_form(self.problem, name, models) if wanted else None
+        return None if found is None else np.asarray(found, dtype=float).reshape(len(models))
 
     def _evaluate(self, name: str, x: np.ndarray, z) -> float | None:
         if name == "distance":

@@ -20,15 +20,19 @@ gradient (:meth:`~stochmix.problems.Problem.row_gradient`), and keeps the networ
 
 What a segmented run records: the reported model of every round, the participants,
 gradients, messages, floats and simulated time of every round, ``distance`` at every
-round (from the model), and the other metrics at the end of each batch (a batch ends
-before every round where a scheduled metric is due, and at the end of the run; batches of
-rounds of every node record more, see below); the wall time of a batch is shared equally
-among its rounds (from the end of the round before it to its end). The arithmetic is the
-phases' (sums in the order of their terms), so a segmented run agrees with a
-round-by-round run to rounding, not bit for bit; whether rounds are segmented depends
-only on the run's inputs, never on timing. After every checkpoint the segmenter learns
-its keys again, as a run resumed from that checkpoint does, so that a resumed run ends
-bit for bit where the uninterrupted one does.
+round (from the model), the objective and gradient norm at every round where the
+problem gives them for many models at once
+(:meth:`~stochmix.problems.Problem.closed_form_rows`), and the other metrics at the end of
+each batch (a batch ends before every round where a scheduled metric is due, and at the
+end of the run; batches of rounds of every node record more, see below); the wall time of
+a batch is shared equally among its rounds (from the end of the round before it to its
+end). The arithmetic is the phases' (sums in the order of their terms), so a segmented
+run agrees with a round-by-round run to rounding, not bit for bit; whether rounds are
+segmented depends only on the run's inputs, never on timing. After every checkpoint the
+segmenter learns its keys again, as a run resumed from that checkpoint does, so that a
+run resumed from one of the uninterrupted run's checkpoints ends bit for bit where the
+uninterrupted one does (resumed from the end of a shorter run that is not on that
+schedule, it agrees to rounding: its batches are cut elsewhere).
 
 The rounds of every node (``Full(n)``) on a graph of at most :data:`MAX_EVERY_NODES` nodes
 run the same way (a decentralized method's whole run, barriers included: the loop applies
@@ -44,10 +48,14 @@ first round whose reported model crosses the run's divergence threshold, as a
 round-by-round run does.
 
 Segments run where: the backend is NumPy's and the layout keeps every row, no callback
-is given, the method reports the average of its model block and takes gradients at its
-model rows (:attr:`~stochmix.engine.model.method.Method.reports_node_average`, no ``points``
-of its own), the problem has a compiled gradient (when the phases take gradients) and a
-round touches at most :data:`MAX_NODES` nodes.
+is given, the method reports the average of its nodes' models
+(:attr:`~stochmix.engine.model.method.Method.reports_node_average`) and takes its
+gradients and reports where its declarations say (its model rows, its ``reported_block``,
+or for rounds of every node the ratios to its ``ratio_block``: push-sum's ``x / w``; no
+``points`` or ``node_models`` of its own), every phase of a round has a slot form (linear,
+or an element-wise kernel of :data:`~stochmix.engine.runner.slot_form.SLOT_KERNELS`; a
+gossip tick without one is noted as a slow path), the problem has a compiled gradient
+(when the phases take gradients) and a round touches at most :data:`MAX_NODES` nodes.
 """
 
 from __future__ import annotations
@@ -58,7 +66,8 @@ import numpy as np
 
 from ..model.inherited_keys import MethodKeys
 from ..model.method import Method
-from .slot_form import SlotProgram, pack, slot_program, unique_rows
+from ..model.rowmap import RowMap
+from .slot_form import SlotProgram, _kernel_triplets, pack, slot_program, unique_rows
 
 __all__ = [
     "BATCH",
@@ -145,6 +154,9 @@ class Segmenter:
         self.traffics: list[tuple] = []
         self.packed: tuple | None = None
         self.pending: list = []  # (round, nodes, program, record)
+        #: where a gossip tick refused for want of a slot form is noted (the run's
+        #: :class:`~stochmix.engine.plan.slowpath.SlowPaths`), or None
+        self.notes = None
 
     def key(self, r: int, nodes: np.ndarray, record):
         """The round's key, or None when it cannot be segmented."""
@@ -173,8 +185,8 @@ class Segmenter:
     @staticmethod
     def every_node(key) -> bool:
         """Whether ``key`` is that of a round in which every node takes part: its batches
-        end where a metric of every round is recorded (the ticks of a gossip process
-        record those at the end of each batch)."""
+        record every metric of every round (the ticks of a gossip process record those
+        without rows in closed form at the end of each batch)."""
         return isinstance(key, tuple) and key[:1] == ("every node",)
 
     def every_node_batch(self, programs: np.ndarray) -> bool:
@@ -209,6 +221,8 @@ class Segmenter:
         made = slot_program(phases, self.layout, nodes, self.method.client_node)
         if made is None or (made.gradients and self.kernel is None):
             self.keys[key] = False
+            if self.notes is not None and not self.every_node(key):
+                self.notes.add("", NOT_SEGMENTED, _no_slot_form(phases, made))
             return
         # the sample gradients of a round are those of its nodes: counted from the slots
         if self.sampled(made, nodes[None, :])[0] != traffic[3]:
@@ -358,6 +372,22 @@ class Segmenter:
 NOT_SEGMENTED = "every tick built in full"
 
 
+def _no_slot_form(phases, made) -> str:
+    """Why the ticks of a kind are built in full though the method gives their key."""
+    if made is not None:
+        return (
+            "the ticks take gradients and the problem has no compiled gradient: each "
+            "tick builds its equations and plan"
+        )
+    maps = [p for p in phases if isinstance(p, RowMap) and _kernel_triplets(p) is None]
+    what = f"a row map ({maps[0].name})" if maps else "a phase the compiled loop cannot apply"
+    return (
+        f"a tick holds {what} that the compiled loop does not apply (it applies the "
+        "element-wise kernels: the prox of L1 or the elastic net, a projection onto a box "
+        "with scalar bounds or x >= 0): each tick builds its equations and plan"
+    )
+
+
 def _runs_batches(method, back, layout, callback) -> bool:
     """What every batch needs of a run: the NumPy backend with every row kept, no
     callback, a method that reports its nodes' average, with no hook of
@@ -472,7 +502,7 @@ def unsegmented(method, participation, back, layout, callback) -> str | None:
 
 def segmenter(
     method, problem, participation, layout, ctx, back, caps, dtype, callback, phases,
-    rounds: int = 0, recorder=None,
+    rounds: int = 0, recorder=None, notes=None,
 ):  # fmt: skip
     """The run's :class:`Segmenter`, or None where segments cannot run (see the module
     docstring): an edge-activation process (or every node in every round of a small graph,
@@ -501,4 +531,5 @@ def segmenter(
     made.every_rounds = (
         every and recorder is not None and batches_every_node(recorder, made.spread)
     )
+    made.notes = notes
     return made
