@@ -188,6 +188,17 @@ SLOW_CASES = (
     "*/test_analysis_zoo.py::test_round_operator_is_one_engine_round[[]*-full]",
     "*/test_row_subsets.py::test_activated_rounds_equal_the_general_path[[]0.6-*]",
     "*/test_pushes.py::test_the_scatter_gives_the_sparse_rows_numbers[[]with*]",
+    "*/test_certificates_symmetry.py::test_the_reduced_certificate_is_the_dense_one[[]SCAFFOLD*]",
+    "*/test_certificates.py::test_rates_do_not_decrease_as_sigma_or_kappa_grow[[]EXTRA]",
+    "*/test_certificates.py::test_rates_do_not_decrease_as_sigma_or_kappa_grow[[]ExactDiffusion]",
+    "*/test_certificates.py::test_rates_do_not_depend_on_the_units_of_the_class[[]1000.0]",
+    "*/test_certificates.py::test_dense_quadratics_in_several_dimensions_stay_under_the_*",
+    "*/test_analysis.py::test_lyapunov_rate_values_of_the_former_implementation",
+    "*/test_analysis.py::test_lyapunov_rate_draws_random_local_steps_from_its_seed",
+    "*/test_certificates_optimal.py::test_a_mixing_step_tuned_from_the_matrix_has_no_*",
+    "*/test_worst_case_search.py::test_the_instance_found_is_of_the_class_and_*[[]periodic]",
+    "*/test_heterogeneity.py::test_uneven_fedavg_and_fednova_match_their_references[[]True-1]",
+    "*/test_studies.py::test_an_interrupted_study_resumes_to_the_same_bytes",
 )
 
 
