@@ -336,10 +336,11 @@ class Segmenter:
         assert self.packed is not None  # a verified key packed its program
         P0, arrays = self.packed
         first = self.report_base + self.method.client_node
-        model = z[first : first + self.n]
-        if self.ratio_base >= 0:  # (summed afresh by the loop before it is read)
-            model = model / z[self.ratio_base + self.method.client_node :][: self.n]
-        sums = model.sum(axis=0).astype(np.float64)
+        # the running sum of the reported rows; rounds of every node sum them (or their
+        # ratios) afresh in the loop before reading it
+        sums = np.zeros(z.shape[1])
+        if not fresh:
+            sums = z[first : first + self.n].sum(axis=0).astype(np.float64)
         server = np.empty((programs.size, z.shape[1]))
         rows = int(np.max(np.diff(arrays["t0"]), initial=1))
         clients = int(np.max(np.diff(arrays["c0"]), initial=1))
