@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
+from ._pool import CORES, thread_pool
+
 
 class _ArrayType(type):
     """``isinstance(x, Array)``: a NumPy array, or a Torch tensor if torch is loaded."""
@@ -96,11 +98,19 @@ def cache_key(x) -> tuple:
     return ("torch", str(x.device), str(x.dtype))
 
 
+#: Arrays of at least this many entries are summed by :func:`row_sums` in two halves of
+#: their rows, then added (the halves on two threads where the process has two CPUs).
+HALVES_MIN = 1 << 18
+
+
 def row_sums(rows: np.ndarray) -> np.ndarray:
     """The sum of the rows of ``rows`` (s, ...) -> (...). NumPy adds one row of d values
     at a time, slow for small d; a C-contiguous (s, d) array is summed as views of about
-    1024 values per row instead, then folded. The order depends on the shape alone, so a
-    segment's sum is the same bits on whatever rank holds it."""
+    1024 values per row instead, then folded; one of at least :data:`HALVES_MIN` entries
+    as two halves of those views, each summed alone, then added (on two threads: a state
+    of 10^5 rows, d = 10, outside the caches, 0.27 against 0.40 ms). The order depends
+    on the shape alone, never on the threads, so a segment's sum is the same bits on
+    whatever rank holds it."""
     if rows.ndim != 2 or not rows.flags.c_contiguous:
         return rows.sum(axis=0)
     s, d = rows.shape
@@ -108,7 +118,17 @@ def row_sums(rows: np.ndarray) -> np.ndarray:
     m = (s // k) * k
     if k == 1 or m == 0:
         return rows.sum(axis=0)
-    total = rows[:m].reshape(m // k, k * d).sum(axis=0).reshape(k, d).sum(axis=0)
+    views = rows[:m].reshape(m // k, k * d)
+    if rows.size < HALVES_MIN:
+        wide = views.sum(axis=0)
+    else:
+        half = views.shape[0] // 2
+        if CORES > 1:  # (NumPy's sums let go of the GIL)
+            later = thread_pool(2).submit(views[half:].sum, axis=0)
+            wide = views[:half].sum(axis=0) + later.result()
+        else:
+            wide = views[:half].sum(axis=0) + views[half:].sum(axis=0)
+    total = wide.reshape(k, d).sum(axis=0)
     if m < s:
         total += rows[m:].sum(axis=0)
     return total

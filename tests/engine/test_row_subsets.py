@@ -124,11 +124,11 @@ def test_a_large_activated_round_is_computed_in_halves_with_the_same_bits(monkey
         split.append(len(calls))
         return real(calls)
 
-    monkeypatch.setattr(numpy_backend, "_CORES", 2)  # (two threads on any machine)
+    monkeypatch.setattr(numpy_backend, "CORES", 2)  # (two threads on any machine)
     monkeypatch.setattr(numpy_backend, "_on_threads", counted)
     got = run()
     assert split and set(split) == {2}
-    monkeypatch.setattr(numpy_backend, "_CORES", 1)
+    monkeypatch.setattr(numpy_backend, "CORES", 1)
     count = len(split)
     want = run()
     assert len(split) == count  # (one pass a target)

@@ -10,6 +10,7 @@ from jaxtyping import Bool, Int
 
 from ..._validate import _show, as_bool_array, as_client_indices, as_int, as_probabilities
 from ...engine import Layout, Method, NonlinearPhaseError, Phase, RowMap, RunContext
+from ...engine.model.method import model_points
 from .gradients import affine_gradients
 from .maps import AffineMap
 
@@ -22,7 +23,7 @@ __all__ = [
 
 
 def _check_points(method: Method) -> None:
-    if type(method).points is not Method.points:
+    if not model_points(method):
         raise NotImplementedError(
             f"{type(method).__name__} overrides points(): it takes its gradients at points that "
             "are not rows of the state (push-sum divides the model block by the weight block), "

@@ -17,8 +17,9 @@ import os
 
 import numpy as np
 
+from ..._pool import thread_pool
 from ..codegen.cache import program_for, rowwise_for, variant
-from ..model.method import Method, RunContext
+from ..model.method import Method, RunContext, model_points
 from ..model.phase import Phase
 from ..model.round_scalars import plain
 from ..model.rowmap import RowMap, apply_map
@@ -29,6 +30,7 @@ from ..plan.gradients import (
     chunk_gradients,
     gradients_at,
     pure_formula,
+    row_gradient,
     runs_rowwise,
     sampled_bind,
     sampled_gradients_at,
@@ -50,21 +52,36 @@ def _sampled_call(problem, sampled: tuple, clients, picks) -> RowGradient:
     return RowGradient(sampled[0], sampled[1], (*sampled[2], *draw))
 
 
-def _apply_blockwise(phase: Phase, z, backend, problem, method: Method, ctx: RunContext) -> bool:
+#: A whole-block phase of at least this many scattered clients (an activated round) takes
+#: their gradients by one compiled pass (:mod:`~stochmix.engine.codegen.gathered_gradients`)
+#: where the problem has a compiled gradient and ``compiled`` is not False; from
+#: :data:`SPLIT_CLIENTS` on, in two halves on two threads (each row alone: the same bits).
+GATHER_MIN_CLIENTS = 1024
+SPLIT_CLIENTS = 4096
+
+
+def _apply_blockwise(
+    phase: Phase, z, backend, problem, method: Method, ctx: RunContext, gathered=None
+) -> bool:
     """``backend.apply_blockwise`` with the gradients of the whole-block form's clients,
     taken at the method's points (a slice of the model block, not a gathered copy, when
-    the clients are consecutive and the method takes gradients at its model rows)."""
+    the clients are consecutive and the method takes gradients at its model rows; else
+    ``gathered(clients)`` where it gives them, or the problem's gradients at the gathered
+    points)."""
     form = phase.blockwise
     assert form is not None  # only whole-block phases come here
     grads = None
     clients = form.clients
     if clients is not None:
-        if form.consecutive and type(method).points is Method.points:
+        if form.consecutive and model_points(method):
             first = ctx.layout.start(method.model_block) + int(clients[0]) + method.client_node
             points = z[first : first + clients.size]
-        else:
+            grads = gradients_at(problem, clients, points, form.consecutive)
+        elif gathered is not None:
+            grads = gathered(clients)
+        if grads is None:
             points = method.points(z, ctx, clients)
-        grads = gradients_at(problem, clients, points, form.consecutive)
+            grads = gradients_at(problem, clients, points, form.consecutive)
     return backend.apply_blockwise(z, phase, grads)
 
 
@@ -198,9 +215,46 @@ class OneProcess:
         return ok
 
     def whole(self, item: Phase, following: list) -> bool:
-        ok = _apply_blockwise(item, self.z, self.backend, self.problem, self.method, self.ctx)
+        ok = _apply_blockwise(
+            item, self.z, self.backend, self.problem, self.method, self.ctx, self._gathered
+        )
         self._forget(item)
         return ok
+
+    def _gathered(self, clients: np.ndarray):
+        """The gradients of ``clients`` at their model rows by one compiled pass (see
+        :data:`GATHER_MIN_CLIENTS`), or None where that pass does not apply."""
+        z, method, caps = self.z, self.method, self.caps
+        if (
+            clients.size < GATHER_MIN_CLIENTS
+            or caps.compiled is False
+            or caps.own_programs
+            or not self.pure
+            or not isinstance(z, np.ndarray)
+            or not model_points(method)
+        ):
+            return None
+        found = self.kernel
+        if found is None:  # (the run's kernel is asked for long runs alone: see row_gradient)
+            found = row_gradient(self.problem, self.backend, z.dtype, caps=caps)
+        if found is None:
+            return None
+        from ..codegen.gathered_gradients import gathered_function
+
+        function = gathered_function(found.kernel, found.fetch)
+        clients = np.ascontiguousarray(clients, dtype=np.int64)
+        at = self.ctx.layout.rows(method.model_block, clients + method.client_node)
+        out = np.empty((clients.size, z.shape[1]), dtype=z.dtype)
+        if WORKERS > 1 and clients.size >= SPLIT_CLIENTS:
+            half = clients.size // 2
+            later = thread_pool(2).submit(
+                function, found.data, clients[half:], z, at[half:], out[half:]
+            )
+            function(found.data, clients[:half], z, at[:half], out[:half])
+            later.result()
+        else:
+            function(found.data, clients, z, at, out)
+        return out
 
     def general(self, item: Phase) -> bool:
         z, ctx, layout = self.z, self.ctx, self.ctx.layout

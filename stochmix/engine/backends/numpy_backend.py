@@ -7,13 +7,12 @@ them into operations on its arrays.
 
 from __future__ import annotations
 
-import os
 import threading
 
 import numpy as np
 
+from ..._pool import CORES, thread_pool
 from ..._validate import as_float_dtype, flag_or_choice
-from ..codegen.chunks import thread_pool
 from ..codegen.combine_kernel import combine_kernel, push_kernel, rows_kernel, scatter_kernel
 from ..model.blockwise import BlockwiseForm
 from ..model.phase import Phase
@@ -107,7 +106,7 @@ class NumpyBackend:
             rows_kernel=rows_kernel if self.fused_combine else None,
             scatter=scatter_kernel() if self.fused_combine else None,
             push=push_kernel() if self.fused_combine else None,
-            split=_on_threads if _CORES > 1 else None,
+            split=_on_threads if CORES > 1 else None,
         )
 
 
@@ -118,10 +117,6 @@ def _whole_block_form(phase: Phase) -> BlockwiseForm:
     if form is None:
         raise ValueError(f"apply_blockwise: {phase!r} has no whole-block form")
     return form
-
-
-#: the CPUs this process may run on (a large activated round is split over two of them)
-_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
 
 
 def _on_threads(calls: list) -> list:

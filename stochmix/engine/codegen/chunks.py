@@ -24,16 +24,15 @@ each dialect's chunk function takes other arguments.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from functools import partial
 from typing import Any
 
 import numpy as np
 
+from ..._pool import thread_pool
 from ..model.kernels import KERNELS
 from ..model.picked import is_product
 
@@ -529,14 +528,3 @@ def _parts(bounds: list, workers: int, extents: tuple | ByCount) -> list:
     return [part for part in parts if part]
 
 
-_POOLS: dict = {}
-
-
-def thread_pool(workers: int) -> ThreadPoolExecutor:
-    """The process's pool of ``workers`` threads (a forked child, whose copy of the
-    parent's pool has no threads, gets its own)."""
-    key = (workers, os.getpid())
-    pool = _POOLS.get(key)
-    if pool is None:
-        pool = _POOLS[key] = ThreadPoolExecutor(workers, thread_name_prefix="stochmix")
-    return pool

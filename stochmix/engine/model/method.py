@@ -26,6 +26,7 @@ from .rowmap import RowMap, seed_sequence
 __all__ = [
     "Method",
     "RunContext",
+    "model_points",
 ]
 
 
@@ -311,3 +312,11 @@ def check_regularizer(method: Method, problem) -> None:
         "ProxNIDS, FedMid, FedDualAvg, ...), problem.with_subgradients() for subgradient "
         "steps, or problem.smooth"
     )
+
+
+def model_points(method: Method) -> bool:
+    """Whether ``method`` takes its gradients at its model rows: no ``points`` of its own,
+    on its class or set on the instance. Every path that reads the model rows in place of
+    calling :meth:`Method.points` asks this (a hook set on the instance counts as much
+    as one on the class)."""
+    return type(method).points is Method.points and "points" not in vars(method)

@@ -129,9 +129,9 @@ def needed(item, scratch: dict, ranges: dict, method) -> set:
         return names  # whole-block phases read and write all of their blocks' rows
     out = _holding(item.rows, ranges, names) | _holding(item.mix.indices, ranges, names)
     if item.clients.size:  # gradients taken at the method's points
-        from ..model.method import Method
+        from ..model.method import model_points
 
-        if type(method).points is not Method.points:
+        if not model_points(method):
             return names
         out |= names & {method.model_block}
     return out

@@ -34,7 +34,7 @@ from functools import lru_cache, partial
 import numpy as np
 
 from ..model.blockwise import chained
-from ..model.method import Method, RunContext
+from ..model.method import Method, RunContext, model_points
 from ..model.phase import LocalForm, Phase
 from ..model.product_form import product_form
 from ..model.rowmap import RowMap
@@ -71,7 +71,7 @@ def _local_refusal(lf: LocalForm, method: Method, ctx: RunContext, memo: dict) -
         )
     if not lf.takes_gradients:
         return None
-    if type(method).points is not Method.points:
+    if not model_points(method):
         return (
             f"it takes gradients, at the points {type(method).__name__}.points gives (the "
             "node-local path takes them at the model rows)"

@@ -65,7 +65,7 @@ import copy
 import numpy as np
 
 from ..model.inherited_keys import MethodKeys
-from ..model.method import Method
+from ..model.method import model_points
 from ..model.rowmap import RowMap
 from .slot_form import SlotProgram, _kernel_triplets, pack, slot_program, unique_rows
 
@@ -477,7 +477,7 @@ def unsegmented(method, participation, back, layout, callback) -> str | None:
         "each gossip tick builds its equations and plan (about 100x the cost of a tick run "
         "in a compiled segment)"
     )
-    if type(method).points is not Method.points:
+    if not model_points(method):
         return f"the method takes its gradients elsewhere than its model rows: {built}"
     why = keys.why("segment_key")
     if why is not None and method.segment_key(1) is not None:

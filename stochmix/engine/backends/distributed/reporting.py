@@ -70,10 +70,16 @@ def _reports_network_average(method) -> bool:
     )
 
 
+def _server_output(method) -> bool:
+    """Whether ``method`` reports its server row (:meth:`Method.output`, not rewritten on
+    its class or set on the instance)."""
+    return type(method).output is Method.output and "output" not in vars(method)
+
+
 def _reporter(method, shard: Shard, layout: Layout):
     """The recorder's view of ``method`` on ``shard`` (see :func:`_refuse` for what is
     refused)."""
-    if type(method).output is Method.output:
+    if _server_output(method):
         return _Reported(method, shard.at(layout.start(method.model_block)))
     return _NetworkAverage(method, shard)
 
@@ -83,7 +89,7 @@ def _refuse(method, problem, shard: Shard) -> None:
     from ...plan.gradients import pure_formula as _pure_formula
 
     name = type(method).__name__
-    if type(method).output is not Method.output:
+    if not _server_output(method):
         if not _reports_network_average(method):
             raise NotImplementedError(
                 f'backend="distributed": method {name} reports its own output; a shard '

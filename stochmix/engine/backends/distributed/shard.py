@@ -16,7 +16,7 @@ from ...._arrays import row_sums
 from ...codegen.cache import program_for
 from ...model.blockwise import BlockTarget, BlockwiseForm
 from ...model.layout import Block, Layout
-from ...model.method import Method, RunContext
+from ...model.method import RunContext, model_points
 from ...model.phase import Phase
 from ...model.round_scalars import plain
 from ...model.whole_block import apply_blockwise_numpy
@@ -437,7 +437,7 @@ class Shard:
         takes them."""
         from ...plan.gradients import gradients_at as _gradients_at
 
-        if type(method).points is Method.points:
+        if model_points(method):
             model = self.node_blocks[method.model_block]
             return _gradients_at(problem, clients, z[model])
         if self.local_ctx is None:
@@ -460,7 +460,7 @@ class Shard:
         clients = np.asarray(phase.clients, dtype=np.int64)
         points_rows = np.zeros(0, dtype=np.int64)
         if clients.size:
-            if type(method).points is not Method.points:
+            if not model_points(method):
                 raise NotImplementedError(
                     f"distributed: {type(method).__name__} takes gradients at its own points "
                     "(Method.points overridden); not supported yet"

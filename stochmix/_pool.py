@@ -1,0 +1,24 @@
+"""The process's pool of worker threads, shared by every part that splits work over two
+cores (the engine's compiled passes and programs, large row sums)."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+__all__ = ["CORES", "thread_pool"]
+
+#: the CPUs this process may run on
+CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+_POOLS: dict = {}
+
+
+def thread_pool(workers: int) -> ThreadPoolExecutor:
+    """The process's pool of ``workers`` threads (a forked child, whose copy of the
+    parent's pool has no threads, gets its own)."""
+    key = (workers, os.getpid())
+    pool = _POOLS.get(key)
+    if pool is None:
+        pool = _POOLS[key] = ThreadPoolExecutor(workers, thread_name_prefix="stochmix")
+    return pool
