@@ -167,6 +167,17 @@ class _AffineSolve:
             found = self.cache[key] = (problem, self.shift, inverse, lin)
         return found[2], found[3]
 
+    def row_affine(self, problem, rows: np.ndarray):
+        """``(M, b, False)``: the map sends node k's row v to ``M_k (v + b_k)``, M the
+        inverses above (diagonals or d x d) and b the linear terms c_i, for the nodes
+        ``rows`` (see :func:`stochmix.engine.runner.slot_form._affine_triplets`: the
+        compiled batches apply it themselves); None for a problem without affine
+        gradients."""
+        if not has_exact_prox(problem):
+            return None
+        inverse, lin = self._inverses(problem)
+        return inverse[rows], lin[rows], False
+
     def __call__(self, v, *, info):
         if not has_exact_prox(info.problem):
             raise ValueError(
@@ -243,6 +254,10 @@ class DecentralizedADMM(_Laplacian):
 
     name = "DecentralizedADMM"
     _run_state = _Laplacian._run_state | {"_solve_cache"}
+    #: every iteration builds the same phases (alpha^0 = 0: the first one too): plans
+    #: reused, and a small graph's iterations in compiled batches (the exact solve's
+    #: per-node matrices are applied by the batch loop, ``_AffineSolve.row_affine``)
+    rounds_repeat = True
 
     def __init__(
         self,

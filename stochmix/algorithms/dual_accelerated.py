@@ -117,6 +117,12 @@ class _Conjugate:
     def __init__(self, inverse: np.ndarray, shift: np.ndarray):
         self.inverse, self.shift = inverse, shift  # (n, d) diagonals or (n, d, d); (n, d)
 
+    def row_affine(self, problem, rows: np.ndarray):
+        """``(H^{-1}, H^{-1} c, True)`` at the nodes ``rows``: the map sends node k's row
+        x to ``M_k x + b_k`` (see :func:`stochmix.engine.runner.slot_form.
+        _affine_triplets`: the compiled batches apply it themselves)."""
+        return self.inverse[rows], self.shift[rows], True
+
     def __call__(self, x, *, info):
         rows = np.asarray(info.rows)
         h, b = self.inverse[rows], self.shift[rows]
@@ -197,6 +203,9 @@ class _DualAccelerated(DecentralizedMethod):
     def check_participation(self, participation) -> None:
         reason = "a synchronous dual method: every node takes every accelerated dual step"
         require_everyone(participation, self.name, reason)
+        # (records that every node takes part: plans reused by phase_key, and a small
+        # graph's iterations in compiled batches)
+        super().check_participation(participation)
 
     def blocks(self, n_clients: int) -> list[Block]:
         return [Block("theta", n_clients, "model"), Block("x", n_clients),

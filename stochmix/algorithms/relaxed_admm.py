@@ -133,6 +133,10 @@ class RelaxedADMM(_Laplacian):
 
     name = "RelaxedADMM"
     _run_state = _Laplacian._run_state | {"_solve_cache"}
+    #: every iteration builds the same phases (alpha^0 = 0: the first one too): plans
+    #: reused, and a small graph's iterations in compiled batches (the exact solve's
+    #: per-node matrices are applied by the batch loop, ``_AffineSolve.row_affine``)
+    rounds_repeat = True
 
     def __init__(
         self,

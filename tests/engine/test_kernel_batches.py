@@ -161,8 +161,8 @@ def test_the_slot_form_of_a_prox_names_its_kernel_and_round_scalars(monkeypatch)
     method = algorithms.ProxNIDS(0.1, mixing.StaticSequence(nx.cycle_graph(N)))
     made = []
 
-    def spy(phases, layout, nodes, client_node):
-        made.append(slot_program(phases, layout, nodes, client_node))
+    def spy(phases, layout, nodes, client_node, problem=None):
+        made.append(slot_program(phases, layout, nodes, client_node, problem))
         return made[-1]
 
     monkeypatch.setattr(segments_module, "slot_program", spy)
@@ -192,6 +192,8 @@ def _one_phase(kind: int, params=(0.0, 0.0)):
         m_coef=np.ones(terms), g0=np.zeros(2, i64), g_target=np.zeros(0, i64),
         g_client=np.zeros(0, i64), g_coef=np.zeros(0), c0=np.zeros(2, i64),
         c_slot=np.zeros(0, i64), k_kind=np.array([kind], i64), k_par=np.array(params, float),
+        k_tab=np.array([-1], i64), k_mat=np.array([-1], i64), a_off=np.zeros((0, 1)),
+        a_diag=np.zeros((0, 1)), a_mat=np.zeros((0, 1, 1)),
     )  # fmt: skip
 
 
@@ -206,7 +208,8 @@ def _loop(z, arrays):
         a["g_target"], a["g_client"], a["g_coef"], a["c0"], a["c_slot"], a["k_kind"],
         a["k_par"], np.zeros(1), 0, 0, 1.0, np.zeros(z.shape[1]), server,
         np.empty((1, z.shape[1])), np.empty((1, z.shape[1]), z.dtype), np.inf, 0, np.zeros(0),
-        True, -1, np.empty(z.shape[1], z.dtype),
+        True, -1, np.empty(z.shape[1], z.dtype), a["k_tab"], a["k_mat"], a["a_off"],
+        a["a_diag"], a["a_mat"], np.empty(z.shape[1]),
     )  # fmt: skip
 
 

@@ -45,13 +45,17 @@ def no_gradient(data, client, x, out):
 #: scalars ``k_par[2q:2q+2]``. Where ``ratio_base`` >= 0 (rounds of every node of push-sum
 #: methods, ``fresh``) the gradients are taken at, and the reported model and consensus
 #: read, the ratios of the model and reported rows to the rows of the block that starts
-#: at ``ratio_base`` (``pbuf``: one point, the state's dtype).
+#: at ``ratio_base`` (``pbuf``: one point, the state's dtype). A per-row affine phase
+#: (``k_kind[q]`` 4: diagonal matrices, 5: full ones) sets its k-th target to ``M_k (v +
+#: b_k)`` (``k_par[2q]`` 0) or ``M_k v + b_k`` (1), ``v`` its source row, ``b_k`` row
+#: ``k_tab[q] + k`` of ``a_off``, ``M_k`` row ``k_mat[q] + k`` of ``a_diag`` or ``a_mat``
+#: (``vbuf``: one float64 row).
 SOURCE = """def rows(
     z, round_nodes, round_program, P0, T0, t_base, t_slot, M0, m_target, m_base, m_slot,
     m_coef, G0, g_target, g_client, g_coef, C0, c_slot, k_kind, k_par, data, model_base,
     client_node,
     n_average, sums, server, tbuf, gbuf, too_large, report_base, consensus, fresh,
-    ratio_base, pbuf,
+    ratio_base, pbuf, k_tab, k_mat, a_off, a_diag, a_mat, vbuf,
 ):
     d = z.shape[1]
     rounds = round_program.shape[0]
@@ -95,9 +99,27 @@ SOURCE = """def rows(
                 elif kind == 2:
                     for j in range(d):
                         tbuf[t, j] = shrink_scaled(z[row, j], a, b)
-                else:
+                elif kind == 3:
                     for j in range(d):
                         tbuf[t, j] = clip_entry(z[row, j], a, b)
+                elif kind == 4:  # M_k diagonal: the same operations as the map's
+                    off = k_tab[q] + e - M0[q]
+                    mat = k_mat[q] + e - M0[q]
+                    for j in range(d):
+                        if a == 0.0:
+                            tbuf[t, j] = a_diag[mat, j] * (z[row, j] + a_off[off, j])
+                        else:
+                            tbuf[t, j] = a_diag[mat, j] * z[row, j] + a_off[off, j]
+                else:  # M_k full: each entry a sum in column order
+                    off = k_tab[q] + e - M0[q]
+                    mat = k_mat[q] + e - M0[q]
+                    for j in range(d):
+                        vbuf[j] = z[row, j] + a_off[off, j] if a == 0.0 else z[row, j]
+                    for i in range(d):
+                        total = 0.0
+                        for j in range(d):
+                            total += a_mat[mat, i, j] * vbuf[j]
+                        tbuf[t, i] = total if a == 0.0 else total + a_off[off, i]
             for e in range(G0[q], G0[q + 1]):
                 t = g_target[e]
                 gi = g_client[e]

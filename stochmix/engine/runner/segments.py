@@ -53,8 +53,9 @@ is given, the method reports the average of its nodes' models
 gradients and reports where its declarations say (its model rows, its ``reported_block``,
 or for rounds of every node the ratios to its ``ratio_block``: push-sum's ``x / w``; no
 ``points`` or ``node_models`` of its own), every phase of a round has a slot form (linear,
-or an element-wise kernel of :data:`~stochmix.engine.runner.slot_form.SLOT_KERNELS`; a
-gossip tick without one is noted as a slow path), the problem has a compiled gradient
+an element-wise kernel of :data:`~stochmix.engine.runner.slot_form.SLOT_KERNELS`, or a map
+affine row by row with a matrix per row: ADMM's exact solves, the dual methods' conjugate
+gradients; a gossip tick without one is noted as a slow path), the problem has a compiled gradient
 (when the phases take gradients) and a round touches at most :data:`MAX_NODES` nodes.
 """
 
@@ -104,6 +105,9 @@ class Segmenter:
         edge_mixing: the run's ``ctx.edge_mixing`` (only "pairwise" rounds repeat).
         phases: ``phases()`` gives the phases of the round the run just built (the
             planner's), or None.
+        samples: the sample gradients of one full gradient of each node, or None.
+        problem: the run's problem as its row maps see it (the maps that declare
+            themselves affine row by row give their matrices for it), or None.
     """
 
     def __init__(
@@ -115,8 +119,11 @@ class Segmenter:
         edge_mixing: str = "pairwise",
         phases=None,
         samples: np.ndarray | None = None,
+        problem=None,
     ):
         self.method, self.layout = method, layout
+        #: the run's problem as its row maps see it (per-row affine maps read it)
+        self.problem = problem
         #: the sample gradients of one full gradient of each node (1 each where None)
         self.samples = samples
         self.phases = phases  # () -> the phases of the round just built, or None
@@ -218,7 +225,7 @@ class Segmenter:
             phases = rebuild()
         if phases is None:
             return
-        made = slot_program(phases, self.layout, nodes, self.method.client_node)
+        made = slot_program(phases, self.layout, nodes, self.method.client_node, self.problem)
         if made is None or (made.gradients and self.kernel is None):
             self.keys[key] = False
             if self.notes is not None and not self.every_node(key):
@@ -361,7 +368,8 @@ class Segmenter:
             self.model_base, self.method.client_node, float(self.n), sums, server, tbuf, gbuf,
             float(too_large), self.report_base,
             np.zeros(0) if consensus is None else consensus, bool(fresh), self.ratio_base,
-            np.empty(z.shape[1], dtype=z.dtype),
+            np.empty(z.shape[1], dtype=z.dtype), arrays["k_tab"], arrays["k_mat"],
+            arrays["a_off"], arrays["a_diag"], arrays["a_mat"], np.empty(z.shape[1]),
         )  # fmt: skip
         done = int(done)
         large = done < 0
@@ -385,7 +393,8 @@ def _no_slot_form(phases, made) -> str:
     return (
         f"a tick holds {what} that the compiled loop does not apply (it applies the "
         "element-wise kernels: the prox of L1 or the elastic net, a projection onto a box "
-        "with scalar bounds or x >= 0): each tick builds its equations and plan"
+        "with scalar bounds or x >= 0; and maps that are affine row by row, row_affine): "
+        "each tick builds its equations and plan"
     )
 
 
@@ -527,7 +536,7 @@ def segmenter(
         kernel = problem.row_gradient(np.dtype(dtype))
     made = Segmenter(
         method, layout, kernel, ctx.n_clients, getattr(ctx, "edge_mixing", "pairwise"), phases,
-        getattr(ctx, "sample_counts", None),
+        getattr(ctx, "sample_counts", None), getattr(ctx, "map_problem", None) or problem,
     )  # fmt: skip
     made.every_rounds = (
         every and recorder is not None and batches_every_node(recorder, made.spread)

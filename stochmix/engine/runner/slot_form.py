@@ -9,12 +9,23 @@ import numpy as np
 
 from ..model.rowmap import RowMap
 
-__all__ = ["SLOT_KERNELS", "SlotProgram", "pack", "slot_program", "unique_rows"]
+__all__ = [
+    "AFFINE_DIAGONAL",
+    "AFFINE_FULL",
+    "SLOT_KERNELS",
+    "SlotProgram",
+    "pack",
+    "slot_program",
+    "unique_rows",
+]
 
 #: The element-wise kernels the loop applies, by the code a phase's ``k_kind`` holds
 #: (0: a linear phase): those of one source, whose round scalars (at most two) are
 #: constants of the round.
 SLOT_KERNELS = {"shrink": 1, "shrink_scaled": 2, "clip": 3}
+#: The codes of a map whose function declares itself affine row by row (``row_affine``,
+#: see :func:`_affine_triplets`): diagonal matrices (one number per entry), full ones.
+AFFINE_DIAGONAL, AFFINE_FULL = 4, 5
 
 
 class SlotProgram:
@@ -46,11 +57,19 @@ class SlotProgram:
     c_slot: np.ndarray
     k_kind: np.ndarray
     k_par: np.ndarray
+    k_tab: np.ndarray
+    k_mat: np.ndarray
+    a_off: np.ndarray
+    a_diag: np.ndarray
+    a_mat: np.ndarray
 
     FIELDS = (
         "t0", "t_base", "t_slot", "m0", "m_target", "m_base", "m_slot", "m_coef",
         "g0", "g_target", "g_client", "g_coef", "c0", "c_slot", "k_kind", "k_par",
+        "k_tab", "k_mat", "a_off", "a_diag", "a_mat",
     )  # fmt: skip
+    #: the tables of per-row affine phases (rows stacked along the first axis)
+    TABLES = ("a_off", "a_diag", "a_mat")
 
     def __init__(self, **arrays):
         for name in self.FIELDS:
@@ -82,9 +101,12 @@ def _slots(rows: np.ndarray, bases: np.ndarray, starts: np.ndarray, nodes: np.nd
     return base, slot, inside
 
 
-def slot_program(phases, layout, nodes: np.ndarray, client_node: int) -> SlotProgram | None:
-    """The slot form of a round's phases, or None when a phase is not a linear phase or
-    touches a row of a node outside ``nodes``."""
+def slot_program(
+    phases, layout, nodes: np.ndarray, client_node: int, problem=None
+) -> SlotProgram | None:
+    """The slot form of a round's phases, or None when a phase is not a linear phase, an
+    element-wise kernel or a per-row affine map (of ``problem``, the run's problem as its
+    maps see it), or touches a row of a node outside ``nodes``."""
     if layout.scratch:
         return None  # rows kept apart: a block is not one range of rows
     blocks = layout.blocks
@@ -96,13 +118,23 @@ def slot_program(phases, layout, nodes: np.ndarray, client_node: int) -> SlotPro
     counts = {"t0": 0, "m0": 0, "g0": 0, "c0": 0}
     for key in counts:
         parts[key].append(0)
+    tables = {"a_off": 0, "a_diag": 0, "a_mat": 0}  # rows so far
     for phase in phases:
         kind, params = 0, (0.0, 0.0)
+        tab = mat = -1
         if isinstance(phase, RowMap):
-            found = _kernel_triplets(phase)
+            found = _kernel_triplets(phase) or _affine_triplets(phase, problem)
             if found is None:
                 return None  # nonlinear: no slot form (its _triplets refuse)
-            kind, params, triplets = found
+            kind, params, triplets = found[:3]
+            if len(found) > 3:  # a per-row affine map: its tables
+                matrices, offsets = found[3]
+                which = "a_diag" if kind == AFFINE_DIAGONAL else "a_mat"
+                tab, mat = tables["a_off"], tables[which]
+                parts["a_off"].append(offsets)
+                parts[which].append(matrices)
+                tables["a_off"] += offsets.shape[0]
+                tables[which] += matrices.shape[0]
         elif getattr(phase, "draws", None) is not None or getattr(phase, "by_index", False):
             return None  # sampled gradients, rows by index: bound per round, not slots
         else:
@@ -132,14 +164,18 @@ def slot_program(phases, layout, nodes: np.ndarray, client_node: int) -> SlotPro
         parts["c_slot"].append(c_slot)
         parts["k_kind"].append(np.array([kind], dtype=np.int64))
         parts["k_par"].append(np.array(params, dtype=float))
+        parts["k_tab"].append(np.array([tab], dtype=np.int64))
+        parts["k_mat"].append(np.array([mat], dtype=np.int64))
         counts["t0"] += rewritten.size
         counts["m0"] += targets.size
         counts["g0"] += g_targets.size
         counts["c0"] += clients.size
         for key, value in counts.items():
             parts[key].append(value)
-    arrays = {}
+    arrays = {key: _stacked(parts[key], key) for key in SlotProgram.TABLES}
     for key in SlotProgram.FIELDS:
+        if key in SlotProgram.TABLES:
+            continue
         values = parts[key]
         dtype = float if key.endswith(("coef", "par")) else np.int64
         arrays[key] = (
@@ -168,6 +204,52 @@ def _kernel_triplets(phase: RowMap):
     return kind, values, (targets, sources, ones, none, none, np.zeros(0), none)
 
 
+def _stacked(tables: list, key: str) -> np.ndarray:
+    """The tables of a program's (or a batch's) per-row affine phases, rows stacked, as
+    float64 C arrays: an empty one of the loop's shape ((0, 1), or (0, 1, 1) for
+    ``a_mat``) where there is none."""
+    found = [t for t in tables if t.shape[0]]
+    if not found:
+        return np.zeros((0, 1, 1) if key == "a_mat" else (0, 1))
+    return np.ascontiguousarray(np.concatenate(found), dtype=np.float64)
+
+
+def _affine_triplets(phase: RowMap, problem):
+    """``(kind, round scalars, triplets, (matrices, offsets))`` of a map whose function
+    declares itself affine row by row, else None. Such a function has a method
+    ``row_affine(problem, rows)`` giving, for the map's rows ``rows`` (of its target
+    block), ``(M, b, after)``: the map sends the k-th row ``v`` of its one source to ``M_k
+    (v + b_k)`` (``after`` False) or ``M_k v + b_k`` (True), with ``M`` of shape (k, d)
+    (diagonal matrices) or (k, d, d) and ``b`` (k, d) (or None: not affine for this
+    problem). ADMM's exact local solves and the dual methods' conjugate gradients of
+    quadratics are such maps. The loop computes what the map computes, in the same order
+    for diagonal matrices (the same bits); a full matrix's products are summed in column
+    order (to rounding)."""
+    declared = getattr(phase.function, "row_affine", None)
+    if not callable(declared) or problem is None or len(phase.sources) != 1:
+        return None
+    targets = phase.z_rows
+    sources = phase.sources[0][2]
+    if sources.size != targets.size or not targets.size:
+        return None  # (one source row shared by every target: not row by row)
+    found = declared(problem, phase.target_rows)
+    if found is None:
+        return None
+    matrices, offsets, after = found
+    matrices = np.ascontiguousarray(matrices, dtype=np.float64)
+    offsets = np.ascontiguousarray(offsets, dtype=np.float64)
+    k = targets.size
+    if offsets.ndim != 2 or offsets.shape[0] != k or matrices.shape[0] != k:
+        return None
+    d = offsets.shape[1]
+    if matrices.shape not in ((k, d), (k, d, d)):
+        return None
+    kind = AFFINE_DIAGONAL if matrices.ndim == 2 else AFFINE_FULL
+    none = np.zeros(0, dtype=np.int64)
+    triplets = (targets, sources, np.ones(k), none, none, np.zeros(0), none)
+    return kind, (1.0 if after else 0.0, 0.0), triplets, (matrices, offsets)
+
+
 def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct rows of the int64 matrix ``rows`` (B, w) and the index of each row
     among them, as ``np.unique(rows, axis=0, return_inverse=True)`` gives them (in another
@@ -188,8 +270,12 @@ def pack(programs: list[SlotProgram]) -> tuple:
     and every range shifted into the concatenation."""
     P0 = [0]
     ranges: dict[str, list] = {k: [] for k in ("t0", "m0", "g0", "c0")}
-    flat: dict[str, list] = {k: [] for k in SlotProgram.FIELDS if k not in ranges}
+    skip = (*ranges, *SlotProgram.TABLES, "k_tab", "k_mat")
+    flat: dict[str, list] = {k: [] for k in SlotProgram.FIELDS if k not in skip}
     shift = dict.fromkeys(ranges, 0)
+    tables: dict[str, list] = {k: [] for k in SlotProgram.TABLES}
+    offsets: dict[str, list] = {"k_tab": [], "k_mat": []}
+    rows = dict.fromkeys(SlotProgram.TABLES, 0)
     for prog in programs:
         phases = prog.t0.size - 1
         P0.append(P0[-1] + phases)
@@ -199,7 +285,18 @@ def pack(programs: list[SlotProgram]) -> tuple:
             shift[key] += int(starts[-1])
         for key in flat:
             flat[key].append(getattr(prog, key))
+        # the tables' rows stacked: each program's offsets moved past the ones before
+        full = prog.k_kind == AFFINE_FULL
+        on = prog.k_tab >= 0
+        offsets["k_tab"].append(np.where(on, prog.k_tab + rows["a_off"], -1))
+        moved = prog.k_mat + np.where(full, rows["a_mat"], rows["a_diag"])
+        offsets["k_mat"].append(np.where(on, moved, -1))
+        for key in SlotProgram.TABLES:
+            tables[key].append(getattr(prog, key))
+            rows[key] += getattr(prog, key).shape[0]
     out = {k: np.concatenate(v) for k, v in flat.items()}
+    out.update({k: np.concatenate(v).astype(np.int64) for k, v in offsets.items()})
+    out.update({k: _stacked(v, k) for k, v in tables.items()})
     for key, parts in ranges.items():
         out[key] = np.concatenate([*parts, np.array([shift[key]], dtype=np.int64)])
     return np.asarray(P0, dtype=np.int64), out
