@@ -6,7 +6,7 @@ import numpy as np
 
 from .._validate import as_float
 from ..engine import Block, RunContext, grad
-from ..mixing.compression import Compressor, compressor
+from ..mixing.compression import Compressor, NoCompression, TopK, compressor
 from ..mixing.sequences import RULES, GraphSequence
 from .decentralized_base import DecentralizedMethod
 
@@ -22,6 +22,17 @@ class _Compress:
     def __init__(self, q: Compressor, noise: float):
         self.q, self.noise = q, noise
         self.name = f"{q.name} compression"
+
+    def row_top_k(self) -> float | None:
+        """k where the map is ``xhat + TopK_k(x - xhat)`` (top-k; no compression: k =
+        inf, every entry) and draws nothing (no channel noise), else None: the compiled
+        batches then apply it themselves
+        (:func:`stochmix.engine.runner.slot_form._top_k_triplets`)."""
+        if self.noise:
+            return None
+        if type(self.q) is NoCompression:
+            return float("inf")
+        return float(self.q.k) if type(self.q) is TopK else None
 
     def __call__(self, x, xhat, *, info):
         out = xhat + self.q(x - xhat, info.rng)
@@ -77,6 +88,22 @@ class CHOCO(DecentralizedMethod):
 
     name = "CHOCO-SGD"
     needs = {"rule": "doubly"}
+
+    @property
+    def rounds_repeat(self) -> bool:  # type: ignore[override]
+        """Whether the iterations repeat: a compressor without draws (top-k, none) and no
+        channel noise, unless set otherwise on the instance. Then plans are reused, a
+        small graph's iterations run in compiled batches and gossip ticks in compiled
+        segments; a compressor that draws (rand-k, QSGD) or channel noise draws anew
+        every round, and every round is built."""
+        found = self.__dict__.get("_rounds_repeat")
+        if found is not None:
+            return found
+        return bool(self.compression.deterministic) and not self.channel_noise
+
+    @rounds_repeat.setter
+    def rounds_repeat(self, value) -> None:
+        self.__dict__["_rounds_repeat"] = bool(value)
 
     def __init__(
         self,

@@ -53,6 +53,9 @@ class Compressor:
     """Base of the compressors: ``compressor(x, rng) -> Q(x)``, x of shape (k, d)."""
 
     name = "compressor"
+    #: whether Q(x) is a function of x alone (no draws): a map of it gives the same rows
+    #: every round it gets the same input, so a method may reuse its plans
+    deterministic = False
 
     def __call__(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         raise NotImplementedError
@@ -73,6 +76,7 @@ class NoCompression(Compressor):
     """The identity."""
 
     name = "none"
+    deterministic = True
 
     def __call__(self, x, rng):
         return np.array(x, dtype=np.float64)
@@ -96,22 +100,32 @@ def _keep(x: np.ndarray, index: np.ndarray, scale: float = 1.0) -> np.ndarray:
 
 @dataclass(frozen=True)
 class TopK(Compressor):
-    """The k entries of largest magnitude of each row (others zero)."""
+    """The k entries of largest magnitude of each row (others zero); of entries tied at
+    the k-th largest magnitude, those of the lowest indices (so the compiled batches,
+    which scan a row in order, keep the same ones)."""
 
     k: int
 
     name = "top_k"
+    deterministic = True
 
     def __post_init__(self):
         object.__setattr__(self, "k", as_int(self.k, "k", minimum=1))
 
     def __call__(self, x, rng=None):
         x = np.asarray(x, dtype=np.float64)
-        k = _check_k(self.k, x.shape[1])
-        if k == x.shape[1]:
+        d = x.shape[1]
+        k = _check_k(self.k, d)
+        if k == d:
             return x.copy()
-        index = np.argpartition(-np.abs(x), k - 1, axis=1)[:, :k]
-        return _keep(x, index)
+        magnitude = np.abs(x)
+        kth = np.partition(magnitude, d - k, axis=1)[:, d - k : d - k + 1]
+        above = magnitude > kth
+        tied = magnitude == kth
+        # the ties the entries strictly above leave room for, lowest indices first
+        room = k - above.sum(axis=1, keepdims=True)
+        keep = above | (tied & (np.cumsum(tied, axis=1) <= room))
+        return np.where(keep, x, 0.0)
 
     def floats(self, d: int) -> int:
         return min(d, 2 * self.k)

@@ -162,14 +162,16 @@ def test_segment_variants_extend_the_keys(monkeypatch):
 
 
 def test_a_method_whose_ticks_hold_row_maps_runs_with_rounds_repeat_set():
-    """CHOCO's ticks hold a nonlinear row map (its compression): with ``rounds_repeat``
-    set, as the slow-path hint suggests, the segmenter finds no slot form for them and
-    runs each tick as planned (it used to stop the run with NonlinearPhaseError), with
-    the numbers of the run without the flag."""
+    """CHOCO's ticks hold a nonlinear row map (its compression; rand-k here: top-k has a
+    slot form): with ``rounds_repeat`` set, as the slow-path hint suggests, the segmenter
+    finds no slot form for them and runs each tick as planned (it used to stop the run
+    with NonlinearPhaseError), with the numbers of the run without the flag."""
     n = 12
     graph = nx.cycle_graph(n)
     problem = problems.LeastSquares.random(n, 4, 6, seed=0)
-    make = lambda: algorithms.CHOCO(0.01, mixing.StaticSequence(graph, n))  # noqa: E731
+    make = lambda: algorithms.CHOCO(  # noqa: E731
+        0.01, mixing.StaticSequence(graph, n), compression="rand_k:2"
+    )
     plain = sm.run(make(), problem, participation.RandomEdge(graph), 80, progress=False,
                    metrics=("distance",), seed=5)  # fmt: skip
     flagged = make()

@@ -49,7 +49,9 @@ def no_gradient(data, client, x, out):
 #: (``k_kind[q]`` 4: diagonal matrices, 5: full ones) sets its k-th target to ``M_k (v +
 #: b_k)`` (``k_par[2q]`` 0) or ``M_k v + b_k`` (1), ``v`` its source row, ``b_k`` row
 #: ``k_tab[q] + k`` of ``a_off``, ``M_k`` row ``k_mat[q] + k`` of ``a_diag`` or ``a_mat``
-#: (``vbuf``: one float64 row).
+#: (``vbuf``: one float64 row). A compression step (``k_kind[q]`` 6) sums its terms (a - b)
+#: as a linear phase, keeps the ``k_par[2q]`` entries of largest magnitude (ties to the
+#: lowest index; all where k >= d) and adds the target's own row b.
 SOURCE = """def rows(
     z, round_nodes, round_program, P0, T0, t_base, t_slot, M0, m_target, m_base, m_slot,
     m_coef, G0, g_target, g_client, g_coef, C0, c_slot, k_kind, k_par, data, model_base,
@@ -59,6 +61,7 @@ SOURCE = """def rows(
 ):
     d = z.shape[1]
     rounds = round_program.shape[0]
+    pick = np.zeros(d, dtype=np.bool_)
     mean = np.zeros(d)
     first = report_base + client_node  # the reported row of the first node
     divisor = ratio_base + client_node  # (ratio_base >= 0) the first node's divisor row
@@ -90,7 +93,7 @@ SOURCE = """def rows(
                 row = m_base[e] + nodes[slot] if slot >= 0 else m_base[e]
                 t = m_target[e]
                 coef = m_coef[e]
-                if kind == 0:
+                if kind == 0 or kind == 6:
                     for j in range(d):
                         tbuf[t, j] += coef * z[row, j]
                 elif kind == 1:
@@ -126,6 +129,23 @@ SOURCE = """def rows(
                 coef = g_coef[e]
                 for j in range(d):
                     tbuf[t, j] += coef * gbuf[gi, j]
+            if kind == 6:  # b + TopK_k(a - b): keep k entries of a - b, add b (the target)
+                for t in range(targets):
+                    row = t_base[t_lo + t] + nodes[t_slot[t_lo + t]]
+                    for j in range(d):
+                        pick[j] = a >= d
+                    if a < d:
+                        for _ in range(int(a)):  # the largest left, ties to the lowest index
+                            best = -1
+                            top = -1.0
+                            for j in range(d):
+                                if not pick[j] and abs(tbuf[t, j]) > top:
+                                    top = abs(tbuf[t, j])
+                                    best = j
+                            if best >= 0:
+                                pick[best] = True
+                    for j in range(d):
+                        tbuf[t, j] = z[row, j] + (tbuf[t, j] if pick[j] else 0.0)
             for t in range(targets):
                 base = t_base[t_lo + t]
                 row = base + nodes[t_slot[t_lo + t]]

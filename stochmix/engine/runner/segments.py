@@ -492,6 +492,11 @@ def unsegmented(method, participation, back, layout, callback) -> str | None:
     if why is not None and method.segment_key(1) is not None:
         return f"{why}: each tick builds its equations and plan"
     hint = "give it a segment_key"
+    if isinstance(getattr(type(method), "rounds_repeat", None), property):
+        return (
+            f"{type(method).__name__}.rounds_repeat is False for these arguments (the "
+            f"iterations draw anew or change with k; see its documentation), so {built}"
+        )
     if hasattr(method, "rounds_repeat"):
         probe = copy.copy(method)  # what the method would say with the flag set
         probe.__dict__.pop("_repeats", None)

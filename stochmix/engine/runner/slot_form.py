@@ -13,6 +13,7 @@ __all__ = [
     "AFFINE_DIAGONAL",
     "AFFINE_FULL",
     "SLOT_KERNELS",
+    "TOP_K_STEP",
     "SlotProgram",
     "pack",
     "slot_program",
@@ -26,6 +27,9 @@ SLOT_KERNELS = {"shrink": 1, "shrink_scaled": 2, "clip": 3}
 #: The codes of a map whose function declares itself affine row by row (``row_affine``,
 #: see :func:`_affine_triplets`): diagonal matrices (one number per entry), full ones.
 AFFINE_DIAGONAL, AFFINE_FULL = 4, 5
+#: The code of a compression step ``b + TopK_k(a - b)`` of two sources (``row_top_k``, see
+#: :func:`_top_k_triplets`): CHOCO's public copies under top-k (or no) compression.
+TOP_K_STEP = 6
 
 
 class SlotProgram:
@@ -123,7 +127,11 @@ def slot_program(
         kind, params = 0, (0.0, 0.0)
         tab = mat = -1
         if isinstance(phase, RowMap):
-            found = _kernel_triplets(phase) or _affine_triplets(phase, problem)
+            found = (
+                _kernel_triplets(phase)
+                or _affine_triplets(phase, problem)
+                or _top_k_triplets(phase)
+            )
             if found is None:
                 return None  # nonlinear: no slot form (its _triplets refuse)
             kind, params, triplets = found[:3]
@@ -248,6 +256,31 @@ def _affine_triplets(phase: RowMap, problem):
     none = np.zeros(0, dtype=np.int64)
     triplets = (targets, sources, np.ones(k), none, none, np.zeros(0), none)
     return kind, (1.0 if after else 0.0, 0.0), triplets, (matrices, offsets)
+
+
+def _top_k_triplets(phase: RowMap):
+    """``(kind, round scalars, triplets)`` of a compression step: a map whose function
+    says (``row_top_k()`` gives k, or inf for every entry) that it sends its two sources'
+    rows (a, b) to ``b + TopK_k(a - b)`` (the k entries of largest magnitude of a - b,
+    ties at the k-th to the lowest indices, as :class:`~stochmix.mixing.compression.TopK`
+    keeps them), written over b's own rows; else None. Its terms are those of the linear
+    ``a - b`` (two per target: a's row with 1, b's with -1, summed as NumPy subtracts);
+    the loop then keeps the k entries and adds b's row (``k_par[2q]`` = k)."""
+    declared = getattr(phase.function, "row_top_k", None)
+    if not callable(declared) or len(phase.sources) != 2:
+        return None
+    k = declared()
+    targets = phase.z_rows
+    (_, _, a), (_, _, b) = phase.sources
+    if k is None or not k >= 1 or not targets.size:
+        return None
+    if a.size != targets.size or not np.array_equal(b, targets):
+        return None  # (b must be the target's own rows, read before they are written)
+    none = np.zeros(0, dtype=np.int64)
+    pairs = np.repeat(targets, 2)
+    sources = np.column_stack([a, b]).reshape(-1)
+    coefs = np.tile([1.0, -1.0], targets.size)
+    return TOP_K_STEP, (float(k), 0.0), (pairs, sources, coefs, none, none, np.zeros(0), none)
 
 
 def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
