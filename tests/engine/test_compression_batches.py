@@ -99,8 +99,8 @@ def test_choco_rounds_of_every_node_run_batched(compression, rounds, monkeypatch
 
 
 def test_choco_gossip_ticks_run_in_segments(monkeypatch):
-    plain, fast, sizes = _pair("top_k:1", participation.RandomEdge(GRAPH), 300, monkeypatch)
-    assert sum(sizes) >= 290
+    plain, fast, sizes = _pair("top_k:1", participation.RandomEdge(GRAPH), 120, monkeypatch)
+    assert sum(sizes) >= 110
     _same(plain, fast)
 
 

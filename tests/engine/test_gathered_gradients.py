@@ -39,7 +39,12 @@ PROBLEMS = {
 }
 
 
-@pytest.mark.parametrize("name", list(PROBLEMS))
+@pytest.mark.parametrize(
+    "name",
+    ["diagonal quadratic", "least squares"]
+    # (each a compile of the pass: the other two in the slow stage)
+    + [pytest.param(n, marks=pytest.mark.slow) for n in ("full quadratic", "logistic")],
+)
 def test_the_pass_gives_the_problems_gradients(name):
     problem = PROBLEMS[name]()
     kernel, fetch, data = problem.row_gradient(np.dtype(np.float64))
