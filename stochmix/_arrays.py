@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
-from ._pool import CORES, thread_pool
+from ._pool import CORES, on_pool_thread, thread_pool
 
 
 class _ArrayType(type):
@@ -123,7 +123,7 @@ def row_sums(rows: np.ndarray) -> np.ndarray:
         wide = views.sum(axis=0)
     else:
         half = views.shape[0] // 2
-        if CORES > 1:  # (NumPy's sums let go of the GIL)
+        if CORES > 1 and not on_pool_thread():  # (NumPy's sums let go of the GIL)
             later = thread_pool(2).submit(views[half:].sum, axis=0)
             wide = views[:half].sum(axis=0) + later.result()
         else:

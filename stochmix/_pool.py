@@ -4,12 +4,16 @@ cores (the engine's compiled passes and programs, large row sums)."""
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["CORES", "thread_pool"]
+__all__ = ["CORES", "PREFIX", "on_pool_thread", "thread_pool"]
 
 #: the CPUs this process may run on
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+#: the name every pool thread's name starts with
+PREFIX = "stochmix-pool"
 
 _POOLS: dict = {}
 
@@ -20,5 +24,11 @@ def thread_pool(workers: int) -> ThreadPoolExecutor:
     key = (workers, os.getpid())
     pool = _POOLS.get(key)
     if pool is None:
-        pool = _POOLS[key] = ThreadPoolExecutor(workers, thread_name_prefix="stochmix")
+        pool = _POOLS[key] = ThreadPoolExecutor(workers, thread_name_prefix=PREFIX)
     return pool
+
+
+def on_pool_thread() -> bool:
+    """Whether the calling thread is one of the pools' own: work it handed to a pool could
+    wait behind itself (every worker busy), so it runs such work on its own thread."""
+    return threading.current_thread().name.startswith(PREFIX)

@@ -52,9 +52,10 @@ class _Solve(_AffineSolve):
 
     def __call__(self, v, *, info):
         if not has_exact_prox(info.problem):
+            named = type(getattr(info.problem, "uncounted", info.problem)).__name__
             raise ValueError(
                 f'{self.method}(solver="exact") needs local problems in closed form (a '
-                f"Quadratic or a least-squares problem), got {type(info.problem).__name__}; "
+                f"Quadratic or a least-squares problem), got {named}; "
                 'use solver="gradient"'
             )
         return super().__call__(v, info=info)

@@ -126,6 +126,11 @@ class CountedProblem:
             raise AttributeError(name)
         return getattr(self.__dict__["problem"], name)
 
+    @property
+    def uncounted(self):
+        """The run's problem itself (for messages that name its class)."""
+        return self.__dict__["problem"]
+
     def gradients(self, clients, points):
         rows = np.asarray(clients, dtype=np.int64).reshape(-1)
         self._taken[0] += rows.size

@@ -147,13 +147,16 @@ def find_scratch(
     a copy of the method, with the run's problem ``regularizer`` (proximal methods write
     their prox phases only for one).
 
-    Empty for a method that reports its output or consensus itself (it may read any row)
+    Empty for a method that reports its output or consensus itself (it may read any row;
+    on its class or set on the instance)
     and for one whose probe rounds fail (a method that needs rounds of its own kind)."""
     from ..model.method import Method, RunContext
 
     kind = type(method)
     if kind.output is not Method.output or kind.consensus_error is not Method.consensus_error:
         return {}
+    if {"output", "consensus_error"} & vars(method).keys():
+        return {}  # (set on the instance: as much its own as on a class)
     probe = copy.deepcopy(method)  # probing must not touch the method's own state
     layout = Layout(probe.blocks(n_clients))
     ranges = node_ranges(layout, probe.client_node, n_clients)

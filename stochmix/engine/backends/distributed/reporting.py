@@ -67,7 +67,13 @@ def _reports_network_average(method) -> bool:
         getattr(method, "client_node", None) == 0
         and callable(getattr(method, "node_models", None))
         and bool(getattr(method, "reports_node_average", False))
+        and not INSTANCE_REPORTS & vars(method).keys()
     )
+
+
+#: report hooks that, set on a method's instance, a shard would not call (it averages the
+#: node models and computes their spread itself): such a method is refused
+INSTANCE_REPORTS = frozenset({"output", "consensus_error"})
 
 
 def _server_output(method) -> bool:
