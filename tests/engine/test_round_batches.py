@@ -419,15 +419,41 @@ def test_push_sum_ratios_are_batched_only_as_declared(monkeypatch):
     np.testing.assert_allclose(fast.server, plain.server, rtol=0, atol=1e-13)
 
 
-def test_push_sum_gossip_ticks_are_built_in_full_and_say_so(monkeypatch):
-    # a tick keeps the reported average as a running sum of the rows it writes, which
-    # ratios of rows do not give
+@pytest.mark.parametrize(
+    "kind, dtype",
+    [("push_sum", np.float64)]
+    # (each tick of the runs made round by round is built: the rest in the slow stage)
+    + [
+        pytest.param(kind, dtype, marks=pytest.mark.slow)
+        for kind, dtype in [
+            ("push_diging", np.float64),
+            ("push_sum", np.float32),
+            ("push_diging", np.float32),
+        ]
+    ],
+)
+def test_push_sum_gossip_ticks_run_in_segments_as_round_by_round(kind, dtype, monkeypatch):
+    """A tick keeps the reported average as a running sum of the ratios x / w: each node
+    whose x or w row the tick writes is taken out of it before the tick and put back after.
+    Every column of the Result as round by round; float32 over 2,000 ticks within its own
+    rounding (the sum is of float64 ratios of the values stored)."""
     problem = problems.Quadratic.random(N, 3, seed=4)
-    graph = nx.cycle_graph(N)
-    method = algorithms.PushSum(0.01, mixing.StaticSequence(graph))
+    graph = nx.random_regular_graph(3, N, seed=1)
+    ticks = 150 if dtype == np.float64 else 2000
+
+    def make():
+        return METHODS[kind](0.2 / problem.smoothness, mixing.StaticSequence(graph))
+
+    plain = sm.run(make(), problem, participation.RandomEdge(graph), ticks, seed=1,
+                   compiled=False, progress=False, dtype=dtype)  # fmt: skip
     sizes = batch_sizes(monkeypatch)
-    with pytest.warns(sm.SlowPathWarning, match="ratios of rows"):  # (runs of 50+ rounds)
-        sm.run(method, problem, participation.RandomEdge(graph), 60, seed=1, progress=False)
-    assert sizes == []
-    plan = sm.explain(method, problem, participation.RandomEdge(graph), rounds=3)
-    assert "gossip ticks: each built in full (the nodes report" in str(plan)
+    fast = sm.run(make(), problem, participation.RandomEdge(graph), ticks, seed=1,
+                  compiled=True, progress=False, dtype=dtype)  # fmt: skip
+    assert sum(sizes) >= ticks - 5
+    scale = np.abs(plain.server).max()
+    tolerance = 1e-12 if dtype == np.float64 else 2e-5
+    np.testing.assert_allclose(fast.server, plain.server, rtol=0, atol=tolerance * scale)
+    for column in ("participants", "gradients", "messages", "floats", "sample_gradients"):
+        np.testing.assert_array_equal(getattr(fast, column), getattr(plain, column))
+    plan = sm.explain(make(), problem, participation.RandomEdge(graph), rounds=3)
+    assert "gossip ticks: each built in full" not in str(plan)

@@ -81,9 +81,9 @@ def test_no_segments_where_they_cannot_run(monkeypatch):
     # a decaying step changes the coefficients every round
     sm.run(algorithms.DGD(0.02, sequence, decay=0.5), problem, participation.RandomEdge(graph),
            200, progress=False)  # fmt: skip
-    # push-sum takes gradients at x / w, not at its model rows
-    sm.run(algorithms.PushSum(0.02, sequence), problem, participation.RandomEdge(graph), 200,
-           progress=False)  # fmt: skip
+    # a decaying step of push-sum (whose ticks otherwise run in segments: x / w declared)
+    sm.run(algorithms.PushSum(0.02, sequence, decay=0.5), problem,
+           participation.RandomEdge(graph), 200, progress=False)  # fmt: skip
     # the method's own weights on the activated edges: coefficients that depend on the edge
     sm.run(algorithms.DGD(0.02, sequence), problem,
            participation.RandomEdge(graph, mixing="weights"), 200, progress=False)  # fmt: skip

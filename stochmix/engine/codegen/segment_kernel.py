@@ -45,7 +45,9 @@ def no_gradient(data, client, x, out):
 #: scalars ``k_par[2q:2q+2]``. Where ``ratio_base`` >= 0 (rounds of every node of push-sum
 #: methods, ``fresh``) the gradients are taken at, and the reported model and consensus
 #: read, the ratios of the model and reported rows to the rows of the block that starts
-#: at ``ratio_base`` (``pbuf``: one point, the state's dtype). A per-row affine phase
+#: at ``ratio_base`` (``pbuf``: one point, the state's dtype); in gossip ticks (not
+#: ``fresh``) the running sum is of those ratios, each node whose reported or divisor
+#: row a round writes taken out of it before the round and put back after. A per-row affine phase
 #: (``k_kind[q]`` 4: diagonal matrices, 5: full ones) sets its k-th target to ``M_k (v +
 #: b_k)`` (``k_par[2q]`` 0) or ``M_k v + b_k`` (1), ``v`` its source row, ``b_k`` row
 #: ``k_tab[q] + k`` of ``a_off``, ``M_k`` row ``k_mat[q] + k`` of ``a_diag`` or ``a_mat``
@@ -66,10 +68,23 @@ SOURCE = """def rows(
     first = report_base + client_node  # the reported row of the first node
     divisor = ratio_base + client_node  # (ratio_base >= 0) the first node's divisor row
     n_nodes = int(n_average)
+    ratios = ratio_base >= 0 and not fresh  # a running sum of ratios: the nodes' changes
+    touched = np.zeros(round_nodes.shape[1], dtype=np.bool_)
     for r in range(rounds):
         p = round_program[r]
         nodes = round_nodes[r]
         finite = True
+        if ratios:  # the slots whose model or divisor rows the round writes: out of the sum
+            for i in range(touched.shape[0]):
+                touched[i] = False
+            for q in range(P0[p], P0[p + 1]):
+                for t in range(T0[q], T0[q + 1]):
+                    if t_base[t] == report_base or t_base[t] == ratio_base:
+                        touched[t_slot[t]] = True
+            for i in range(touched.shape[0]):
+                if touched[i]:
+                    for j in range(d):
+                        sums[j] -= z[report_base + nodes[i], j] / z[ratio_base + nodes[i], j]
         for q in range(P0[p], P0[p + 1]):
             c_lo = C0[q]
             for c in range(c_lo, C0[q + 1]):
@@ -149,7 +164,7 @@ SOURCE = """def rows(
             for t in range(targets):
                 base = t_base[t_lo + t]
                 row = base + nodes[t_slot[t_lo + t]]
-                model = base == report_base and not fresh
+                model = base == report_base and not fresh and not ratios
                 for j in range(d):
                     old = z[row, j]
                     z[row, j] = tbuf[t, j]
@@ -157,6 +172,11 @@ SOURCE = """def rows(
                         sums[j] += z[row, j] - old
                     if not np.isfinite(z[row, j]):  # (as stored: float32 may overflow)
                         finite = False
+        if ratios:  # and back in with their new ratios
+            for i in range(touched.shape[0]):
+                if touched[i]:
+                    for j in range(d):
+                        sums[j] += z[report_base + nodes[i], j] / z[ratio_base + nodes[i], j]
         if not finite:  # (the round's phases all applied, as a round run as planned)
             return r
         if fresh:  # the sum of the reported rows afresh (no running sum to drift)

@@ -51,7 +51,7 @@ def ticks(method, problem, participation, setup, back, dtype, options, plans) ->
         method, problem, participation, setup.layout, setup.ctx, back, capabilities(back),
         dtype, options.callback, lambda: None,
     )  # fmt: skip
-    if made is None or made.first_key is None:  # (None: ratios of rows, see Segmenter)
+    if made is None or made.first_key is None:
         why = unsegmented(method, participation, back, setup.layout, options.callback)
         return "; gossip ticks: each built in full" + (f" ({why})" if why else "")
     if made.edge_mixing != "pairwise":

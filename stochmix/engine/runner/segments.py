@@ -148,10 +148,8 @@ class Segmenter:
         # the method's keys: round 0's, and that of every later round (the contract of
         # Method.segment_key)
         keys = MethodKeys(method)
-        # (gossip ticks keep the reported average as a running sum of the rows written,
-        # which ratios of rows do not give: ticks of push-sum methods are built in full)
-        self.first_key = keys.get("segment_key", 0) if ratio is None else None
-        self.later_key = keys.get("segment_key", 1) if ratio is None else None
+        self.first_key = keys.get("segment_key", 0)
+        self.later_key = keys.get("segment_key", 1)
         self.method_keys = keys
         self.limit = 0  # the round after which the pending batch must run
         self.programs: list[SlotProgram] = []
@@ -196,6 +194,12 @@ class Segmenter:
         without rows in closed form at the end of each batch)."""
         return isinstance(key, tuple) and key[:1] == ("every node",)
 
+    def _first(self, key) -> bool:
+        """Whether ``key`` is a tick's key of round 0 alone (the method's first iteration
+        differs from the later ones: trackers start): it never repeats, so it is no slow
+        path that it is built in full."""
+        return self.first_key != self.later_key and key[:1] == (self.first_key,)
+
     def every_node_batch(self, programs: np.ndarray) -> bool:
         """Whether every round of a batch (its programs) is a round of every node."""
         return all(self.everyone[p] for p in np.unique(programs))
@@ -228,7 +232,7 @@ class Segmenter:
         made = slot_program(phases, self.layout, nodes, self.method.client_node, self.problem)
         if made is None or (made.gradients and self.kernel is None):
             self.keys[key] = False
-            if self.notes is not None and not self.every_node(key):
+            if self.notes is not None and not self.every_node(key) and not self._first(key):
                 self.notes.add("", NOT_SEGMENTED, _no_slot_form(phases, made))
             return
         # the sample gradients of a round are those of its nodes: counted from the slots
@@ -337,8 +341,6 @@ class Segmenter:
 
         if consensus is not None and not fresh:
             raise ValueError("consensus: computed in batches of rounds of every node (fresh)")
-        if self.ratio_base >= 0 and not fresh:
-            raise ValueError("fresh: the reported ratios are summed afresh every round")
 
         assert self.packed is not None  # a verified key packed its program
         P0, arrays = self.packed
@@ -347,7 +349,11 @@ class Segmenter:
         # ratios) afresh in the loop before reading it
         sums = np.zeros(z.shape[1])
         if not fresh:
-            sums = z[first : first + self.n].sum(axis=0).astype(np.float64)
+            reported = z[first : first + self.n]
+            if self.ratio_base >= 0:  # (push-sum: the sum of the ratios x / w)
+                divisor = self.ratio_base + self.method.client_node
+                reported = reported / z[divisor : divisor + self.n]
+            sums = reported.sum(axis=0).astype(np.float64)
         server = np.empty((programs.size, z.shape[1]))
         rows = int(np.max(np.diff(arrays["t0"]), initial=1))
         clients = int(np.max(np.diff(arrays["c0"]), initial=1))
@@ -389,7 +395,7 @@ def _no_slot_form(phases, made) -> str:
             "tick builds its equations and plan"
         )
     maps = [p for p in phases if isinstance(p, RowMap) and _kernel_triplets(p) is None]
-    what = f"a row map ({maps[0].name})" if maps else "a phase the compiled loop cannot apply"
+    what = f"a row map ({maps[0].name})" if maps else "a phase"
     return (
         f"a tick holds {what} that the compiled loop does not apply (it applies the "
         "element-wise kernels: the prox of L1 or the elastic net, a projection onto a box "
@@ -473,12 +479,6 @@ def unsegmented(method, participation, back, layout, callback) -> str | None:
     anyway."""
     if not _could_segment(method, participation, back, layout, callback):
         return None
-    if getattr(method, "ratio_block", None) is not None:
-        return (
-            "the nodes report and take gradients at ratios of rows (push-sum's x / w), which "
-            "a tick's running average does not keep: each gossip tick builds its equations "
-            "and plan"
-        )
     keys = MethodKeys(method)
     if keys.get("segment_key", 1) is not None:
         return None
