@@ -295,11 +295,9 @@ class DecentralizedMethod(Method):
         """What :meth:`segment_key` gives by default, which :meth:`phase_key` and
         :meth:`template_key` read: a method whose rounds never run in compiled segments
         (a prox, a row map) returns None from ``segment_key`` and keeps its plans reused."""
-        repeats = self.__dict__.get("_repeats")
-        if repeats is None:
-            plain = _declared_models(type(self))
-            repeats = self.rounds_repeat and not getattr(self, "decay", 0.0) and plain
-            self.__dict__["_repeats"] = repeats
+        # (asked afresh: what it reads may change between runs, CHOCO's compressor)
+        plain = _declared_models(type(self))
+        repeats = self.rounds_repeat and not getattr(self, "decay", 0.0) and plain
         return (r == 0) if repeats else None
 
     def phase_key(self, r: int, participants: np.ndarray):

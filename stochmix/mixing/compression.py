@@ -102,7 +102,7 @@ def _keep(x: np.ndarray, index: np.ndarray, scale: float = 1.0) -> np.ndarray:
 class TopK(Compressor):
     """The k entries of largest magnitude of each row (others zero); of entries tied at
     the k-th largest magnitude, those of the lowest indices (so the compiled batches,
-    which scan a row in order, keep the same ones)."""
+    which scan a row in order, keep the same ones); a NaN entry is never kept."""
 
     k: int
 
@@ -118,10 +118,12 @@ class TopK(Compressor):
         k = _check_k(self.k, d)
         if k == d:
             return x.copy()
-        magnitude = np.abs(x)
+        # a NaN entry is never kept (below every magnitude; the compiled batches skip it
+        # alike), so a row of fewer than k numbers keeps them all
+        magnitude = np.where(np.isnan(x), -1.0, np.abs(x))
         kth = np.partition(magnitude, d - k, axis=1)[:, d - k : d - k + 1]
         above = magnitude > kth
-        tied = magnitude == kth
+        tied = (magnitude == kth) & (magnitude >= 0.0)
         # the ties the entries strictly above leave room for, lowest indices first
         room = k - above.sum(axis=1, keepdims=True)
         keep = above | (tied & (np.cumsum(tied, axis=1) <= room))

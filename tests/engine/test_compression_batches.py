@@ -118,7 +118,7 @@ def test_draws_keep_every_round_built(compression, options, monkeypatch):
     plan = sm.explain(method, _problem(), participation.Full(N), rounds=4, compiled=False)
     assert [r.source for r in plan.rounds] == ["built"] * 4
     why = sm.explain(method, _problem(), participation.RandomEdge(GRAPH), rounds=2)
-    assert "rounds_repeat is False for these arguments" in str(why)
+    assert "rounds_repeat is False (for these arguments" in str(why)
 
 
 def test_rounds_repeat_may_be_set_on_the_instance():
@@ -128,3 +128,62 @@ def test_rounds_repeat_may_be_set_on_the_instance():
     assert method.rounds_repeat is False
     other = algorithms.CHOCO(0.1, mixing.StaticSequence(GRAPH))
     assert other.rounds_repeat is True and other.fingerprint() != method.fingerprint()
+
+
+def test_a_methods_changed_settings_are_read_afresh_by_the_next_run():
+    """Whether the iterations repeat is asked afresh every run: a CHOCO whose compressor
+    or noise changes after a run must not reuse plans as the first run's settings did."""
+    problem = _problem()
+    sequence = mixing.StaticSequence(GRAPH)
+    method = algorithms.CHOCO(0.05 / problem.smoothness, sequence)
+    sm.run(method, problem, participation.Full(N), 5, progress=False)  # top-k: repeats
+    method.channel_noise = 0.05
+    got = sm.run(method, problem, participation.Full(N), 30, seed=3, compiled=False,
+                 progress=False)  # fmt: skip
+    fresh = algorithms.CHOCO(0.05 / problem.smoothness, sequence, channel_noise=0.05)
+    want = sm.run(fresh, problem, participation.Full(N), 30, seed=3, compiled=False,
+                  progress=False)  # fmt: skip
+    np.testing.assert_array_equal(got.server, want.server)
+
+
+def test_a_reused_plans_row_map_draws_as_its_rounds_own():
+    """A user who sets rounds_repeat on a CHOCO whose compressor draws gets its plans
+    reused; each reused map then draws with its round's number, so the run is the one
+    whose every round is built."""
+    problem = _problem()
+
+    def run(flag):
+        method = algorithms.CHOCO(0.05 / problem.smoothness, mixing.StaticSequence(GRAPH),
+                                  compression="rand_k:2")  # fmt: skip
+        if flag:
+            method.rounds_repeat = True
+        return sm.run(method, problem, participation.Full(N), 30, seed=3, compiled=False,
+                      progress=False)  # fmt: skip
+
+    flagged = algorithms.CHOCO(0.1, mixing.StaticSequence(GRAPH), compression="rand_k:2")
+    flagged.rounds_repeat = True
+    plan = sm.explain(flagged, problem, participation.Full(N), rounds=4, compiled=False)
+    assert [r.source for r in plan.rounds[2:]] == ["cache", "cache"]  # (reused: the case)
+    np.testing.assert_array_equal(run(True).server, run(False).server)
+
+
+def test_a_nan_entry_is_never_kept_by_numpy_or_the_loop():
+    row = np.array([[np.nan, 1.0, 2.0, -3.0]])
+    np.testing.assert_array_equal(TopK(1)(row), [[0.0, 0.0, 0.0, -3.0]])
+    np.testing.assert_array_equal(TopK(2)(row), [[0.0, 0.0, 2.0, -3.0]])
+    np.testing.assert_array_equal(TopK(3)(np.array([[np.nan, np.nan, 2.0, -3.0]])),
+                                  [[0.0, 0.0, 2.0, -3.0]])  # fmt: skip
+    for k in (1, 2, 3):
+        z = np.array([[0.0, 0.0, 0.0, 0.0], [np.nan, 1.0, 2.0, -3.0]])
+        arrays = _one_phase(0)
+        arrays.update(k_kind=np.array([TOP_K_STEP]), k_par=np.array([float(k), 0.0]),
+                      m_coef=np.array([-1.0, 1.0]))  # fmt: skip
+        _loop(z, arrays)
+        np.testing.assert_array_equal(z[0], TopK(k)(np.array([[np.nan, 1.0, 2.0, -3.0]]))[0])
+
+
+def test_explain_says_a_decaying_push_sum_step_is_why_its_ticks_are_built():
+    problem = _problem()
+    method = algorithms.PushSum(0.05, mixing.StaticSequence(GRAPH), decay=0.5)
+    text = str(sm.explain(method, problem, participation.RandomEdge(GRAPH), rounds=2))
+    assert "step decays" in text and "elsewhere than its model rows" not in text

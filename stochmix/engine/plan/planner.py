@@ -27,6 +27,7 @@ import numpy as np
 
 from ..model.inherited_keys import MethodKeys
 from ..model.method import Method, RunContext
+from ..model.rowmap import RowMap
 from ..model.traffic import CountedProblem, round_traffic
 from .capabilities import Capabilities, capabilities
 from .round_plan import general_path, plan_round
@@ -169,6 +170,9 @@ class RoundPlanner:
         if plan is not None:
             self.source = "cache"
             self.traffic = self._traffics[("phase", key)]
+            for item in plan:  # a reused row map draws as this round's own would
+                if isinstance(item, RowMap):
+                    item.round = r
         else:
             plan = self.build(r, participants)
             fingerprint = hash(key)

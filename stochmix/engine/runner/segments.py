@@ -486,28 +486,36 @@ def unsegmented(method, participation, back, layout, callback) -> str | None:
         "each gossip tick builds its equations and plan (about 100x the cost of a tick run "
         "in a compiled segment)"
     )
-    if not model_points(method):
-        return f"the method takes its gradients elsewhere than its model rows: {built}"
     why = keys.why("segment_key")
     if why is not None and method.segment_key(1) is not None:
         return f"{why}: each tick builds its equations and plan"
     hint = "give it a segment_key"
-    if isinstance(getattr(type(method), "rounds_repeat", None), property):
-        return (
-            f"{type(method).__name__}.rounds_repeat is False for these arguments (the "
-            f"iterations draw anew or change with k; see its documentation), so {built}"
-        )
     if hasattr(method, "rounds_repeat"):
         probe = copy.copy(method)  # what the method would say with the flag set
-        probe.__dict__.pop("_repeats", None)
         probe.rounds_repeat = True
-        # a decaying step, or reports of other rows (K-GT)
-        if probe.segment_key(1) is None:  # (as the class would say, stating the flag)
+        if probe.segment_key(1) is not None:
+            if isinstance(getattr(type(method), "rounds_repeat", None), property):
+                return (
+                    f"{type(method).__name__}.rounds_repeat is False (for these arguments "
+                    f"or as set on the instance; see its documentation), so {built}"
+                )
+            hint = "set rounds_repeat = True on the class"
+        else:  # with the flag set, still no key: a decaying step, or other points or rows
+            if getattr(method, "decay", 0.0):
+                probe.decay = 0.0
+                if probe.segment_key(1) is not None:
+                    return (
+                        "the method's step decays (its iterations change with k), so its "
+                        f"ticks cannot share a program: {built}"
+                    )
+            if not model_points(method):
+                return f"the method takes its gradients elsewhere than its model rows: {built}"
             return (
-                "the method's iterations change with k (a decaying step) or its nodes report "
-                f"other rows than their model block, so its ticks cannot share a program: {built}"
+                "the method's nodes report other rows than the ones its class declares, so "
+                f"its ticks cannot share a program: {built}"
             )
-        hint = "set rounds_repeat = True on the class"
+    elif not model_points(method):
+        return f"the method takes its gradients elsewhere than its model rows: {built}"
     return (
         f"the method does not say that its iterations repeat, so {built}; if every "
         "iteration after the first builds the same linear phases (no row map) up to which "
