@@ -22,7 +22,7 @@ from stochmix.engine.runner.slot_form import (
     pack,
     slot_program,
 )
-from tests._segments import batch_sizes
+from tests._segments import assert_same_run, batch_sizes
 from tests.engine.test_kernel_batches import _loop, _one_phase
 
 pytest.importorskip("numba")
@@ -33,7 +33,6 @@ GRAPH = mixing.StaticSequence(nx.random_regular_graph(3, N, seed=2))
 PERIODIC = mixing.PeriodicSequence(
     [nx.random_regular_graph(3, N, seed=2), nx.cycle_graph(N), nx.path_graph(N)]
 )
-COLUMNS = ("participants", "gradients", "messages", "floats", "sample_gradients")
 METHODS = {
     "admm": lambda g: algorithms.DecentralizedADMM(2.0, g),
     "relaxed_admm": lambda g: algorithms.RelaxedADMM(2.0, g, relaxation=0.4),
@@ -57,16 +56,6 @@ def _pair(make, problem, monkeypatch, graph=GRAPH):
     return plain, fast, sizes
 
 
-def _same(plain, fast):
-    scale = np.abs(plain.server).max()
-    np.testing.assert_allclose(fast.server, plain.server, rtol=0, atol=1e-10 * scale)
-    np.testing.assert_allclose(fast.node_models, plain.node_models, rtol=0, atol=1e-10 * scale)
-    np.testing.assert_allclose(fast.distance, plain.distance, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(fast.consensus, plain.consensus, rtol=1e-8, atol=1e-14)
-    for column in COLUMNS:
-        np.testing.assert_array_equal(getattr(fast, column), getattr(plain, column))
-
-
 @pytest.mark.parametrize(
     "name, kind",
     [
@@ -88,7 +77,7 @@ def _same(plain, fast):
 def test_affine_maps_run_in_batches_and_give_the_rounds_run_one_by_one(name, kind, monkeypatch):
     plain, fast, sizes = _pair(METHODS[name], PROBLEMS[kind](), monkeypatch)
     assert sum(sizes) == ROUNDS - 3  # round 0, then the two rounds that learn the key
-    _same(plain, fast)
+    assert_same_run(plain, fast, consensus=True)
 
 
 def test_the_tables_of_a_periodic_graphs_programs_are_packed_apart(monkeypatch):
@@ -97,7 +86,7 @@ def test_the_tables_of_a_periodic_graphs_programs_are_packed_apart(monkeypatch):
     plain, fast, sizes = _pair(METHODS["admm"], PROBLEMS["least squares"](), monkeypatch,
                                PERIODIC)  # fmt: skip
     assert sum(sizes) == ROUNDS - 7
-    _same(plain, fast)
+    assert_same_run(plain, fast, consensus=True)
 
 
 def _solve_phase(kind: str):

@@ -19,14 +19,13 @@ import stochmix as sm
 from stochmix import algorithms, mixing, participation, problems
 from stochmix.engine.runner.slot_form import TOP_K_STEP
 from stochmix.mixing.compression import TopK
-from tests._segments import batch_sizes
+from tests._segments import assert_same_run, batch_sizes
 from tests.engine.test_kernel_batches import _loop, _one_phase
 
 pytest.importorskip("numba")
 
 N = 12
 GRAPH = nx.random_regular_graph(3, N, seed=2)
-COLUMNS = ("participants", "gradients", "messages", "floats", "sample_gradients")
 
 
 def _top_k_by_hand(row: np.ndarray, k: int) -> np.ndarray:
@@ -82,26 +81,17 @@ def _pair(compression, process, rounds, monkeypatch, **options):
     return plain, fast, sizes
 
 
-def _same(plain, fast):
-    scale = np.abs(plain.server).max()
-    np.testing.assert_allclose(fast.server, plain.server, rtol=0, atol=1e-10 * scale)
-    np.testing.assert_allclose(fast.node_models, plain.node_models, rtol=0, atol=1e-10 * scale)
-    np.testing.assert_allclose(fast.distance, plain.distance, rtol=1e-9, atol=1e-12)
-    for column in COLUMNS:
-        np.testing.assert_array_equal(getattr(fast, column), getattr(plain, column))
-
-
 @pytest.mark.parametrize("compression, rounds", [("top_k:2", 40), ("none", 200)])
 def test_choco_rounds_of_every_node_run_batched(compression, rounds, monkeypatch):
     plain, fast, sizes = _pair(compression, participation.Full(N), rounds, monkeypatch)
     assert sum(sizes) == rounds - 3
-    _same(plain, fast)
+    assert_same_run(plain, fast)
 
 
 def test_choco_gossip_ticks_run_in_segments(monkeypatch):
     plain, fast, sizes = _pair("top_k:1", participation.RandomEdge(GRAPH), 120, monkeypatch)
     assert sum(sizes) >= 110
-    _same(plain, fast)
+    assert_same_run(plain, fast)
 
 
 @pytest.mark.parametrize(
