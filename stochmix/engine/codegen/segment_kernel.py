@@ -38,7 +38,9 @@ def no_gradient(data, client, x, out):
 #: checks it). The model is the average of the rows of the block that starts (node 0) at
 #: row ``report_base``: a running sum of the values stored, or (``fresh``, rounds of every
 #: node) their sum afresh every round; where ``consensus`` is not empty (with ``fresh``),
-#: ``consensus[r]`` gets the mean squared distance of those rows from their mean. A round
+#: ``consensus[r]`` gets the mean squared distance of those rows from their mean (gossip
+#: ticks, not ``fresh``: from a running sum of squares about a centre, updated by the
+#: rows each tick writes and taken afresh every ``n`` ticks or after a 1000-fold fall). A round
 #: whose phase writes a value that is not finite has all its phases applied first. A phase
 #: with a kernel (``k_kind[q]`` > 0: :data:`~stochmix.engine.runner.slot_form.SLOT_KERNELS`)
 #: sets each target row to the kernel of its source row, entry by entry, with the round
@@ -69,22 +71,35 @@ SOURCE = """def rows(
     divisor = ratio_base + client_node  # (ratio_base >= 0) the first node's divisor row
     n_nodes = int(n_average)
     ratios = ratio_base >= 0 and not fresh  # a running sum of ratios: the nodes' changes
+    # gossip ticks recording consensus: a running sum of squares about a centre, taken
+    # afresh (about the mean) every n ticks and wherever it fell 1000-fold since
+    spreads = consensus.shape[0] > 0 and not fresh
     touched = np.zeros(round_nodes.shape[1], dtype=np.bool_)
+    centre = np.zeros(d)
+    squares = 0.0
+    reference = 0.0
+    since = n_nodes  # (taken afresh at the end of the first round)
     for r in range(rounds):
         p = round_program[r]
         nodes = round_nodes[r]
         finite = True
-        if ratios:  # the slots whose model or divisor rows the round writes: out of the sum
+        if ratios or spreads:  # the slots whose reported (or divisor) rows the round writes
             for i in range(touched.shape[0]):
                 touched[i] = False
             for q in range(P0[p], P0[p + 1]):
                 for t in range(T0[q], T0[q + 1]):
                     if t_base[t] == report_base or t_base[t] == ratio_base:
                         touched[t_slot[t]] = True
-            for i in range(touched.shape[0]):
+            for i in range(touched.shape[0]):  # out of the sums before the round
                 if touched[i]:
                     for j in range(d):
-                        sums[j] -= z[report_base + nodes[i], j] / z[ratio_base + nodes[i], j]
+                        value = z[report_base + nodes[i], j]
+                        if ratio_base >= 0:
+                            value = value / z[ratio_base + nodes[i], j]
+                        if ratios:
+                            sums[j] -= value
+                        if spreads:
+                            squares -= (value - centre[j]) * (value - centre[j])
         for q in range(P0[p], P0[p + 1]):
             c_lo = C0[q]
             for c in range(c_lo, C0[q + 1]):
@@ -172,11 +187,17 @@ SOURCE = """def rows(
                         sums[j] += z[row, j] - old
                     if not np.isfinite(z[row, j]):  # (as stored: float32 may overflow)
                         finite = False
-        if ratios:  # and back in with their new ratios
+        if ratios or spreads:  # and back in with their new values
             for i in range(touched.shape[0]):
                 if touched[i]:
                     for j in range(d):
-                        sums[j] += z[report_base + nodes[i], j] / z[ratio_base + nodes[i], j]
+                        value = z[report_base + nodes[i], j]
+                        if ratio_base >= 0:
+                            value = value / z[ratio_base + nodes[i], j]
+                        if ratios:
+                            sums[j] += value
+                        if spreads:
+                            squares += (value - centre[j]) * (value - centre[j])
         if not finite:  # (the round's phases all applied, as a round run as planned)
             return r
         if fresh:  # the sum of the reported rows afresh (no running sum to drift)
@@ -196,16 +217,28 @@ SOURCE = """def rows(
                 large = True
         if consensus.shape[0] > 0:  # the spread of the reported rows about their mean
             for j in range(d):
-                mean[j] = sums[j] / n_average  # (summed afresh above: consensus is fresh)
-            spread = 0.0
-            for i in range(n_nodes):
+                mean[j] = sums[j] / n_average
+            since += 1
+            if fresh or since >= n_nodes or squares < 1e-3 * reference:
+                spread = 0.0  # afresh, about the mean
+                for i in range(n_nodes):
+                    for j in range(d):
+                        if ratio_base < 0:
+                            gap = z[first + i, j] - mean[j]
+                        else:
+                            gap = z[first + i, j] / z[divisor + i, j] - mean[j]
+                        spread += gap * gap
+                consensus[r] = spread / n_average
+                for j in range(d):  # the running sum's new centre
+                    centre[j] = mean[j]
+                squares = spread
+                reference = spread
+                since = 0
+            else:  # (1/n) sum |v - mean|^2 = (1/n) sum |v - c|^2 - |mean - c|^2
+                shift = 0.0
                 for j in range(d):
-                    if ratio_base < 0:
-                        gap = z[first + i, j] - mean[j]
-                    else:
-                        gap = z[first + i, j] / z[divisor + i, j] - mean[j]
-                    spread += gap * gap
-            consensus[r] = spread / n_average
+                    shift += (mean[j] - centre[j]) * (mean[j] - centre[j])
+                consensus[r] = max(squares / n_average - shift, 0.0)
         if large:
             return -(r + 1)
     return rounds

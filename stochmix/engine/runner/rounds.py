@@ -198,7 +198,7 @@ def _run_batch(segments, batch: tuple, z, recorder, start: float, back, too_larg
     first, nodes, programs, times, sizes = batch
     every = segments.every_node_batch(programs)
     spread = None
-    if every and "consensus" in recorder.values and segments.spread:
+    if "consensus" in recorder.values and segments.spread:
         spread = np.empty(programs.size)
     ran, models, large = segments.run(z, nodes, programs, too_large, spread, every)
     now = time.perf_counter() - start

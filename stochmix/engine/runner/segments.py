@@ -22,7 +22,10 @@ What a segmented run records: the reported model of every round, the participant
 gradients, messages, floats and simulated time of every round, ``distance`` at every
 round (from the model), the objective and gradient norm at every round where the
 problem gives them for many models at once
-(:meth:`~stochmix.problems.Problem.closed_form_rows`), and the other metrics at the end of
+(:meth:`~stochmix.problems.Problem.closed_form_rows`), ``consensus`` at every round where
+the method's consensus error is the spread of its reported rows (the loop keeps a running
+sum of squares about a centre, updated by the rows each tick writes and taken afresh every
+n ticks or after a 1000-fold fall: O(d) a tick), and the other metrics at the end of
 each batch (a batch ends before every round where a scheduled metric is due, and at the
 end of the run; batches of rounds of every node record more, see below); the wall time of
 a batch is shared equally among its rounds (from the end of the round before it to its
@@ -191,7 +194,7 @@ class Segmenter:
     def every_node(key) -> bool:
         """Whether ``key`` is that of a round in which every node takes part: its batches
         record every metric of every round (the ticks of a gossip process record those
-        without rows in closed form at the end of each batch)."""
+        without rows in closed form, other than ``consensus``, at the end of each batch)."""
         return isinstance(key, tuple) and key[:1] == ("every node",)
 
     def _first(self, key) -> bool:
@@ -339,8 +342,6 @@ class Segmenter:
         sum to drift), not kept as a running sum (gossip ticks: O(the rows written))."""
         from ..codegen.segment_kernel import batch_function
 
-        if consensus is not None and not fresh:
-            raise ValueError("consensus: computed in batches of rounds of every node (fresh)")
 
         assert self.packed is not None  # a verified key packed its program
         P0, arrays = self.packed
