@@ -13,11 +13,12 @@ imports it for the code that needs it.
 from __future__ import annotations
 
 import sys
+from functools import partial
 from typing import TYPE_CHECKING, TypeAlias
 
 import numpy as np
 
-from ._pool import CORES, on_pool_thread, thread_pool
+from ._pool import CORES, on_pool_thread, on_threads
 
 
 class _ArrayType(type):
@@ -124,8 +125,9 @@ def row_sums(rows: np.ndarray) -> np.ndarray:
     else:
         half = views.shape[0] // 2
         if CORES > 1 and not on_pool_thread():  # (NumPy's sums let go of the GIL)
-            later = thread_pool(2).submit(views[half:].sum, axis=0)
-            wide = views[:half].sum(axis=0) + later.result()
+            low, high = on_threads([partial(views[:half].sum, axis=0),
+                                    partial(views[half:].sum, axis=0)])  # fmt: skip
+            wide = low + high
         else:
             wide = views[:half].sum(axis=0) + views[half:].sum(axis=0)
     total = wide.reshape(k, d).sum(axis=0)

@@ -7,7 +7,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["CORES", "PREFIX", "on_pool_thread", "thread_pool"]
+__all__ = ["CORES", "PREFIX", "on_pool_thread", "on_threads", "thread_pool"]
 
 #: the CPUs this process may run on
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -32,3 +32,12 @@ def on_pool_thread() -> bool:
     """Whether the calling thread is one of the pools' own: work it handed to a pool could
     wait behind itself (every worker busy), so it runs such work on its own thread."""
     return threading.current_thread().name.startswith(PREFIX)
+
+
+def on_threads(calls: list) -> list:
+    """The answers of ``calls`` (functions of no argument that release the GIL), the first
+    on the calling thread and the others on the pool."""
+    pool = thread_pool(2)
+    later = [pool.submit(call) for call in calls[1:]]
+    first = calls[0]()
+    return [first, *(found.result() for found in later)]

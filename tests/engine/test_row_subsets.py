@@ -118,14 +118,14 @@ def test_a_large_activated_round_is_computed_in_halves_with_the_same_bits(monkey
                       seed=5, progress=False, metrics=())  # fmt: skip
 
     split = []
-    real = numpy_backend._on_threads
+    real = numpy_backend.on_threads
 
     def counted(calls):
         split.append(len(calls))
         return real(calls)
 
     monkeypatch.setattr(numpy_backend, "CORES", 2)  # (two threads on any machine)
-    monkeypatch.setattr(numpy_backend, "_on_threads", counted)
+    monkeypatch.setattr(numpy_backend, "on_threads", counted)
     got = run()
     assert split and set(split) == {2}
     monkeypatch.setattr(numpy_backend, "CORES", 1)

@@ -14,10 +14,11 @@ over the nodes: ``run(..., compiled=...)`` chooses); a nonlinear row map to
 from __future__ import annotations
 
 import os
+from functools import partial
 
 import numpy as np
 
-from ..._pool import thread_pool
+from ..._pool import on_threads
 from ..codegen.cache import program_for, rowwise_for, variant
 from ..model.method import Method, RunContext, model_points
 from ..model.phase import Phase
@@ -246,12 +247,10 @@ class OneProcess:
         at = self.ctx.layout.rows(method.model_block, clients + method.client_node)
         out = np.empty((clients.size, z.shape[1]), dtype=z.dtype)
         if WORKERS > 1 and clients.size >= SPLIT_CLIENTS:
-            half = clients.size // 2
-            later = thread_pool(2).submit(
-                function, found.data, clients[half:], z, at[half:], out[half:]
-            )
-            function(found.data, clients[:half], z, at[:half], out[:half])
-            later.result()
+            parts = (slice(0, clients.size // 2), slice(clients.size // 2, None))
+            on_threads([
+                partial(function, found.data, clients[h], z, at[h], out[h]) for h in parts
+            ])  # fmt: skip
         else:
             function(found.data, clients, z, at, out)
         return out

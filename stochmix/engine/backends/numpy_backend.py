@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 
-from ..._pool import CORES, thread_pool
+from ..._pool import CORES, on_threads
 from ..._validate import as_float_dtype, flag_or_choice
 from ..codegen.combine_kernel import combine_kernel, push_kernel, rows_kernel, scatter_kernel
 from ..model.blockwise import BlockwiseForm
@@ -106,7 +106,7 @@ class NumpyBackend:
             rows_kernel=rows_kernel if self.fused_combine else None,
             scatter=scatter_kernel() if self.fused_combine else None,
             push=push_kernel() if self.fused_combine else None,
-            split=_on_threads if CORES > 1 else None,
+            split=on_threads if CORES > 1 else None,
         )
 
 
@@ -117,12 +117,3 @@ def _whole_block_form(phase: Phase) -> BlockwiseForm:
     if form is None:
         raise ValueError(f"apply_blockwise: {phase!r} has no whole-block form")
     return form
-
-
-def _on_threads(calls: list) -> list:
-    """The answers of ``calls`` (functions of no argument that release the GIL), the first
-    on the calling thread and the others on the pool the node-local programs use."""
-    pool = thread_pool(2)
-    later = [pool.submit(call) for call in calls[1:]]
-    first = calls[0]()
-    return [first, *(found.result() for found in later)]
