@@ -337,7 +337,8 @@ class Segmenter:
         (counted: the run's divergence threshold, checked after every round as a
         round-by-round run checks it). ``consensus``: None, or an array of shape (B,) that
         gets each round's consensus error (the spread of the reported rows, see
-        :attr:`spread`; O(n d) a round, for rounds of every node). ``fresh``: the reported
+        :attr:`spread`; O(n d) a round for rounds of every node, O(d) a tick for gossip ticks
+        from a running sum of squares taken afresh every n ticks). ``fresh``: the reported
         average is summed afresh every round (rounds of every node: O(n d), no running
         sum to drift), not kept as a running sum (gossip ticks: O(the rows written))."""
         from ..codegen.segment_kernel import batch_function
